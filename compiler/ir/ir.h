@@ -1,0 +1,324 @@
+/* ir.h - Tile IR: the compiler's one intermediate representation.
+ *
+ * A kernel is an ir_func: SSA values of tile type (a compile-time shape and an element type;
+ * rank 0 is a scalar), structured control flow (for with loop-carried values, if with
+ * results), and two top-level blocks: the grid block, which computes the launch grid from
+ * the scalar parameters on the host, and the body, which one program instance runs.
+ *
+ * Representation (after QBE): every entity lives in a per-function table and is named by a
+ * small integer index, never a pointer, so a function is cheap to clone for autotuning
+ * variants and prints deterministically. Values, ops and blocks are numbered from 1; index 0
+ * means "none". An op's results are consecutive values; a block's arguments too.
+ *
+ * Layouts (how a tile is spread over the threads of a program instance) are part of a tile's
+ * type, as in Triton's encodings; the interpreter ignores them, the GPU passes assign them.
+ *
+ * IR.md next to this file is the reference for the text form and each op's semantics.    */
+#ifndef TL_IR_H
+#define TL_IR_H
+
+#include "util.h"
+
+enum { IR_MAX_RANK = 4 };
+
+typedef enum ir_dtype {
+#define DT(id, name, bits, cls) DT_##id,
+#include "dtype.def"
+#undef DT
+  DT__COUNT
+} ir_dtype;
+
+enum ir_dtype_class { DTC_NONE, DTC_BOOL, DTC_INT, DTC_FLOAT };
+
+const char *ir_dtype_name(ir_dtype t);
+int ir_dtype_bits(ir_dtype t);
+int ir_dtype_bytes(ir_dtype t);
+enum ir_dtype_class ir_dtype_class(ir_dtype t);
+static inline bool ir_dtype_is_float(ir_dtype t) { return ir_dtype_class(t) == DTC_FLOAT; }
+static inline bool ir_dtype_is_int(ir_dtype t) { return ir_dtype_class(t) == DTC_INT; }
+ir_dtype ir_dtype_from_name(const char *s, size_t n); /* DT_NONE if unknown */
+
+typedef enum ir_opcode {
+  IR_NONE,
+#define OP(id, name, na, nr, ng, fl, i0, i1, i2, f, doc) IR_##id,
+#include "ops.def"
+#undef OP
+  IR__COUNT
+} ir_opcode;
+
+enum {
+  OPF_PURE = 1 << 0,
+  OPF_ELEM = 1 << 1,
+  OPF_COMM = 1 << 2,
+  OPF_READ = 1 << 3,
+  OPF_WRITE = 1 << 4,
+  OPF_TERM = 1 << 5,
+  OPF_GPU = 1 << 6,
+};
+
+struct ir_opinfo {
+  const char *name;
+  int nargs, nres, nregions;
+  unsigned flags;
+  const char *iattr[3];
+  const char *fattr;
+  const char *doc;
+};
+extern const struct ir_opinfo ir_ops[IR__COUNT];
+ir_opcode ir_opcode_from_name(const char *s, size_t n); /* IR_NONE if unknown */
+
+/* ---- types -------------------------------------------------------------------------------
+ * Types are interned per function: equal types have equal ids, so comparison is ==.      */
+
+typedef uint32_t ir_type_id;
+
+enum ir_type_kind {
+  IR_TY_VOID,
+  IR_TY_TILE,   /* rank 0 = scalar */
+  IR_TY_TENSOR, /* a kernel's tensor parameter: element type, rank, dims (see below) */
+};
+
+/* Tensor dimensions are either constants (>= 0) or shape symbols: IR_DIM_SYM(v) encodes the
+ * shape value v (a kernel parameter holding the run-time size). */
+#define IR_DIM_SYM(v) (-(int32_t)(v)-1)
+#define IR_DIM_IS_SYM(d) ((d) < 0)
+#define IR_DIM_SYM_VALUE(d) ((uint32_t)(-(d)-1))
+
+struct ir_type {
+  uint8_t kind;
+  uint8_t dtype;
+  uint8_t rank;
+  uint8_t pad;
+  uint16_t layout; /* index into ir_func.layouts; 0 = none assigned */
+  uint16_t pad2;
+  int32_t dims[IR_MAX_RANK];
+};
+
+/* ---- values, ops, blocks ------------------------------------------------------------------ */
+
+typedef uint32_t ir_val;
+
+enum ir_value_kind {
+  IR_VAL_RESULT, /* result `index` of op `def` */
+  IR_VAL_BLOCKARG, /* argument `index` of block `def` */
+  IR_VAL_PARAM,  /* kernel parameter `index` (see ir_param) */
+};
+
+struct ir_value {
+  ir_type_id type;
+  uint32_t def;
+  uint16_t index;
+  uint8_t kind;
+  uint8_t pad;
+  const char *name; /* interned; printed as %name when set (parameters, shape symbols) */
+};
+
+struct ir_loc {
+  uint32_t line, col;
+};
+
+struct ir_op {
+  uint16_t code;
+  uint16_t nres;
+  uint32_t nargs;
+  ir_val *args;
+  ir_val res;        /* first result value; results are res .. res+nres-1 */
+  uint32_t block;    /* the block holding this op (0 once removed) */
+  uint32_t region;   /* first of the op's regions (blocks region .. region+nregions-1) */
+  uint16_t nregions;
+  uint16_t pad;
+  struct ir_loc loc;
+  int64_t i[3];      /* integer attributes, named by ops.def */
+  double f;          /* float attribute, named by ops.def; CONST keeps float values here */
+};
+
+struct ir_block {
+  VEC(uint32_t) ops; /* op ids in program order */
+  ir_val args;       /* first argument value; arguments are args .. args+nargs-1 */
+  uint32_t nargs;
+  uint32_t parent;   /* the op owning this block; 0 for the top-level blocks */
+};
+
+/* ---- layouts (assigned by the GPU passes) -------------------------------------------------
+ * A distributed layout is a linear map over GF(2) from the bits of (register, lane, warp)
+ * indices to tile coordinates, as in Triton's LinearLayout: the coordinate of register r in
+ * lane l of warp w is the XOR of the basis vectors of the set bits of r, l and w. Blocked,
+ * MMA-accumulator, MMA-operand and slice layouts are all of this form; a zero basis vector
+ * means replication. Shared-memory layouts use `kind` IR_LAYOUT_SHARED and the swizzle
+ * fields.                                                                                   */
+
+enum ir_layout_kind {
+  IR_LAYOUT_NONE,
+  IR_LAYOUT_BLOCKED,
+  IR_LAYOUT_MMA,     /* mma.sync accumulator */
+  IR_LAYOUT_MMA_A,   /* mma.sync A operand (registers) */
+  IR_LAYOUT_MMA_B,   /* mma.sync B operand (registers) */
+  IR_LAYOUT_SLICE,   /* a reduction result: parent layout with one dimension removed */
+  IR_LAYOUT_SHARED,  /* shared memory with an XOR swizzle */
+};
+
+enum { IR_LAYOUT_MAX_BITS = 16 };
+
+struct ir_layout {
+  uint8_t kind;
+  uint8_t rank;
+  uint8_t nreg, nlane, nwarp;          /* number of basis vectors of each kind */
+  uint8_t pad[3];
+  int32_t shape[IR_MAX_RANK];
+  int32_t reg[IR_LAYOUT_MAX_BITS][IR_MAX_RANK];
+  int32_t lane[5][IR_MAX_RANK];
+  int32_t warp[5][IR_MAX_RANK];
+  /* shared: element vector, swizzle phase and order (fastest dimension first) */
+  int32_t vec, per_phase, max_phase;
+  int32_t order[IR_MAX_RANK];
+};
+
+/* ---- kernel parameters ------------------------------------------------------------------ */
+
+enum ir_param_kind { IR_PARAM_TENSOR, IR_PARAM_SCALAR, IR_PARAM_SHAPE };
+
+/* Facts about a tensor argument known at specialization time (part of the cache key). */
+struct ir_tensor_facts {
+  uint8_t align;                /* base address alignment in bytes (1..16) */
+  uint8_t stride1[IR_MAX_RANK]; /* 1: stride is known to be 1 (contiguous dimension) */
+  uint8_t div16[IR_MAX_RANK];   /* 1: stride * elem bytes is a multiple of 16 */
+};
+
+struct ir_param {
+  const char *name;
+  uint8_t kind;
+  uint8_t is_out;   /* tensors: written by the kernel */
+  uint8_t used;     /* set by passes: still referenced after specialization */
+  uint8_t div16;    /* shapes: the size is known to be a multiple of 16 */
+  ir_val value;
+  struct ir_tensor_facts facts;
+  uint32_t source_index; /* position among the user-visible parameters (shapes: UINT32_MAX) */
+};
+
+struct ir_func {
+  struct arena *arena;
+  struct strtab *strs;
+  const char *name;
+  int warps;                     /* threads per program instance = 32 * warps */
+  VEC(struct ir_type) types;     /* [0] unused */
+  VEC(struct ir_value) values;   /* [0] unused */
+  VEC(struct ir_op) ops;         /* [0] unused */
+  VEC(struct ir_block) blocks;   /* [0] unused; [1] grid block; [2] body */
+  VEC(struct ir_layout) layouts; /* [0] unused */
+  VEC(struct ir_param) params;
+};
+
+enum { IR_GRID_BLOCK = 1, IR_BODY_BLOCK = 2 };
+
+/* ---- construction ---- */
+
+struct ir_func *ir_func_new(struct arena *a, struct strtab *strs, const char *name);
+struct ir_func *ir_func_clone(const struct ir_func *f, struct arena *a);
+
+ir_type_id ir_type_intern(struct ir_func *f, const struct ir_type *t);
+ir_type_id ir_type_scalar(struct ir_func *f, ir_dtype dt);
+ir_type_id ir_type_tile(struct ir_func *f, ir_dtype dt, int rank, const int32_t *dims);
+ir_type_id ir_type_tensor(struct ir_func *f, ir_dtype dt, int rank, const int32_t *dims);
+ir_type_id ir_type_with_dtype(struct ir_func *f, ir_type_id t, ir_dtype dt);
+ir_type_id ir_type_void(struct ir_func *f);
+uint16_t ir_layout_intern(struct ir_func *f, const struct ir_layout *l);
+
+static inline const struct ir_type *ir_type(const struct ir_func *f, ir_type_id t) {
+  return &f->types.v[t];
+}
+static inline const struct ir_type *ir_vtype(const struct ir_func *f, ir_val v) {
+  return &f->types.v[f->values.v[v].type];
+}
+static inline struct ir_op *ir_op(const struct ir_func *f, uint32_t op) { return &f->ops.v[op]; }
+static inline struct ir_block *ir_block(const struct ir_func *f, uint32_t b) {
+  return &f->blocks.v[b];
+}
+int64_t ir_type_numel(const struct ir_type *t);
+bool ir_type_is_scalar(const struct ir_type *t);
+
+/* Parameters: tensors and scalars in user order, then shape symbols (created on first use). */
+ir_val ir_add_param(struct ir_func *f, const char *name, enum ir_param_kind kind, ir_type_id type,
+                    bool is_out);
+struct ir_param *ir_param_of(const struct ir_func *f, ir_val v); /* NULL if not a parameter */
+
+/* A builder inserts ops into a block, before op `before` (0 = at the end). */
+struct ir_builder {
+  struct ir_func *f;
+  uint32_t block;
+  uint32_t before;
+  struct ir_loc loc;
+};
+
+void ir_builder_at_end(struct ir_builder *b, struct ir_func *f, uint32_t block);
+void ir_builder_before(struct ir_builder *b, struct ir_func *f, uint32_t op);
+
+/* Creates an op with `nres` results of the given types and `nregions` empty blocks, inserts
+ * it at the builder's position and returns its id. */
+uint32_t ir_build(struct ir_builder *b, ir_opcode code, const ir_val *args, uint32_t nargs,
+                  const ir_type_id *res_types, uint32_t nres);
+/* Convenience forms for single-result ops. */
+ir_val ir_build1(struct ir_builder *b, ir_opcode code, ir_type_id type, const ir_val *args,
+                 uint32_t nargs);
+ir_val ir_const_int(struct ir_builder *b, ir_type_id type, int64_t v);
+ir_val ir_const_float(struct ir_builder *b, ir_type_id type, double v);
+ir_val ir_binary(struct ir_builder *b, ir_opcode code, ir_val x, ir_val y); /* type of x (cmp: bool) */
+ir_val ir_unary(struct ir_builder *b, ir_opcode code, ir_val x);
+
+/* Adds an argument to block `blk` and returns it. */
+ir_val ir_block_add_arg(struct ir_func *f, uint32_t blk, ir_type_id type);
+
+/* for: args = lb, ub, step, inits...; results = carried values; body block args = iv, carried. */
+uint32_t ir_build_for(struct ir_builder *b, ir_val lb, ir_val ub, ir_val step, const ir_val *inits,
+                      uint32_t ninits);
+/* if: results of the given types; regions: then, else (both possibly empty of ops). */
+uint32_t ir_build_if(struct ir_builder *b, ir_val cond, const ir_type_id *types, uint32_t ntypes);
+
+static inline ir_val ir_res(const struct ir_func *f, uint32_t op, uint32_t i) {
+  return f->ops.v[op].res + i;
+}
+static inline uint32_t ir_region(const struct ir_func *f, uint32_t op, uint32_t i) {
+  return f->ops.v[op].region + i;
+}
+/* The op defining v, or 0 for block arguments and parameters. */
+uint32_t ir_def_op(const struct ir_func *f, ir_val v);
+/* Integer value of a CONST op's result (scalar or splat). */
+bool ir_value_const_int(const struct ir_func *f, ir_val v, int64_t *out);
+bool ir_value_const_float(const struct ir_func *f, ir_val v, double *out);
+
+/* ---- mutation ---- */
+
+void ir_replace_uses(struct ir_func *f, ir_val from, ir_val to);
+void ir_op_remove(struct ir_func *f, uint32_t op); /* unlinks it from its block (not its regions' ops) */
+void ir_op_set_args(struct ir_func *f, uint32_t op, const ir_val *args, uint32_t nargs);
+/* Use counts of every value, recomputed on demand (an analysis, not cached state). */
+uint32_t *ir_use_counts(struct ir_func *f, struct arena *scratch);
+
+/* ---- walking ---- */
+
+typedef void (*ir_walk_fn)(struct ir_func *f, uint32_t op, void *ud);
+/* Visits every op of block `blk` and, recursively, of its ops' regions, in program order
+ * (an op before the ops of its regions). Safe against removal of the visited op. */
+void ir_walk(struct ir_func *f, uint32_t blk, ir_walk_fn fn, void *ud);
+
+/* ---- text form ---------------------------------------------------------------------------- */
+
+struct ir_module {
+  VEC(struct ir_func *) funcs;
+};
+
+enum { IR_PRINT_LOCS = 1 };
+void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags);
+void ir_print_module(struct strbuf *sb, const struct ir_module *m, unsigned flags);
+
+/* Parses the text form. On error returns false and writes "file:line:col: error: ..."
+ * into err. */
+bool ir_parse(const char *filename, const char *text, size_t len, struct arena *a,
+              struct strtab *strs, struct ir_module *out, struct strbuf *err);
+
+/* ---- verification ---------------------------------------------------------------------- */
+
+/* Checks structural and typing invariants; on failure appends messages naming the op (and
+ * `after`, the pass that ran last, when given) to err and returns false. */
+bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err);
+
+#endif

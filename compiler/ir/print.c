@@ -1,0 +1,294 @@
+/* print.c - the text form of Tile IR (see IR.md).
+ *
+ * Values without a name print as %N, numbered in the order the printer first defines them,
+ * so printing is deterministic and independent of table indices: print -> parse -> print
+ * gives the same text. Floats print in the shortest form that reads back to the same
+ * double. Attributes print as {name=value} using the names in ops.def; `fill`, `stages`
+ * and `tf32` are omitted when zero.                                                        */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+
+struct printer {
+  struct strbuf *sb;
+  const struct ir_func *f;
+  uint32_t *num; /* value -> printed number + 1 (0: not yet numbered) */
+  uint32_t next;
+  unsigned flags;
+};
+
+void ir_print_float(struct strbuf *sb, double v);
+
+void ir_print_float(struct strbuf *sb, double v) {
+  if (isnan(v)) {
+    sb_puts(sb, "nan");
+    return;
+  }
+  if (isinf(v)) {
+    sb_puts(sb, v < 0 ? "-inf" : "inf");
+    return;
+  }
+  char buf[64];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  sb_puts(sb, buf);
+  if (!strpbrk(buf, ".e")) sb_puts(sb, ".0");
+}
+
+static void print_value(struct printer *p, ir_val v) {
+  const struct ir_value *val = &p->f->values.v[v];
+  if (val->name) {
+    sb_printf(p->sb, "%%%s", val->name);
+    return;
+  }
+  if (!p->num[v]) p->num[v] = ++p->next;
+  sb_printf(p->sb, "%%%u", p->num[v] - 1);
+}
+
+static void print_type(struct printer *p, ir_type_id id) {
+  const struct ir_type *t = &p->f->types.v[id];
+  struct strbuf *sb = p->sb;
+  switch (t->kind) {
+  case IR_TY_VOID:
+    sb_puts(sb, "void");
+    return;
+  case IR_TY_TENSOR:
+    sb_printf(sb, "tensor<%s[", ir_dtype_name(t->dtype));
+    for (int i = 0; i < t->rank; i++) {
+      if (i) sb_puts(sb, ", ");
+      if (IR_DIM_IS_SYM(t->dims[i]))
+        print_value(p, IR_DIM_SYM_VALUE(t->dims[i]));
+      else
+        sb_printf(sb, "%d", t->dims[i]);
+    }
+    sb_puts(sb, "]>");
+    return;
+  case IR_TY_TILE:
+    if (t->rank == 0 && !t->layout) {
+      sb_puts(sb, ir_dtype_name(t->dtype));
+      return;
+    }
+    sb_puts(sb, "tile<");
+    for (int i = 0; i < t->rank; i++) sb_printf(sb, "%dx", t->dims[i]);
+    sb_puts(sb, ir_dtype_name(t->dtype));
+    if (t->layout) sb_printf(sb, ", #%u", t->layout);
+    sb_puts(sb, ">");
+    return;
+  default:
+    sb_puts(sb, "<bad type>");
+  }
+}
+
+static void indent(struct printer *p, int depth) {
+  for (int i = 0; i < depth; i++) sb_puts(p->sb, "  ");
+}
+
+static bool omit_when_zero(const char *name) {
+  return strcmp(name, "fill") == 0 || strcmp(name, "stages") == 0 || strcmp(name, "tf32") == 0;
+}
+
+static void print_attrs(struct printer *p, const struct ir_op *op) {
+  const struct ir_opinfo *info = &ir_ops[op->code];
+  bool first = true;
+  for (int k = 0; k < 3; k++) {
+    const char *name = info->iattr[k];
+    if (!name || (omit_when_zero(name) && op->i[k] == 0)) continue;
+    sb_puts(p->sb, first ? " {" : ", ");
+    first = false;
+    sb_printf(p->sb, "%s=%lld", name, (long long)op->i[k]);
+  }
+  if (info->fattr && !(omit_when_zero(info->fattr) && op->f == 0 && !signbit(op->f))) {
+    sb_puts(p->sb, first ? " {" : ", ");
+    first = false;
+    sb_printf(p->sb, "%s=", info->fattr);
+    ir_print_float(p->sb, op->f);
+  }
+  if (!first) sb_puts(p->sb, "}");
+}
+
+static void print_block(struct printer *p, uint32_t blk, int depth);
+
+static void print_args(struct printer *p, const ir_val *args, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    if (i) sb_puts(p->sb, ", ");
+    print_value(p, args[i]);
+  }
+}
+
+static void print_result_types(struct printer *p, const struct ir_op *op) {
+  if (!op->nres) return;
+  sb_puts(p->sb, " -> (");
+  for (uint32_t i = 0; i < op->nres; i++) {
+    if (i) sb_puts(p->sb, ", ");
+    print_type(p, p->f->values.v[op->res + i].type);
+  }
+  sb_puts(p->sb, ")");
+}
+
+static void print_op(struct printer *p, uint32_t id, int depth) {
+  const struct ir_op *op = &p->f->ops.v[id];
+  const struct ir_func *f = p->f;
+  struct strbuf *sb = p->sb;
+  indent(p, depth);
+  for (uint32_t i = 0; i < op->nres; i++) {
+    if (i) sb_puts(sb, ", ");
+    print_value(p, op->res + i);
+  }
+  if (op->nres) sb_puts(sb, " = ");
+  sb_puts(sb, ir_ops[op->code].name);
+
+  switch (op->code) {
+  case IR_CONST: {
+    const struct ir_type *t = ir_vtype(f, op->res);
+    sb_putc(sb, ' ');
+    if (ir_dtype_is_float(t->dtype))
+      ir_print_float(sb, op->f);
+    else if (t->dtype == DT_BOOL)
+      sb_puts(sb, op->i[0] ? "true" : "false");
+    else
+      sb_printf(sb, "%lld", (long long)op->i[0]);
+    break;
+  }
+  case IR_LOAD:
+  case IR_STORE: {
+    uint32_t nidx = ir_vtype(f, op->args[0])->rank;
+    sb_putc(sb, ' ');
+    print_value(p, op->args[0]);
+    sb_putc(sb, '[');
+    print_args(p, op->args + 1, nidx);
+    sb_putc(sb, ']');
+    if (op->code == IR_STORE && op->nargs > nidx + 1) {
+      sb_puts(sb, ", ");
+      print_value(p, op->args[nidx + 1]);
+    }
+    print_attrs(p, op);
+    break;
+  }
+  case IR_FOR: {
+    const struct ir_block *body = &f->blocks.v[op->region];
+    sb_putc(sb, ' ');
+    print_value(p, body->args);
+    sb_puts(sb, " = ");
+    print_value(p, op->args[0]);
+    sb_puts(sb, " to ");
+    print_value(p, op->args[1]);
+    sb_puts(sb, " step ");
+    print_value(p, op->args[2]);
+    if (op->nargs > 3) {
+      sb_puts(sb, " iter(");
+      for (uint32_t i = 3; i < op->nargs; i++) {
+        if (i > 3) sb_puts(sb, ", ");
+        print_value(p, body->args + (i - 2));
+        sb_puts(sb, " = ");
+        print_value(p, op->args[i]);
+      }
+      sb_puts(sb, ")");
+    }
+    print_attrs(p, op);
+    print_result_types(p, op);
+    sb_puts(sb, " {\n");
+    print_block(p, op->region, depth + 1);
+    indent(p, depth);
+    sb_puts(sb, "}");
+    break;
+  }
+  case IR_IF:
+    sb_putc(sb, ' ');
+    print_value(p, op->args[0]);
+    print_result_types(p, op);
+    sb_puts(sb, " {\n");
+    print_block(p, op->region, depth + 1);
+    indent(p, depth);
+    sb_puts(sb, "} else {\n");
+    print_block(p, op->region + 1, depth + 1);
+    indent(p, depth);
+    sb_puts(sb, "}");
+    break;
+  default:
+    if (op->nargs) sb_putc(sb, ' ');
+    print_args(p, op->args, op->nargs);
+    print_attrs(p, op);
+    if (op->nres == 1) {
+      sb_puts(sb, " : ");
+      print_type(p, f->values.v[op->res].type);
+    }
+  }
+  if ((p->flags & IR_PRINT_LOCS) && op->loc.line)
+    sb_printf(sb, " loc(%u:%u)", op->loc.line, op->loc.col);
+  sb_putc(sb, '\n');
+}
+
+static void print_block(struct printer *p, uint32_t blk, int depth) {
+  const struct ir_block *b = &p->f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) print_op(p, b->ops.v[i], depth);
+}
+
+static void print_facts(struct printer *p, const struct ir_param *par, int rank) {
+  const struct ir_tensor_facts *fa = &par->facts;
+  bool any = fa->align > 1;
+  for (int i = 0; i < rank; i++) any |= fa->stride1[i] || fa->div16[i];
+  if (!any) return;
+  sb_printf(p->sb, " {align=%d, stride=[", fa->align);
+  for (int i = 0; i < rank; i++)
+    sb_printf(p->sb, "%s%s", i ? ", " : "", fa->stride1[i] ? "1" : fa->div16[i] ? "div16" : "?");
+  sb_puts(p->sb, "]}");
+}
+
+void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
+  struct arena scratch;
+  arena_init(&scratch, &sb->arena->alloc, sb->arena->oom);
+  struct printer p = {sb, f, ARENA_NEWN(&scratch, uint32_t, f->values.n + 1), 0, flags};
+
+  for (uint32_t i = 1; i < f->layouts.n; i++) {
+    const struct ir_layout *l = &f->layouts.v[i];
+    sb_printf(sb, "#%u = layout<kind=%d", i, l->kind);
+    sb_puts(sb, ">\n");
+  }
+  sb_printf(sb, "kernel @%s(", f->name);
+  bool first = true;
+  for (uint32_t i = 0; i < f->params.n; i++) {
+    const struct ir_param *par = &f->params.v[i];
+    if (par->kind == IR_PARAM_SHAPE) continue;
+    if (!first) sb_puts(sb, ", ");
+    first = false;
+    print_value(&p, par->value);
+    sb_puts(sb, ": ");
+    if (par->is_out) sb_puts(sb, "out ");
+    print_type(&p, f->values.v[par->value].type);
+    if (par->kind == IR_PARAM_TENSOR)
+      print_facts(&p, par, ir_vtype(f, par->value)->rank);
+  }
+  sb_printf(sb, ") warps=%d", f->warps);
+  bool any_div = false;
+  for (uint32_t i = 0; i < f->params.n; i++)
+    any_div |= f->params.v[i].kind == IR_PARAM_SHAPE && f->params.v[i].div16;
+  if (any_div) {
+    sb_puts(sb, " div16(");
+    first = true;
+    for (uint32_t i = 0; i < f->params.n; i++)
+      if (f->params.v[i].kind == IR_PARAM_SHAPE && f->params.v[i].div16) {
+        if (!first) sb_puts(sb, ", ");
+        first = false;
+        print_value(&p, f->params.v[i].value);
+      }
+    sb_puts(sb, ")");
+  }
+  sb_puts(sb, " {\ngrid:\n");
+  print_block(&p, IR_GRID_BLOCK, 1);
+  sb_puts(sb, "body:\n");
+  print_block(&p, IR_BODY_BLOCK, 1);
+  sb_puts(sb, "}\n");
+  arena_free(&scratch);
+}
+
+void ir_print_module(struct strbuf *sb, const struct ir_module *m, unsigned flags) {
+  for (uint32_t i = 0; i < m->funcs.n; i++) {
+    if (i) sb_putc(sb, '\n');
+    ir_print_func(sb, m->funcs.v[i], flags);
+  }
+}

@@ -1,0 +1,59 @@
+/* passes.h - the pass interface and the pipeline.
+ *
+ * Every pass has the signature `void pass_x(struct pass_ctx *)`, lives in its own file and
+ * reports whether it changed the function through pc->changed. The pipeline (pipeline.c)
+ * is one function holding the ordered list; it verifies the IR after each pass when asked,
+ * calls the dump hook after the pass named by --dump-after, and times each pass.        */
+#ifndef TL_PASSES_H
+#define TL_PASSES_H
+
+#include "ir.h"
+
+enum pass_id {
+  PASS_NONE,
+#define PASS(id, name, fn, doc) PASS_##id,
+#include "passes.def"
+#undef PASS
+  PASS__COUNT
+};
+
+struct pass_ctx {
+  struct ir_func *f;
+  struct arena *scratch; /* reset after every pass */
+  bool changed;
+};
+
+#define PASS(id, name, fn, doc) void fn(struct pass_ctx *pc);
+#include "passes.def"
+#undef PASS
+
+const char *pass_name(enum pass_id p);
+const char *pass_doc(enum pass_id p);
+enum pass_id pass_from_name(const char *name); /* PASS_NONE if unknown */
+
+typedef void (*pass_dump_fn)(void *ud, const char *pass, const char *ir_text);
+
+struct pass_options {
+  bool verify_each;          /* run the verifier after every pass */
+  const char *dump_after;    /* pass name, or "all"; NULL for none */
+  pass_dump_fn dump;
+  void *dump_ud;
+  bool time;                 /* record per-pass times in times_ms */
+  double times_ms[PASS__COUNT];
+  uint32_t runs[PASS__COUNT];
+};
+
+/* Runs one pass (with verification, dumping and timing per the options). Returns false if
+ * verification failed; the message is in err. */
+bool pass_run(enum pass_id p, struct ir_func *f, struct pass_options *o, struct strbuf *err);
+
+/* The machine-independent pipeline: what the interpreter executes and what every target's
+ * lowering starts from. */
+bool pass_pipeline_generic(struct ir_func *f, struct pass_options *o, struct strbuf *err);
+
+/* Runs a comma-separated list of pass names (tilec opt). Unknown names are errors. */
+bool pass_run_list(const char *list, struct ir_func *f, struct pass_options *o, struct strbuf *err);
+
+double tl_now_ms(void);
+
+#endif

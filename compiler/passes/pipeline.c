@@ -1,0 +1,102 @@
+/* pipeline.c - the pass table and the pipelines, written out as flat ordered lists.
+ *
+ * Ordering constraints are stated where the list is: a reader should be able to see why
+ * each pass runs where it does without reading the passes.                            */
+#include <string.h>
+#include <time.h>
+
+#include "passes.h"
+
+static const struct {
+  const char *name;
+  void (*fn)(struct pass_ctx *);
+  const char *doc;
+} pass_table[PASS__COUNT] = {
+    [PASS_NONE] = {"none", NULL, ""},
+#define PASS(id, name, fn, doc) [PASS_##id] = {name, fn, doc},
+#include "passes.def"
+#undef PASS
+};
+
+const char *pass_name(enum pass_id p) { return p < PASS__COUNT ? pass_table[p].name : "?"; }
+const char *pass_doc(enum pass_id p) { return p < PASS__COUNT ? pass_table[p].doc : "?"; }
+
+enum pass_id pass_from_name(const char *name) {
+  for (int i = 1; i < PASS__COUNT; i++)
+    if (strcmp(pass_table[i].name, name) == 0) return (enum pass_id)i;
+  return PASS_NONE;
+}
+
+double tl_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+bool pass_run(enum pass_id p, struct ir_func *f, struct pass_options *o, struct strbuf *err) {
+  struct arena scratch;
+  arena_init(&scratch, &f->arena->alloc, f->arena->oom);
+  struct pass_ctx pc = {f, &scratch, false};
+  double t0 = o && o->time ? tl_now_ms() : 0;
+  pass_table[p].fn(&pc);
+  arena_free(&scratch);
+  if (o && o->time) {
+    o->times_ms[p] += tl_now_ms() - t0;
+    o->runs[p]++;
+  }
+  if (o && o->verify_each && !ir_verify(f, pass_table[p].name, err)) return false;
+  if (o && o->dump && o->dump_after &&
+      (strcmp(o->dump_after, "all") == 0 || strcmp(o->dump_after, pass_table[p].name) == 0)) {
+    struct arena pa;
+    arena_init(&pa, &f->arena->alloc, f->arena->oom);
+    struct strbuf sb;
+    sb_init(&sb, &pa);
+    ir_print_func(&sb, f, 0);
+    o->dump(o->dump_ud, pass_table[p].name, sb_str(&sb));
+    arena_free(&pa);
+  }
+  return true;
+}
+
+bool pass_pipeline_generic(struct ir_func *f, struct pass_options *o, struct strbuf *err) {
+  /* canonicalize first: it turns irgen's verbose forms (splat of a constant, broadcast to
+   * the same shape, acc + a @ b) into the shapes fold and CSE recognise. */
+  if (!pass_run(PASS_CANONICALIZE, f, o, err)) return false;
+  /* fold after canonicalize so constant splats are CONST tiles; a second canonicalize
+   * catches patterns exposed by folding (a select on a now-constant condition, if on a
+   * constant). */
+  if (!pass_run(PASS_FOLD, f, o, err)) return false;
+  if (!pass_run(PASS_CANONICALIZE, f, o, err)) return false;
+  /* CSE before DCE: merging duplicates leaves dead copies for DCE to remove. */
+  if (!pass_run(PASS_CSE, f, o, err)) return false;
+  /* DCE last: it also records which parameters are still used after specialization, which
+   * the launcher needs (an unused tensor may be passed as NULL). */
+  if (!pass_run(PASS_DCE, f, o, err)) return false;
+  return true;
+}
+
+bool pass_run_list(const char *list, struct ir_func *f, struct pass_options *o, struct strbuf *err) {
+  const char *s = list;
+  while (*s) {
+    const char *e = strchr(s, ',');
+    size_t n = e ? (size_t)(e - s) : strlen(s);
+    char name[64];
+    if (n == 0 || n >= sizeof name) {
+      sb_printf(err, "bad pass list '%s'\n", list);
+      return false;
+    }
+    memcpy(name, s, n);
+    name[n] = 0;
+    enum pass_id p = pass_from_name(name);
+    if (p == PASS_NONE) {
+      sb_printf(err, "unknown pass '%s'; known passes:", name);
+      for (int i = 1; i < PASS__COUNT; i++) sb_printf(err, " %s", pass_table[i].name);
+      sb_putc(err, '\n');
+      return false;
+    }
+    if (!pass_run(p, f, o, err)) return false;
+    s += n;
+    if (*s == ',') s++;
+  }
+  return true;
+}

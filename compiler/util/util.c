@@ -1,0 +1,218 @@
+/* util.c - arenas, growable arrays, string builders, interning and hashing.
+ *
+ * The arena hands out memory from chunks obtained through the allocation hook; a request
+ * larger than a chunk gets a chunk of its own. Nothing is freed individually.            */
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void *default_realloc(void *ud, void *p, size_t old, size_t n) {
+  (void)ud;
+  (void)old;
+  if (n == 0) {
+    free(p);
+    return NULL;
+  }
+  return realloc(p, n);
+}
+
+const struct tl_alloc tl_default_alloc = {default_realloc, NULL};
+
+void *tl_raw_alloc(const struct tl_alloc *a, size_t n) { return a->fn(a->ud, NULL, 0, n); }
+void *tl_raw_realloc(const struct tl_alloc *a, void *p, size_t old, size_t n) {
+  return a->fn(a->ud, p, old, n);
+}
+void tl_raw_free(const struct tl_alloc *a, void *p, size_t n) {
+  if (p) a->fn(a->ud, p, n, 0);
+}
+
+/* ---- arenas ---- */
+
+struct arena_chunk {
+  struct arena_chunk *next;
+  size_t size, used;
+  _Alignas(16) unsigned char data[];
+};
+
+enum { CHUNK_SIZE = 64 * 1024 };
+
+void arena_init(struct arena *a, const struct tl_alloc *alloc, jmp_buf *oom) {
+  a->alloc = alloc ? *alloc : tl_default_alloc;
+  a->head = NULL;
+  a->oom = oom;
+  a->total = 0;
+}
+
+void arena_free(struct arena *a) {
+  struct arena_chunk *c = a->head;
+  while (c) {
+    struct arena_chunk *next = c->next;
+    tl_raw_free(&a->alloc, c, sizeof *c + c->size);
+    c = next;
+  }
+  a->head = NULL;
+  a->total = 0;
+}
+
+void arena_oom(struct arena *a) {
+  if (a->oom) longjmp(*a->oom, 1);
+  abort(); /* no recovery point armed: an internal error, never reached from the API */
+}
+
+void *arena_alloc(struct arena *a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  if (n == 0) n = 16;
+  struct arena_chunk *c = a->head;
+  if (!c || c->size - c->used < n) {
+    size_t size = n > CHUNK_SIZE / 2 ? n : CHUNK_SIZE;
+    struct arena_chunk *nc = tl_raw_alloc(&a->alloc, sizeof *nc + size);
+    if (!nc) arena_oom(a);
+    nc->size = size;
+    nc->used = 0;
+    a->total += size;
+    if (c && n > CHUNK_SIZE / 2) {
+      /* a big block: keep the current chunk on top so its free space stays usable */
+      nc->next = c->next;
+      c->next = nc;
+    } else {
+      nc->next = c;
+      a->head = nc;
+    }
+    c = nc;
+  }
+  void *p = c->data + c->used;
+  c->used += n;
+  memset(p, 0, n);
+  return p;
+}
+
+void *arena_realloc(struct arena *a, void *p, size_t old, size_t n) {
+  if (n <= old) return p;
+  void *q = arena_alloc(a, n);
+  if (p && old) memcpy(q, p, old);
+  return q;
+}
+
+char *arena_strndup(struct arena *a, const char *s, size_t n) {
+  char *d = arena_alloc(a, n + 1);
+  memcpy(d, s, n);
+  d[n] = 0;
+  return d;
+}
+
+char *arena_strdup(struct arena *a, const char *s) { return arena_strndup(a, s, strlen(s)); }
+
+char *arena_printf(struct arena *a, const char *fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  char *s = arena_alloc(a, (size_t)n + 1);
+  vsnprintf(s, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  return s;
+}
+
+void vec_grow_(struct arena *a, void **v, uint32_t *cap, size_t elem, uint32_t need) {
+  uint32_t nc = *cap ? *cap * 2 : 8;
+  while (nc < need) nc *= 2;
+  *v = arena_realloc(a, *v, elem * *cap, elem * nc);
+  *cap = nc;
+}
+
+/* ---- string builder ---- */
+
+void sb_init(struct strbuf *sb, struct arena *a) {
+  sb->arena = a;
+  sb->s = NULL;
+  sb->len = sb->cap = 0;
+}
+
+static void sb_reserve(struct strbuf *sb, size_t k) {
+  if (sb->len + k + 1 <= sb->cap) return;
+  size_t nc = sb->cap ? sb->cap * 2 : 256;
+  while (nc < sb->len + k + 1) nc *= 2;
+  sb->s = arena_realloc(sb->arena, sb->s, sb->cap, nc);
+  sb->cap = nc;
+}
+
+void sb_putn(struct strbuf *sb, const char *s, size_t n) {
+  sb_reserve(sb, n);
+  memcpy(sb->s + sb->len, s, n);
+  sb->len += n;
+  sb->s[sb->len] = 0;
+}
+
+void sb_putc(struct strbuf *sb, char c) { sb_putn(sb, &c, 1); }
+void sb_puts(struct strbuf *sb, const char *s) { sb_putn(sb, s, strlen(s)); }
+
+void sb_vprintf(struct strbuf *sb, const char *fmt, va_list ap) {
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  sb_reserve(sb, (size_t)n);
+  vsnprintf(sb->s + sb->len, (size_t)n + 1, fmt, ap2);
+  va_end(ap2);
+  sb->len += (size_t)n;
+}
+
+void sb_printf(struct strbuf *sb, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sb_vprintf(sb, fmt, ap);
+  va_end(ap);
+}
+
+const char *sb_str(struct strbuf *sb) { return sb->s ? sb->s : ""; }
+
+/* ---- interning: open addressing over string pointers ---- */
+
+void strtab_init(struct strtab *t, struct arena *a) {
+  t->arena = a;
+  t->slots = NULL;
+  t->n = t->cap = 0;
+}
+
+static uint32_t find_slot(const char **slots, uint32_t cap, const char *s, size_t n, uint64_t h) {
+  uint32_t i = (uint32_t)h & (cap - 1);
+  while (slots[i] && !(strncmp(slots[i], s, n) == 0 && slots[i][n] == 0)) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+const char *strtab_intern(struct strtab *t, const char *s, size_t n) {
+  if (t->n * 2 >= t->cap) {
+    uint32_t nc = t->cap ? t->cap * 2 : 64;
+    const char **ns = ARENA_NEWN(t->arena, const char *, nc);
+    for (uint32_t i = 0; i < t->cap; i++) {
+      const char *e = t->slots[i];
+      if (e) {
+        size_t len = strlen(e);
+        ns[find_slot(ns, nc, e, len, tl_hash_bytes(e, len, 0))] = e;
+      }
+    }
+    t->slots = ns;
+    t->cap = nc;
+  }
+  uint32_t i = find_slot(t->slots, t->cap, s, n, tl_hash_bytes(s, n, 0));
+  if (!t->slots[i]) {
+    t->slots[i] = arena_strndup(t->arena, s, n);
+    t->n++;
+  }
+  return t->slots[i];
+}
+
+uint64_t tl_hash_bytes(const void *p, size_t n, uint64_t seed) {
+  const unsigned char *b = p;
+  uint64_t h = 0xcbf29ce484222325ull ^ seed;
+  for (size_t i = 0; i < n; i++) {
+    h ^= b[i];
+    h *= 0x100000001b3ull;
+  }
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return h;
+}
