@@ -294,8 +294,20 @@ static ir_type_id parse_type(struct parser *ps, bool in_param) {
 
 /* ---- ops ---- */
 
+/* true when the current '{' opens an attribute dictionary ("{name=") rather than a region */
+static bool at_attr_dict(struct parser *ps) {
+  if (!is(ps, "{")) return false;
+  const char *q = ps->p;
+  while (q < ps->end && isspace((unsigned char)*q)) q++;
+  if (q >= ps->end || !(isalpha((unsigned char)*q) || *q == '_')) return false;
+  while (q < ps->end && (isalnum((unsigned char)*q) || *q == '_')) q++;
+  while (q < ps->end && (*q == ' ' || *q == '\t')) q++;
+  return q < ps->end && *q == '=';
+}
+
 static void parse_attrs(struct parser *ps, struct ir_op *op) {
-  if (!accept(ps, "{")) return;
+  if (!at_attr_dict(ps)) return;
+  next(ps);
   const struct ir_opinfo *info = &ir_ops[op->code];
   do {
     if (ps->tok != T_IDENT) fail(ps, "expected an attribute name");

@@ -152,6 +152,8 @@ static void print_op(struct printer *p, uint32_t id, int depth) {
       sb_puts(sb, op->i[0] ? "true" : "false");
     else
       sb_printf(sb, "%lld", (long long)op->i[0]);
+    sb_puts(sb, " : ");
+    print_type(p, f->values.v[op->res].type);
     break;
   }
   case IR_LOAD:
@@ -167,6 +169,10 @@ static void print_op(struct printer *p, uint32_t id, int depth) {
       print_value(p, op->args[nidx + 1]);
     }
     print_attrs(p, op);
+    if (op->nres == 1) {
+      sb_puts(sb, " : ");
+      print_type(p, f->values.v[op->res].type);
+    }
     break;
   }
   case IR_FOR: {

@@ -50,35 +50,86 @@ static bool sweep(struct ir_func *f, uint32_t blk, const uint32_t *uses) {
   return changed;
 }
 
-/* A carried value k of loop `id` is dead when the loop's result k is unused and the body
- * argument k is used only by the yield, in slot k. Removing it rebuilds the loop op with
- * one fewer carried value; block arguments and results are renumbered by building a new
- * loop and moving the body's ops into it. */
-static bool drop_dead_carried(struct ir_func *f, uint32_t id, const uint32_t *uses) {
+/* Liveness of loop-carried values. A carried value is live when the loop's result is used
+ * after the loop, or when something live inside the body reads it: a memory write, a value
+ * feeding a live carried value's yield, a nested op's bounds or condition. mark() follows
+ * operands transitively and, conservatively, everything yielded by the regions of any op
+ * whose result is live. */
+struct live {
+  struct ir_func *f;
+  uint8_t *val;
+  uint32_t loop; /* the loop under analysis: its own arguments are tracked per slot */
+};
+
+static void mark(struct live *L, ir_val v);
+
+static void mark_op(struct live *L, uint32_t id) {
+  struct ir_op *op = &L->f->ops.v[id];
+  for (uint32_t k = 0; k < op->nargs; k++) mark(L, op->args[k]);
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    struct ir_block *b = &L->f->blocks.v[op->region + r];
+    if (b->ops.n) mark_op(L, VEC_LAST(b->ops));
+  }
+}
+
+static void mark(struct live *L, ir_val v) {
+  if (L->val[v]) return;
+  L->val[v] = 1;
+  struct ir_value *val = &L->f->values.v[v];
+  if (val->kind == IR_VAL_RESULT) {
+    mark_op(L, val->def);
+  } else if (val->kind == IR_VAL_BLOCKARG) {
+    uint32_t owner = L->f->blocks.v[val->def].parent;
+    if (owner && owner != L->loop) mark_op(L, owner);
+  }
+}
+
+static void mark_effects(struct live *L, uint32_t blk) {
+  struct ir_block *b = &L->f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    uint32_t id = b->ops.v[i];
+    struct ir_op *op = &L->f->ops.v[id];
+    if (ir_ops[op->code].flags & OPF_WRITE) mark_op(L, id);
+    if (op->nregions && (op->code == IR_IF || op->code == IR_FOR)) {
+      bool eff = false;
+      for (uint32_t r = 0; r < op->nregions; r++) eff |= region_has_effects(L->f, op->region + r);
+      if (eff)
+        for (uint32_t k = 0; k < op->nargs && k < (op->code == IR_FOR ? 3u : 1u); k++) mark(L, op->args[k]);
+    }
+    for (uint32_t r = 0; r < op->nregions; r++) mark_effects(L, op->region + r);
+  }
+}
+
+/* Removes the dead carried values of loop `id` by rebuilding it with fewer; the body's ops
+ * move to the new loop's block. Returns true if it changed anything. */
+static bool drop_dead_carried(struct ir_func *f, uint32_t id, const uint32_t *uses, struct arena *scratch) {
   struct ir_op *op = &f->ops.v[id];
   uint32_t n = op->nres;
-  if (!n) return false;
+  if (!n || n > 256) return false;
+  struct live L = {f, ARENA_NEWN(scratch, uint8_t, f->values.n + 1), id};
   struct ir_block *body = &f->blocks.v[op->region];
-  struct ir_op *y = &f->ops.v[VEC_LAST(body->ops)];
-  bool dead[256] = {0};
-  bool any = false;
-  for (uint32_t k = 0; k < n && k < 256; k++) {
-    ir_val arg = body->args + 1 + k;
-    uint32_t self_uses = 0;
-    for (uint32_t j = 0; j < y->nargs; j++) self_uses += y->args[j] == arg;
-    dead[k] = uses[op->res + k] == 0 && uses[arg] == self_uses && (self_uses == 0 || y->args[k] == arg);
-    /* a carried value whose update is computed from other values is dead too if nothing
-     * but the yield uses it: the computation feeding the yield becomes dead afterwards */
-    if (!dead[k] && uses[op->res + k] == 0 && uses[arg] == 0) dead[k] = true;
-    any |= dead[k];
+  uint32_t yid = VEC_LAST(body->ops);
+  bool live_slot[256] = {0};
+  for (uint32_t k = 0; k < n; k++) live_slot[k] = uses[op->res + k] > 0;
+  /* the loop's own results must not make the loop live through mark(): treat the loop op
+   * as a boundary by pre-marking its results */
+  for (uint32_t k = 0; k < n; k++) L.val[op->res + k] = 1;
+  mark_effects(&L, op->region);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t k = 0; k < n; k++)
+      if (live_slot[k]) mark(&L, f->ops.v[yid].args[k]);
+    for (uint32_t k = 0; k < n; k++)
+      if (!live_slot[k] && L.val[body->args + 1 + k]) live_slot[k] = changed = true;
   }
-  if (!any || n > 256) return false;
+  uint32_t m = 0;
+  for (uint32_t k = 0; k < n; k++) m += live_slot[k];
+  if (m == n) return false;
   struct ir_builder b;
   ir_builder_before(&b, f, id);
   ir_val inits[256];
-  uint32_t m = 0;
-  for (uint32_t k = 0; k < n; k++)
-    if (!dead[k]) inits[m++] = op->args[3 + k];
+  for (uint32_t k = 0, j = 0; k < n; k++)
+    if (live_slot[k]) inits[j++] = op->args[3 + k];
   uint32_t nid = ir_build_for(&b, op->args[0], op->args[1], op->args[2], inits, m);
   op = &f->ops.v[id];
   struct ir_op *nop = &f->ops.v[nid];
@@ -86,36 +137,33 @@ static bool drop_dead_carried(struct ir_func *f, uint32_t id, const uint32_t *us
   nop->loc = op->loc;
   uint32_t oldb = op->region, newb = nop->region;
   ir_val old_args = f->blocks.v[oldb].args, new_args = f->blocks.v[newb].args;
+  ir_val yargs[256];
+  for (uint32_t k = 0, j = 0; k < n; k++)
+    if (live_slot[k]) yargs[j++] = f->ops.v[yid].args[k];
+  ir_op_set_args(f, yid, yargs, m);
+  /* move the body, then rewire arguments and results */
+  f->blocks.v[newb].ops = f->blocks.v[oldb].ops;
+  memset(&f->blocks.v[oldb].ops, 0, sizeof f->blocks.v[oldb].ops);
+  for (uint32_t i = 0; i < f->blocks.v[newb].ops.n; i++) f->ops.v[f->blocks.v[newb].ops.v[i]].block = newb;
   ir_replace_uses(f, old_args, new_args);
   for (uint32_t k = 0, j = 0; k < n; k++)
-    if (!dead[k]) {
+    if (live_slot[k]) {
       ir_replace_uses(f, old_args + 1 + k, new_args + 1 + j);
       ir_replace_uses(f, f->ops.v[id].res + k, f->ops.v[nid].res + j);
       j++;
     }
-  /* move the body */
-  struct ir_block *ob = &f->blocks.v[oldb];
-  f->blocks.v[newb].ops = ob->ops;
-  for (uint32_t i = 0; i < ob->ops.n; i++) f->ops.v[ob->ops.v[i]].block = newb;
-  memset(&f->blocks.v[oldb].ops, 0, sizeof f->blocks.v[oldb].ops);
-  struct ir_block *nb = &f->blocks.v[newb];
-  uint32_t yid = VEC_LAST(nb->ops);
-  ir_val yargs[256];
-  for (uint32_t k = 0, j = 0; k < n; k++)
-    if (!dead[k]) yargs[j++] = f->ops.v[yid].args[k];
-  ir_op_set_args(f, yid, yargs, m);
   ir_op_remove(f, id);
   return true;
 }
 
-static bool drop_carried_in(struct ir_func *f, uint32_t blk, const uint32_t *uses) {
+static bool drop_carried_in(struct ir_func *f, uint32_t blk, const uint32_t *uses, struct arena *scratch) {
   struct ir_block *b = &f->blocks.v[blk];
   for (uint32_t i = 0; i < b->ops.n; i++) {
     uint32_t id = b->ops.v[i];
     struct ir_op *op = &f->ops.v[id];
-    if (op->code == IR_FOR && drop_dead_carried(f, id, uses)) return true;
+    if (op->code == IR_FOR && drop_dead_carried(f, id, uses, scratch)) return true;
     for (uint32_t r = 0; r < op->nregions; r++)
-      if (drop_carried_in(f, op->region + r, uses)) return true;
+      if (drop_carried_in(f, op->region + r, uses, scratch)) return true;
     b = &f->blocks.v[blk];
   }
   return false;
@@ -128,7 +176,7 @@ void pass_dce(struct pass_ctx *pc) {
     bool changed = sweep(f, IR_GRID_BLOCK, uses) | sweep(f, IR_BODY_BLOCK, uses);
     if (!changed) {
       uses = ir_use_counts(f, pc->scratch);
-      changed = drop_carried_in(f, IR_BODY_BLOCK, uses);
+      changed = drop_carried_in(f, IR_BODY_BLOCK, uses, pc->scratch);
     }
     if (!changed) break;
     pc->changed = true;

@@ -41,6 +41,8 @@ struct pass_options {
   bool time;                 /* record per-pass times in times_ms */
   double times_ms[PASS__COUNT];
   uint32_t runs[PASS__COUNT];
+  /* stages outside the pass list, filled by their owners when `time` is set */
+  double parse_ms, lower_ms, codegen_ms, emit_ms;
 };
 
 /* Runs one pass (with verification, dumping and timing per the options). Returns false if

@@ -1,0 +1,344 @@
+/* tile.h - the public C API of the tile compiler (libtile.so).
+ *
+ * Compile .tile kernels (from a file or a string, with compile-time parameter overrides and
+ * a target), inspect their parameters, and launch them on the CPU interpreter or a CUDA GPU
+ * on the caller's stream. Everything the library does is reported through return codes and
+ * messages: it never prints, never exits, and never aborts on bad input.
+ *
+ * Conventions (after SQLite and libuv):
+ *  - Opaque handles with create/destroy; destroying NULL is a no-op.
+ *  - Every fallible call returns a tile_status; TILE_OK is 0. The detailed message of the
+ *    last failure on a context is tile_errmsg(ctx); tile_strerror(code) names the code.
+ *  - A context is used by one thread at a time. Separate contexts are independent and may
+ *    be used concurrently; kernels compiled in one context belong to it.
+ *  - Source diagnostics are available structured (tile_diag_*) and rendered in the message.
+ *
+ * Quick use:
+ *     tile_context *ctx; tile_kernel *k;
+ *     tile_context_create(NULL, &ctx);
+ *     tile_compile_options co = {.device = TILE_DEVICE_CUDA};
+ *     tile_define d[] = {{"ACT", "gelu"}, {"HAS_BIAS", "true"}};
+ *     co.defines = d; co.ndefines = 2;
+ *     if (tile_compile_file(ctx, "lib/gemm.tile", &co, &k)) fprintf(stderr, "%s", tile_errmsg(ctx));
+ *     tile_arg args[] = {tile_arg_tensor(a_ptr, TILE_F16, 2, (int64_t[]){M, K}, NULL), ...};
+ *     tile_launch(ctx, k, args, n, &(tile_launch_options){.stream = my_stream});
+ *     tile_kernel_release(k); tile_context_destroy(ctx);                                  */
+#ifndef TILE_H
+#define TILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TILE_API __attribute__((visibility("default")))
+#else
+#define TILE_API
+#endif
+
+#define TILE_MAX_RANK 4
+
+/* ---- status codes ------------------------------------------------------------------------ */
+
+#define TILE_STATUS_MAP(X)                                                       \
+  X(OK, "success")                                                               \
+  X(INVALID_ARGUMENT, "invalid argument")                                        \
+  X(NOMEM, "out of memory")                                                      \
+  X(IO, "a file could not be read or written")                                   \
+  X(COMPILE, "the kernel source has errors")                                     \
+  X(NOT_FOUND, "no such kernel or parameter")                                    \
+  X(BAD_LAUNCH, "launch arguments rejected; nothing was launched")               \
+  X(NO_DRIVER, "the CUDA driver is not available")                               \
+  X(CUDA, "the CUDA driver reported an error")                                   \
+  X(UNSUPPORTED, "not supported for this kernel, device or target")             \
+  X(CACHE, "the on-disk cache could not be used")                                \
+  X(INTERNAL, "internal compiler error")
+
+typedef enum tile_status {
+#define TILE_X(name, msg) TILE_##name,
+  TILE_STATUS_MAP(TILE_X)
+#undef TILE_X
+  TILE_STATUS__COUNT
+} tile_status;
+
+/* A short description of a status code ("invalid argument"); never NULL. */
+TILE_API const char *tile_strerror(tile_status s);
+/* The name of a status code ("TILE_BAD_LAUNCH"); never NULL. */
+TILE_API const char *tile_status_name(tile_status s);
+
+/* ---- element types (the order mirrors the compiler's dtype table) ------------------------ */
+
+typedef enum tile_dtype {
+  TILE_DTYPE_NONE = 0,
+  TILE_BOOL,
+  TILE_I8,
+  TILE_I16,
+  TILE_I32,
+  TILE_I64,
+  TILE_F16,
+  TILE_BF16,
+  TILE_F32,
+  TILE_F64,
+  TILE_F8E4M3,
+  TILE_F8E5M2,
+  TILE_DTYPE__COUNT
+} tile_dtype;
+
+/* "f16", "bf16", ...; "?" for an invalid value. */
+TILE_API const char *tile_dtype_name(tile_dtype t);
+/* Size of one element in bytes (bool: 1). 0 for an invalid value. */
+TILE_API size_t tile_dtype_size(tile_dtype t);
+
+typedef enum tile_device {
+  TILE_DEVICE_CPU = 0, /* the interpreter: the reference semantics, host pointers */
+  TILE_DEVICE_CUDA = 1 /* an NVIDIA GPU through the Driver API, device pointers */
+} tile_device;
+
+/* ---- contexts ---------------------------------------------------------------------------- */
+
+typedef struct tile_context tile_context;
+typedef struct tile_kernel tile_kernel;
+
+typedef struct tile_context_options {
+  int cuda_device;     /* CUDA device ordinal (default 0) */
+  int cpu_threads;     /* interpreter threads; 0 = one per available core */
+  const char *cache_dir; /* on-disk cache; NULL = $TILE_CACHE_DIR or ~/.cache/tile; "" = off */
+} tile_context_options;
+
+/* Creates a context. opts may be NULL for defaults. The CUDA driver is loaded lazily, on
+ * the first CUDA compile or memory call, so a context works where no driver exists. */
+TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_context **out);
+TILE_API void tile_context_destroy(tile_context *ctx);
+
+/* The message of the last failed call on ctx ("" when none). Valid until the next call. */
+TILE_API const char *tile_errmsg(const tile_context *ctx);
+
+/* Library and LLVM versions, e.g. "tile 0.1.0 (LLVM 22.1.8)". */
+TILE_API const char *tile_version(void);
+
+/* ---- diagnostics of the last compile ----------------------------------------------------- */
+
+typedef enum tile_severity { TILE_SEV_ERROR, TILE_SEV_WARNING, TILE_SEV_NOTE } tile_severity;
+
+typedef struct tile_diagnostic {
+  tile_severity severity;
+  const char *file;
+  unsigned line, col, len; /* 1-based; len = columns underlined */
+  const char *message;
+} tile_diagnostic;
+
+TILE_API unsigned tile_diag_count(const tile_context *ctx);
+TILE_API tile_status tile_diag_get(const tile_context *ctx, unsigned i, tile_diagnostic *out);
+
+/* ---- compiling --------------------------------------------------------------------------- */
+
+typedef struct tile_define {
+  const char *name;  /* a compile-time parameter, e.g. "BM" */
+  const char *value; /* its value as text: "128", "true", "bf16", "gelu" */
+} tile_define;
+
+enum tile_compile_flags {
+  TILE_VERIFY_EACH = 1u << 0, /* run the IR verifier after every pass */
+  TILE_NO_CACHE = 1u << 1,    /* bypass the in-memory and on-disk caches */
+};
+
+typedef struct tile_compile_options {
+  const char *kernel;         /* which kernel of the file; NULL = the only one */
+  const tile_define *defines; /* compile-time parameter overrides */
+  unsigned ndefines;
+  tile_device device;
+  const char *arch; /* CUDA target: "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a";
+                       NULL = the current GPU's (sm_90a on Hopper) */
+  unsigned flags;   /* tile_compile_flags */
+} tile_compile_options;
+
+/* Compiles a kernel from a .tile file (opts may be NULL: the only kernel, on the CPU).
+ * The front end and the generic passes run here; for CUDA, target code is generated per
+ * argument specialization (alignment, contiguity, divisibility) on first launch or by
+ * tile_kernel_prepare, and cached. Kernels are reference-counted: release each once. */
+TILE_API tile_status tile_compile_file(tile_context *ctx, const char *path,
+                                       const tile_compile_options *opts, tile_kernel **out);
+/* The same from source text; `name` is the file name used in diagnostics. */
+TILE_API tile_status tile_compile_string(tile_context *ctx, const char *name, const char *src,
+                                         size_t len, const tile_compile_options *opts,
+                                         tile_kernel **out);
+TILE_API void tile_kernel_release(tile_kernel *k);
+
+/* ---- kernel introspection ---------------------------------------------------------------- */
+
+typedef struct tile_param_info {
+  const char *name;
+  int is_tensor;
+  int is_output;  /* tensors the kernel writes */
+  int is_used;    /* 0: unused after specialization; a NULL data pointer is accepted */
+  int is_read;    /* the kernel loads from this tensor (inputs; outputs it also reads) */
+  tile_dtype dtype;
+  unsigned rank;
+  const char *dim_symbol[TILE_MAX_RANK]; /* shape name ("M"), or NULL for a fixed size */
+  int64_t dim_size[TILE_MAX_RANK];       /* fixed size, or -1 for a symbol */
+} tile_param_info;
+
+TILE_API const char *tile_kernel_name(const tile_kernel *k);
+TILE_API unsigned tile_kernel_param_count(const tile_kernel *k);
+TILE_API tile_status tile_kernel_param(const tile_kernel *k, unsigned i, tile_param_info *out);
+/* Index of the parameter called `name`, or -1. */
+TILE_API int tile_kernel_param_index(const tile_kernel *k, const char *name);
+/* The compile-time parameters after specialization, as "BM=128,BN=128,...". */
+TILE_API const char *tile_kernel_config(const tile_kernel *k);
+
+/* ---- arguments and launching ------------------------------------------------------------- */
+
+typedef struct tile_tensor {
+  void *data;       /* host pointer (CPU) or device pointer (CUDA) */
+  tile_dtype dtype;
+  unsigned rank;
+  int64_t shape[TILE_MAX_RANK];
+  int64_t strides[TILE_MAX_RANK]; /* in elements; all zero = contiguous row-major */
+} tile_tensor;
+
+typedef enum tile_arg_kind { TILE_ARG_TENSOR = 1, TILE_ARG_INT, TILE_ARG_FLOAT } tile_arg_kind;
+
+typedef struct tile_arg {
+  tile_arg_kind kind;
+  union {
+    tile_tensor tensor;
+    int64_t i; /* for i32/i64/bool scalar parameters */
+    double f;  /* for float scalar parameters */
+  } u;
+} tile_arg;
+
+/* Argument constructors. `strides` may be NULL for contiguous row-major. */
+static inline tile_arg tile_arg_tensor(void *data, tile_dtype dtype, unsigned rank,
+                                       const int64_t *shape, const int64_t *strides) {
+  tile_arg a;
+  unsigned i;
+  a.kind = TILE_ARG_TENSOR;
+  a.u.tensor.data = data;
+  a.u.tensor.dtype = dtype;
+  a.u.tensor.rank = rank;
+  for (i = 0; i < TILE_MAX_RANK; i++) {
+    a.u.tensor.shape[i] = (i < rank && shape) ? shape[i] : 0;
+    a.u.tensor.strides[i] = (i < rank && strides) ? strides[i] : 0;
+  }
+  return a;
+}
+static inline tile_arg tile_arg_int(int64_t v) {
+  tile_arg a;
+  a.kind = TILE_ARG_INT;
+  a.u.i = v;
+  return a;
+}
+static inline tile_arg tile_arg_float(double v) {
+  tile_arg a;
+  a.kind = TILE_ARG_FLOAT;
+  a.u.f = v;
+  return a;
+}
+
+typedef struct tile_launch_options {
+  void *stream; /* CUstream of the caller (NULL = the legacy default stream); CPU: ignored */
+} tile_launch_options;
+
+/* Checks the arguments against the kernel's parameters (count, kinds, dtypes, ranks, shape
+ * relations, fixed sizes, NULL or misaligned pointers, pointers of another device) and, if
+ * they pass, launches the kernel (CPU: runs it to completion). On TILE_BAD_LAUNCH the
+ * message names the offending argument and nothing was launched. opts may be NULL. */
+TILE_API tile_status tile_launch(tile_context *ctx, tile_kernel *k, const tile_arg *args,
+                                 unsigned nargs, const tile_launch_options *opts);
+
+/* Generates and loads target code for the specialization these arguments select, without
+ * launching (CUDA; a no-op on the CPU). Timing this measures a cold compile. */
+TILE_API tile_status tile_kernel_prepare(tile_context *ctx, tile_kernel *k, const tile_arg *args,
+                                         unsigned nargs);
+
+/* Launch geometry and resources of the specialization last prepared or launched. */
+typedef struct tile_kernel_stats {
+  unsigned grid[3];
+  unsigned threads;
+  unsigned shared_bytes;
+  int registers;      /* -1 when unknown (CPU) */
+  int local_bytes;    /* spills and stack; -1 when unknown */
+  double compile_ms;  /* front end + passes + codegen + driver load of that specialization */
+  int cache_hit;      /* the specialization came from a cache */
+} tile_kernel_stats;
+TILE_API tile_status tile_kernel_get_stats(const tile_kernel *k, tile_kernel_stats *out);
+
+/* ---- ahead-of-time output (tilec) ------------------------------------------------------- */
+
+typedef enum tile_emit_kind {
+  TILE_EMIT_AST,  /* the parsed program */
+  TILE_EMIT_IR,   /* Tile IR after the generic pipeline */
+  TILE_EMIT_LLVM, /* LLVM IR for the target, after optimization */
+  TILE_EMIT_PTX   /* PTX for the target */
+} tile_emit_kind;
+
+typedef void (*tile_text_fn)(void *ud, const char *title, const char *text);
+
+typedef struct tile_emit_options {
+  tile_emit_kind what;
+  int input_is_ir;         /* the source is Tile IR text, not .tile source */
+  const char *passes;      /* IR input: comma-separated passes to run instead of the pipeline */
+  const char *dump_after;  /* a pass name or "all": IR after it goes to `report` */
+  int time_passes;         /* a timing table goes to `report` */
+  tile_text_fn report;     /* receives dumps and tables; NULL = discard */
+  void *report_ud;
+  /* Optional tensor facts for the specialization (CUDA): 16-byte aligned, contiguous
+   * last dimension, 16-byte-divisible strides and 16-divisible sizes; default on. */
+  int assume_unaligned;
+} tile_emit_options;
+
+/* Compiles to text. *out is allocated by the library (free with tile_free). */
+TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *src, size_t len,
+                               const tile_compile_options *co, const tile_emit_options *eo,
+                               char **out, size_t *out_len);
+TILE_API void tile_free(void *p);
+
+/* ---- device memory and timing helpers (for tools, tests and examples) --------------------
+ * On TILE_DEVICE_CPU these are plain host memory operations, so a program can be written
+ * once for both devices. */
+
+TILE_API tile_status tile_mem_alloc(tile_context *ctx, tile_device dev, size_t bytes, void **out);
+TILE_API tile_status tile_mem_free(tile_context *ctx, tile_device dev, void *p);
+TILE_API tile_status tile_mem_upload(tile_context *ctx, tile_device dev, void *dst, const void *src,
+                                     size_t bytes);
+TILE_API tile_status tile_mem_download(tile_context *ctx, tile_device dev, void *dst,
+                                       const void *src, size_t bytes);
+TILE_API tile_status tile_mem_fill(tile_context *ctx, tile_device dev, void *dst, uint8_t byte,
+                                   size_t bytes);
+TILE_API tile_status tile_synchronize(tile_context *ctx, tile_device dev);
+
+typedef struct tile_device_info {
+  char name[256];
+  int cc_major, cc_minor;
+  int sm_count;
+  int smem_per_block_optin;
+  int driver_version;
+  const char *arch; /* the compile target chosen for it, e.g. "sm_90a" */
+} tile_device_info;
+TILE_API tile_status tile_device_query(tile_context *ctx, tile_device dev, tile_device_info *out);
+
+typedef struct tile_bench_options {
+  void *stream;
+  int warmup;       /* launches before timing (default 10) */
+  int reps;         /* timed launches (default 50) */
+  double max_ms;    /* stop repeating after this much time (default 2000) */
+  size_t flush_l2_bytes; /* clear this many bytes of cache between runs (0 = no) */
+} tile_bench_options;
+
+typedef struct tile_bench_result {
+  double median_ms, min_ms, mean_ms;
+  int reps;
+} tile_bench_result;
+
+/* Times repeated launches with device events (CUDA) or a host clock (CPU). */
+TILE_API tile_status tile_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args,
+                                unsigned nargs, const tile_bench_options *opts,
+                                tile_bench_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,121 @@
+/* mem.c - memory, synchronization and device-query helpers for tools, tests and examples.
+ *
+ * On the CPU device these are ordinary host allocations and copies, so a program written
+ * against them runs unchanged on both devices; on CUDA they are thin checked wrappers of
+ * the Driver API in the context's primary context.                                     */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+static tile_status check_dev(tile_context *ctx, tile_device dev) {
+  if (!ctx) return TILE_INVALID_ARGUMENT;
+  rt_clear_error(ctx);
+  if (dev == TILE_DEVICE_CPU) return TILE_OK;
+  if (dev != TILE_DEVICE_CUDA) return rt_error(ctx, TILE_INVALID_ARGUMENT, "unknown device %d", (int)dev);
+  return rt_cuda_ready(ctx) ? TILE_OK : TILE_NO_DRIVER;
+}
+
+static tile_status cuda_status(tile_context *ctx, int rc, const char *err) {
+  if (rc == 0) return TILE_OK;
+  return rt_error(ctx, TILE_CUDA, "%s", err);
+}
+
+TILE_API tile_status tile_mem_alloc(tile_context *ctx, tile_device dev, size_t bytes, void **out) {
+  tile_status st = check_dev(ctx, dev);
+  if (st) return st;
+  if (!out) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out is NULL");
+  *out = NULL;
+  if (dev == TILE_DEVICE_CPU) {
+    *out = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
+    if (!*out && bytes) return rt_error(ctx, TILE_NOMEM, "cannot allocate %zu bytes", bytes);
+    return TILE_OK;
+  }
+  char err[512];
+  CUdeviceptr p = 0;
+  st = cuda_status(ctx, rt_cuda_alloc(&ctx->cuda, bytes ? bytes : 1, &p, err, sizeof err), err);
+  *out = (void *)(uintptr_t)p;
+  return st;
+}
+
+TILE_API tile_status tile_mem_free(tile_context *ctx, tile_device dev, void *p) {
+  if (!p) return TILE_OK;
+  tile_status st = check_dev(ctx, dev);
+  if (st) return st;
+  if (dev == TILE_DEVICE_CPU) {
+    free(p);
+    return TILE_OK;
+  }
+  char err[512];
+  return cuda_status(ctx, rt_cuda_free(&ctx->cuda, (CUdeviceptr)(uintptr_t)p, err, sizeof err), err);
+}
+
+TILE_API tile_status tile_mem_upload(tile_context *ctx, tile_device dev, void *dst, const void *src,
+                                     size_t bytes) {
+  tile_status st = check_dev(ctx, dev);
+  if (st) return st;
+  if (!bytes) return TILE_OK;
+  if (!dst || !src) return rt_error(ctx, TILE_INVALID_ARGUMENT, "NULL pointer");
+  if (dev == TILE_DEVICE_CPU) {
+    memcpy(dst, src, bytes);
+    return TILE_OK;
+  }
+  char err[512];
+  return cuda_status(ctx, rt_cuda_h2d(&ctx->cuda, (CUdeviceptr)(uintptr_t)dst, src, bytes, err, sizeof err), err);
+}
+
+TILE_API tile_status tile_mem_download(tile_context *ctx, tile_device dev, void *dst,
+                                       const void *src, size_t bytes) {
+  tile_status st = check_dev(ctx, dev);
+  if (st) return st;
+  if (!bytes) return TILE_OK;
+  if (!dst || !src) return rt_error(ctx, TILE_INVALID_ARGUMENT, "NULL pointer");
+  if (dev == TILE_DEVICE_CPU) {
+    memcpy(dst, src, bytes);
+    return TILE_OK;
+  }
+  char err[512];
+  return cuda_status(ctx, rt_cuda_d2h(&ctx->cuda, dst, (CUdeviceptr)(uintptr_t)src, bytes, err, sizeof err), err);
+}
+
+TILE_API tile_status tile_mem_fill(tile_context *ctx, tile_device dev, void *dst, uint8_t byte,
+                                   size_t bytes) {
+  tile_status st = check_dev(ctx, dev);
+  if (st) return st;
+  if (!bytes) return TILE_OK;
+  if (!dst) return rt_error(ctx, TILE_INVALID_ARGUMENT, "NULL pointer");
+  if (dev == TILE_DEVICE_CPU) {
+    memset(dst, byte, bytes);
+    return TILE_OK;
+  }
+  char err[512];
+  return cuda_status(ctx, rt_cuda_memset8(&ctx->cuda, (CUdeviceptr)(uintptr_t)dst, byte, bytes, err, sizeof err), err);
+}
+
+TILE_API tile_status tile_synchronize(tile_context *ctx, tile_device dev) {
+  tile_status st = check_dev(ctx, dev);
+  if (st || dev == TILE_DEVICE_CPU) return st;
+  char err[512];
+  return cuda_status(ctx, rt_cuda_ctx_sync(&ctx->cuda, err, sizeof err), err);
+}
+
+TILE_API tile_status tile_device_query(tile_context *ctx, tile_device dev, tile_device_info *out) {
+  tile_status st = check_dev(ctx, dev);
+  if (st) return st;
+  if (!out) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out is NULL");
+  memset(out, 0, sizeof *out);
+  if (dev == TILE_DEVICE_CPU) {
+    snprintf(out->name, sizeof out->name, "CPU interpreter");
+    out->arch = "cpu";
+    return TILE_OK;
+  }
+  snprintf(out->name, sizeof out->name, "%s", ctx->dev.name);
+  out->cc_major = ctx->dev.cc_major;
+  out->cc_minor = ctx->dev.cc_minor;
+  out->sm_count = ctx->dev.sm_count;
+  out->smem_per_block_optin = ctx->dev.smem_per_block_optin;
+  out->driver_version = ctx->dev.driver_version;
+  out->arch = ctx->dev_arch;
+  return TILE_OK;
+}
