@@ -246,8 +246,29 @@ static const struct lang_kernel_info *find_info(const struct ast_file *ast, cons
 
 /* Runs the front end and the generic pipeline into k. On failure the context's message
  * and diagnostics are set. */
+static tile_status ir_front_end(tile_context *ctx, tile_kernel *k, const tile_compile_options *co,
+                                struct pass_options *po) {
+  struct strbuf err;
+  sb_init(&err, &k->arena);
+  struct ir_module m;
+  if (!ir_parse(k->filename, k->src, k->src_len, &k->arena, &k->strs, &m, &err))
+    return rt_error(ctx, TILE_COMPILE, "%s", sb_str(&err));
+  struct ir_func *f = NULL;
+  for (uint32_t i = 0; i < m.funcs.n; i++)
+    if (!co->kernel || strcmp(m.funcs.v[i]->name, co->kernel) == 0) f = f ? f : m.funcs.v[i];
+  if (!f) return rt_error(ctx, TILE_NOT_FOUND, "%s: no kernel '%s'", k->filename, co->kernel ? co->kernel : "");
+  if (!ir_verify(f, NULL, &err)) return rt_error(ctx, TILE_COMPILE, "%s", sb_str(&err));
+  if (!pass_pipeline_generic(f, po, &err))
+    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  k->ir = f;
+  k->name = f->name;
+  describe_kernel(k, NULL, co);
+  return TILE_OK;
+}
+
 static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compile_options *co,
                              struct ast_file **ast_out, struct pass_options *po) {
+  if (co->flags & TILE_SOURCE_IR) return ir_front_end(ctx, k, co, po);
   double t0 = tl_now_ms();
   struct lang_ctx *lc = lang_ctx_new(&k->arena, &k->strs);
   struct ast_file *ast = lang_parse(lc, k->filename, k->src, k->src_len);

@@ -1,11 +1,19 @@
 /* gpu.c - the CUDA side of the runtime: driver start-up, per-specialization code
- * generation and module loading, launching and event timing.
+ * generation and module loading, argument packing, launching and event timing.
+ *
+ * A kernel's generic IR is compiled to target code once per specialization: the facts
+ * about its arguments that change the generated code (each tensor's base alignment, which
+ * strides are 1 or 16-byte multiples, which sizes are multiples of 16). The facts are the
+ * key of the kernel's specialization list, as Triton's are; a 4095-wide matrix gets a
+ * variant with narrow accesses, a 4096-wide one the vectorized variant.
  *
  * The driver is loaded on first use (a context works without one); the device's primary
  * context is retained so that a host program using the CUDA runtime or PyTorch shares it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cg.h"
 #include "passes.h"
 #include "rt.h"
 
@@ -32,28 +40,282 @@ bool rt_cuda_ready(tile_context *ctx) {
     if (ctx->cuda_ok)
       snprintf(ctx->dev_arch, sizeof ctx->dev_arch, "%s", rt_arch_for(ctx->dev.cc_major, ctx->dev.cc_minor));
     else
-      snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", err);
+      snprintf(ctx->cuda_err, sizeof ctx->cuda_err, "%s", err);
   }
-  if (!ctx->cuda_ok && !ctx->errmsg[0])
-    snprintf(ctx->errmsg, sizeof ctx->errmsg, "the CUDA driver is not available (see the first error)");
+  if (!ctx->cuda_ok) snprintf(ctx->errmsg, sizeof ctx->errmsg, "%s", ctx->cuda_err);
   return ctx->cuda_ok;
 }
 
-tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
-                          bool launch) {
-  (void)k, (void)b, (void)stream, (void)launch;
-  return rt_error(ctx, TILE_UNSUPPORTED, "the CUDA backend is not built yet");
+static int sm_of(const char *arch) { return atoi(arch + 3); }
+
+/* ---- specialization facts ---- */
+
+static int pow2_align(uint64_t x) {
+  int a = 1;
+  while (a < 16 && x % (uint64_t)(a * 2) == 0) a *= 2;
+  return a;
+}
+
+/* Fills the facts of every tensor and shape parameter of `f` from the bound arguments and
+ * encodes them into key. */
+static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t *key, uint32_t cap) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < f->params.n && n + 12 < cap; i++) {
+    struct ir_param *p = &f->params.v[i];
+    const struct interp_arg *a = &b->iargs[i];
+    if (p->kind == IR_PARAM_TENSOR) {
+      const struct interp_tensor *t = &a->tensor;
+      int eb = ir_dtype_bytes((ir_dtype)ir_vtype(f, p->value)->dtype);
+      p->facts.align = (uint8_t)(t->data ? pow2_align((uint64_t)(uintptr_t)t->data) : 16);
+      uint8_t bits = 0;
+      for (int d = 0; d < t->rank; d++) {
+        bool size1 = t->shape[d] <= 1;
+        p->facts.stride1[d] = t->strides[d] == 1;
+        p->facts.div16[d] = size1 || (t->strides[d] * eb) % 16 == 0;
+        bits |= (uint8_t)((p->facts.stride1[d] ? 1 : 0) << (2 * d));
+        bits |= (uint8_t)((p->facts.div16[d] ? 2 : 0) << (2 * d));
+      }
+      key[n++] = p->facts.align;
+      key[n++] = bits;
+    } else if (p->kind == IR_PARAM_SHAPE) {
+      p->div16 = a->scalar.i % 16 == 0;
+      key[n++] = p->div16;
+    }
+  }
+  return n;
+}
+
+/* Compiles f (already specialized: its facts set) for arch into PTX in arena a. */
+static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const char *arch, enum cg_output out,
+                               struct pass_options *po, struct arena *a, struct cg_result *res) {
+  struct strbuf err;
+  sb_init(&err, a);
+  if (!pass_pipeline_gpu(f, sm_of(arch), po, &err) || !ir_verify(f, "gpu pipeline", &err))
+    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  if (!cg_compile(f, arch, out, a, res, &err))
+    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  if (po && po->time) {
+    po->codegen_ms += res->llvm_ms;
+    po->emit_ms += res->emit_ms;
+  }
+  return TILE_OK;
 }
 
 tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const char *arch, tile_emit_kind what,
                         const tile_emit_options *eo, struct pass_options *po, struct strbuf *out) {
-  (void)f, (void)arch, (void)what, (void)eo, (void)po, (void)out;
-  return rt_error(ctx, TILE_UNSUPPORTED, "the CUDA backend is not built yet");
+  /* ahead of time the arguments are unknown: assume the common case (16-byte aligned
+   * bases, contiguous rows, 16-byte multiple strides and sizes) unless told otherwise */
+  for (uint32_t i = 0; i < f->params.n; i++) {
+    struct ir_param *p = &f->params.v[i];
+    if (p->kind == IR_PARAM_TENSOR) {
+      int rank = ir_vtype(f, p->value)->rank;
+      p->facts.align = eo->assume_unaligned ? 1 : 16;
+      for (int d = 0; d < rank; d++) {
+        p->facts.stride1[d] = d == rank - 1;
+        p->facts.div16[d] = !eo->assume_unaligned && d != rank - 1;
+      }
+    } else if (p->kind == IR_PARAM_SHAPE) {
+      p->div16 = !eo->assume_unaligned;
+    }
+  }
+  struct cg_result res;
+  tile_status st = compile_ptx(ctx, f, arch, what == TILE_EMIT_LLVM ? CG_OUT_LLVM : CG_OUT_PTX, po, out->arena, &res);
+  if (st) return st;
+  sb_putn(out, res.text, res.len);
+  return TILE_OK;
+}
+
+static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
+                                          tile_status *st) {
+  uint8_t key[64];
+  struct arena scratch;
+  arena_init(&scratch, &ctx->alloc, NULL);
+  struct ir_func *probe = k->ir;
+  /* facts are computed on a clone so the generic IR stays untouched */
+  struct ir_func *f = ir_func_clone(probe, &scratch);
+  uint32_t klen = spec_facts(f, b, key, sizeof key);
+  for (uint32_t i = 0; i < k->specs.n; i++)
+    if (k->specs.v[i].facts_len == klen && memcmp(k->specs.v[i].facts, key, klen) == 0) {
+      arena_free(&scratch);
+      *st = TILE_OK;
+      return &k->specs.v[i];
+    }
+  double t0 = tl_now_ms();
+  struct cg_result res;
+  *st = compile_ptx(ctx, f, k->arch, CG_OUT_PTX, NULL, &scratch, &res);
+  if (*st) {
+    arena_free(&scratch);
+    return NULL;
+  }
+  struct rt_spec sp = {0};
+  memcpy(sp.facts, key, klen);
+  sp.facts_len = klen;
+  char err[8192], info[4096];
+  float jit_ms = 0;
+  int rc = rt_cuda_module_load(&ctx->cuda, res.text, &sp.module, info, sizeof info, err, sizeof err, &jit_ms);
+  if (rc == 0) rc = rt_cuda_function(&ctx->cuda, sp.module, k->name, &sp.func, err, sizeof err);
+  struct rt_cuda_func_attrs fa;
+  if (rc == 0) rc = rt_cuda_func_attrs(&ctx->cuda, sp.func, &fa, err, sizeof err);
+  if (rc == 0 && res.smem_bytes > 48 * 1024)
+    rc = rt_cuda_set_dynamic_smem(&ctx->cuda, sp.func, (int)res.smem_bytes, err, sizeof err);
+  arena_free(&scratch);
+  if (rc) {
+    if (sp.module) rt_cuda_module_unload(&ctx->cuda, sp.module, info, sizeof info);
+    *st = rt_error(ctx, TILE_CUDA, "loading kernel '%s': %s", k->name, err);
+    return NULL;
+  }
+  sp.threads = res.threads;
+  sp.smem = res.smem_bytes;
+  sp.regs = fa.num_regs;
+  sp.local_bytes = fa.local_bytes;
+  sp.compile_ms = tl_now_ms() - t0;
+  VEC_PUSH(&k->arena, k->specs, sp);
+  *st = TILE_OK;
+  return &VEC_LAST(k->specs);
+}
+
+/* Device-side argument checks: alignment to the element size and device residency. */
+static tile_status check_device_args(tile_context *ctx, tile_kernel *k, const struct rt_bound *b) {
+  struct ir_func *f = k->ir;
+  for (unsigned u = 0; u < k->nparams; u++) {
+    const struct ir_param *p = &f->params.v[k->param_ir[u]];
+    if (p->kind != IR_PARAM_TENSOR) continue;
+    const struct interp_tensor *t = &b->iargs[k->param_ir[u]].tensor;
+    if (!t->data) continue;
+    uintptr_t addr = (uintptr_t)t->data;
+    int eb = ir_dtype_bytes(t->dtype);
+    if (addr % (uintptr_t)eb)
+      return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): pointer %p is not aligned to %d bytes", u,
+                      p->name, t->data, eb);
+    int is_dev = 0, ordinal = -1;
+    char err[512];
+    if (rt_cuda_pointer_info(&ctx->cuda, (CUdeviceptr)addr, &is_dev, &ordinal, err, sizeof err) == 0 &&
+        (!is_dev || (ordinal >= 0 && ordinal != ctx->cuda_ordinal)))
+      return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): %p is not memory of CUDA device %d%s", u,
+                      p->name, t->data, ctx->cuda_ordinal, is_dev ? "" : " (a host pointer?)");
+  }
+  return TILE_OK;
+}
+
+struct packed {
+  void *ptrs[256];
+  uint64_t storage[256];
+  unsigned n;
+};
+
+/* Packs the arguments in the codegen's parameter convention (cg.h). */
+static void pack_args(struct ir_func *f, const struct rt_bound *b, struct packed *pk) {
+  pk->n = 0;
+  for (uint32_t i = 0; i < f->params.n && pk->n < 240; i++) {
+    const struct ir_param *p = &f->params.v[i];
+    const struct interp_arg *a = &b->iargs[i];
+    uint64_t *slot = &pk->storage[pk->n];
+    if (p->kind == IR_PARAM_TENSOR) {
+      *slot = (uint64_t)(uintptr_t)a->tensor.data;
+      pk->ptrs[pk->n] = slot;
+      pk->n++;
+      for (int d = 0; d < ir_vtype(f, p->value)->rank; d++) {
+        pk->storage[pk->n] = (uint64_t)a->tensor.strides[d];
+        pk->ptrs[pk->n] = &pk->storage[pk->n];
+        pk->n++;
+      }
+      continue;
+    }
+    ir_dtype dt = (ir_dtype)ir_vtype(f, p->value)->dtype;
+    if (p->kind == IR_PARAM_SHAPE || dt == DT_I32 || dt == DT_BOOL || dt == DT_I8 || dt == DT_I16) {
+      int32_t v = (int32_t)a->scalar.i;
+      memcpy(slot, &v, 4);
+    } else if (dt == DT_I64) {
+      memcpy(slot, &a->scalar.i, 8);
+    } else if (dt == DT_F64) {
+      memcpy(slot, &a->scalar.f, 8);
+    } else {
+      float v = (float)a->scalar.f;
+      memcpy(slot, &v, 4);
+    }
+    pk->ptrs[pk->n] = slot;
+    pk->n++;
+  }
+}
+
+static tile_status prepare(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, struct rt_spec **out) {
+  if (!rt_cuda_ready(ctx)) return TILE_NO_DRIVER;
+  tile_status st = check_device_args(ctx, k, b);
+  if (st) return st;
+  for (int d = 0; d < 3; d++)
+    if (b->grid[d] > (d == 0 ? INT32_MAX : 65535))
+      return rt_error(ctx, TILE_BAD_LAUNCH, "grid dimension %d is %lld, above the CUDA limit of %d", d,
+                      (long long)b->grid[d], d == 0 ? INT32_MAX : 65535);
+  double t0 = tl_now_ms();
+  uint32_t before = k->specs.n;
+  struct rt_spec *sp = find_or_build_spec(ctx, k, b, &st);
+  if (!sp) return st;
+  k->stats.grid[0] = (unsigned)b->grid[0];
+  k->stats.grid[1] = (unsigned)b->grid[1];
+  k->stats.grid[2] = (unsigned)b->grid[2];
+  k->stats.threads = sp->threads;
+  k->stats.shared_bytes = sp->smem;
+  k->stats.registers = sp->regs;
+  k->stats.local_bytes = sp->local_bytes;
+  k->stats.cache_hit = k->specs.n == before;
+  k->stats.compile_ms = k->stats.cache_hit ? tl_now_ms() - t0 : sp->compile_ms;
+  *out = sp;
+  return TILE_OK;
+}
+
+tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
+                          bool launch) {
+  struct rt_spec *sp;
+  tile_status st = prepare(ctx, k, b, &sp);
+  if (st || !launch) return st;
+  if (b->grid[0] == 0 || b->grid[1] == 0 || b->grid[2] == 0) return TILE_OK;
+  struct packed pk;
+  pack_args(k->ir, b, &pk);
+  unsigned grid[3] = {(unsigned)b->grid[0], (unsigned)b->grid[1], (unsigned)b->grid[2]};
+  unsigned block[3] = {sp->threads, 1, 1};
+  char err[1024];
+  if (rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, (CUstream)stream, pk.ptrs, err, sizeof err))
+    return rt_error(ctx, TILE_CUDA, "launching '%s': %s", k->name, err);
+  return TILE_OK;
 }
 
 tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args, unsigned nargs,
                          const tile_bench_options *o, double *t, int *n) {
-  (void)k, (void)args, (void)nargs, (void)o, (void)t;
   *n = 0;
-  return rt_error(ctx, TILE_UNSUPPORTED, "the CUDA backend is not built yet");
+  struct arena scratch;
+  arena_init(&scratch, &ctx->alloc, NULL);
+  struct rt_bound b;
+  tile_status st = rt_bind_args(ctx, k, args, nargs, &scratch, &b);
+  struct rt_spec *sp = NULL;
+  if (!st) st = prepare(ctx, k, &b, &sp);
+  if (st) {
+    arena_free(&scratch);
+    return st;
+  }
+  struct packed pk;
+  pack_args(k->ir, &b, &pk);
+  unsigned grid[3] = {(unsigned)b.grid[0], (unsigned)b.grid[1], (unsigned)b.grid[2]};
+  unsigned block[3] = {sp->threads, 1, 1};
+  char err[1024];
+  CUevent e0 = NULL, e1 = NULL;
+  CUstream s = (CUstream)o->stream;
+  int rc = rt_cuda_event_create(&ctx->cuda, 0, &e0, err, sizeof err);
+  if (!rc) rc = rt_cuda_event_create(&ctx->cuda, 0, &e1, err, sizeof err);
+  for (int i = 0; !rc && i < o->warmup; i++)
+    rc = rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, s, pk.ptrs, err, sizeof err);
+  if (!rc) rc = rt_cuda_stream_sync(&ctx->cuda, s, err, sizeof err);
+  double start = tl_now_ms();
+  while (!rc && *n < o->reps && (*n < 5 || tl_now_ms() - start < o->max_ms)) {
+    rc = rt_cuda_event_record(&ctx->cuda, e0, s, err, sizeof err);
+    if (!rc) rc = rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, s, pk.ptrs, err, sizeof err);
+    if (!rc) rc = rt_cuda_event_record(&ctx->cuda, e1, s, err, sizeof err);
+    float ms = 0;
+    if (!rc) rc = rt_cuda_event_elapsed(&ctx->cuda, e0, e1, &ms, err, sizeof err);
+    if (!rc) t[(*n)++] = ms;
+  }
+  rt_cuda_event_destroy(&ctx->cuda, e0, err, sizeof err);
+  rt_cuda_event_destroy(&ctx->cuda, e1, err, sizeof err);
+  arena_free(&scratch);
+  if (rc) return rt_error(ctx, TILE_CUDA, "benchmarking '%s': %s", k->name, err);
+  return TILE_OK;
 }

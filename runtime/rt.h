@@ -28,6 +28,7 @@ struct tile_context {
   VEC(tile_diagnostic) diags;
   /* CUDA, loaded on first use */
   bool cuda_tried, cuda_ok;
+  char cuda_err[1024];
   struct rt_cuda cuda;
   struct rt_cuda_device dev;
   char dev_arch[16];

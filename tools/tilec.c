@@ -436,8 +436,10 @@ static int run_cmd(tile_context *ctx, struct options *o) {
   }
   if (dev == TILE_DEVICE_CPU) tile_device_query(ctx, dev, &info);
 
-  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch,
-                             o->verify_each ? TILE_VERIFY_EACH : 0u};
+  size_t fl = strlen(o->file);
+  unsigned flags = (o->verify_each ? TILE_VERIFY_EACH : 0u) |
+                   (fl > 3 && strcmp(o->file + fl - 3, ".ir") == 0 ? TILE_SOURCE_IR : 0u);
+  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags};
   tile_kernel *k = NULL, *kref = NULL;
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
     fprintf(stderr, "%s", tile_errmsg(ctx));

@@ -140,37 +140,46 @@ struct ir_block {
 };
 
 /* ---- layouts (assigned by the GPU passes) -------------------------------------------------
- * A distributed layout is a linear map over GF(2) from the bits of (register, lane, warp)
- * indices to tile coordinates, as in Triton's LinearLayout: the coordinate of register r in
- * lane l of warp w is the XOR of the basis vectors of the set bits of r, l and w. Blocked,
- * MMA-accumulator, MMA-operand and slice layouts are all of this form; a zero basis vector
- * means replication. Shared-memory layouts use `kind` IR_LAYOUT_SHARED and the swizzle
- * fields.                                                                                   */
+ * A layout says which thread of a program instance holds which element of a tile. Types
+ * carry *encodings* that do not depend on the shape, as Triton's do, so elementwise ops,
+ * broadcasts and expand_dims keep their operand's encoding; codegen derives from (encoding,
+ * shape, warps) a linear layout over GF(2) (layout.h) that maps the bits of a register,
+ * lane and warp index to tile coordinates.
+ *
+ *   BLOCKED  each thread holds size_per_thread contiguous elements per dimension; lanes and
+ *            warps tile the rest in `order` (fastest dimension first); shapes larger than
+ *            the CTA tile wrap into more registers, smaller ones replicate.
+ *   SLICE    the result of reducing dimension `dim` of a value with layout `parent`.
+ *   MMA      the mma.sync m16n8 accumulator, warps tiled warps_per_cta[0] x [1].
+ *   DOT_OP   operand `op_idx` (0 = A, 1 = B) of a dot whose result has layout `parent`
+ *            (MMA: the register fragments of mma.sync; BLOCKED: the FMA operand layout,
+ *            each thread holding its rows of A / columns of B for every k).
+ *   SHARED   shared memory: `vec` elements per swizzle unit, rows of `per_phase`, `max_phase`
+ *            XOR phases, `order` fastest dimension first.                                  */
 
 enum ir_layout_kind {
   IR_LAYOUT_NONE,
   IR_LAYOUT_BLOCKED,
-  IR_LAYOUT_MMA,     /* mma.sync accumulator */
-  IR_LAYOUT_MMA_A,   /* mma.sync A operand (registers) */
-  IR_LAYOUT_MMA_B,   /* mma.sync B operand (registers) */
-  IR_LAYOUT_SLICE,   /* a reduction result: parent layout with one dimension removed */
-  IR_LAYOUT_SHARED,  /* shared memory with an XOR swizzle */
+  IR_LAYOUT_SLICE,
+  IR_LAYOUT_MMA,
+  IR_LAYOUT_DOT_OP,
+  IR_LAYOUT_SHARED,
 };
-
-enum { IR_LAYOUT_MAX_BITS = 16 };
 
 struct ir_layout {
   uint8_t kind;
   uint8_t rank;
-  uint8_t nreg, nlane, nwarp;          /* number of basis vectors of each kind */
-  uint8_t pad[3];
-  int32_t shape[IR_MAX_RANK];
-  int32_t reg[IR_LAYOUT_MAX_BITS][IR_MAX_RANK];
-  int32_t lane[5][IR_MAX_RANK];
-  int32_t warp[5][IR_MAX_RANK];
-  /* shared: element vector, swizzle phase and order (fastest dimension first) */
-  int32_t vec, per_phase, max_phase;
-  int32_t order[IR_MAX_RANK];
+  int8_t dim;      /* SLICE */
+  int8_t op_idx;   /* DOT_OP */
+  uint16_t parent; /* SLICE, DOT_OP */
+  uint8_t k_width; /* DOT_OP: elements per thread along k that stay together */
+  uint8_t pad;
+  uint8_t size_per_thread[IR_MAX_RANK];
+  uint8_t threads_per_warp[IR_MAX_RANK];
+  uint8_t warps_per_cta[IR_MAX_RANK];
+  uint8_t order[IR_MAX_RANK];
+  uint8_t instr[3];                 /* MMA: m, n, k of the instruction */
+  uint8_t vec, per_phase, max_phase; /* SHARED */
 };
 
 /* ---- kernel parameters ------------------------------------------------------------------ */
@@ -308,6 +317,7 @@ struct ir_module {
 
 enum { IR_PRINT_LOCS = 1 };
 void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags);
+void ir_print_layout(struct strbuf *sb, const struct ir_func *f, uint32_t layout);
 void ir_print_module(struct strbuf *sb, const struct ir_module *m, unsigned flags);
 
 /* Parses the text form. On error returns false and writes "file:line:col: error: ..."

@@ -526,6 +526,91 @@ static void parse_block(struct parser *ps, uint32_t blk) {
   while (ps->tok != T_EOF && !is(ps, "}") && !is(ps, "body")) parse_op(ps, blk);
 }
 
+static int parse_list(struct parser *ps, const char *name, uint8_t *out, int max) {
+  expect(ps, name);
+  expect(ps, "=");
+  expect(ps, "[");
+  int n = 0;
+  do {
+    if (n == max) fail(ps, "too many entries in '%s'", name);
+    int64_t v = parse_int(ps);
+    if (v < 0 || v > 255) fail(ps, "value %lld out of range in '%s'", (long long)v, name);
+    out[n++] = (uint8_t)v;
+  } while (accept(ps, ","));
+  expect(ps, "]");
+  return n;
+}
+
+static int64_t parse_kv(struct parser *ps, const char *name) {
+  expect(ps, name);
+  expect(ps, "=");
+  if (accept(ps, "#")) return parse_int(ps);
+  return parse_int(ps);
+}
+
+/* #N = blocked<spt=[..], tpw=[..], wpc=[..], order=[..]> | slice<dim=D, parent=#P> |
+ *      mma<wpc=[a,b], instr=[m,n,k]> | dot_op<op=I, parent=#P, kwidth=K> |
+ *      shared<vec=V, per_phase=P, max_phase=M, order=[..]> */
+static void parse_layout(struct parser *ps) {
+  struct ir_func *f = ps->f;
+  expect(ps, "#");
+  int64_t id = parse_int(ps);
+  if (id != (int64_t)f->layouts.n) fail(ps, "layouts must be numbered in order (expected #%u)", f->layouts.n);
+  expect(ps, "=");
+  struct ir_layout l = {0};
+  if (accept(ps, "blocked")) {
+    l.kind = IR_LAYOUT_BLOCKED;
+    expect(ps, "<");
+    int r = parse_list(ps, "spt", l.size_per_thread, IR_MAX_RANK);
+    expect(ps, ",");
+    if (parse_list(ps, "tpw", l.threads_per_warp, IR_MAX_RANK) != r) fail(ps, "rank mismatch");
+    expect(ps, ",");
+    if (parse_list(ps, "wpc", l.warps_per_cta, IR_MAX_RANK) != r) fail(ps, "rank mismatch");
+    expect(ps, ",");
+    if (parse_list(ps, "order", l.order, IR_MAX_RANK) != r) fail(ps, "rank mismatch");
+    l.rank = (uint8_t)r;
+  } else if (accept(ps, "slice")) {
+    l.kind = IR_LAYOUT_SLICE;
+    expect(ps, "<");
+    l.dim = (int8_t)parse_kv(ps, "dim");
+    expect(ps, ",");
+    l.parent = (uint16_t)parse_kv(ps, "parent");
+  } else if (accept(ps, "mma")) {
+    l.kind = IR_LAYOUT_MMA;
+    expect(ps, "<");
+    if (parse_list(ps, "wpc", l.warps_per_cta, 2) != 2) fail(ps, "mma needs two warp counts");
+    expect(ps, ",");
+    if (parse_list(ps, "instr", l.instr, 3) != 3) fail(ps, "mma needs m, n, k");
+    l.rank = 2;
+  } else if (accept(ps, "dot_op")) {
+    l.kind = IR_LAYOUT_DOT_OP;
+    expect(ps, "<");
+    l.op_idx = (int8_t)parse_kv(ps, "op");
+    expect(ps, ",");
+    l.parent = (uint16_t)parse_kv(ps, "parent");
+    expect(ps, ",");
+    l.k_width = (uint8_t)parse_kv(ps, "kwidth");
+    l.rank = 2;
+  } else if (accept(ps, "shared")) {
+    l.kind = IR_LAYOUT_SHARED;
+    expect(ps, "<");
+    l.vec = (uint8_t)parse_kv(ps, "vec");
+    expect(ps, ",");
+    l.per_phase = (uint8_t)parse_kv(ps, "per_phase");
+    expect(ps, ",");
+    l.max_phase = (uint8_t)parse_kv(ps, "max_phase");
+    expect(ps, ",");
+    l.rank = (uint8_t)parse_list(ps, "order", l.order, IR_MAX_RANK);
+  } else {
+    fail(ps, "unknown layout kind '%.*s'", (int)ps->tlen, ps->ts);
+  }
+  expect(ps, ">");
+  if ((l.kind == IR_LAYOUT_SLICE || l.kind == IR_LAYOUT_DOT_OP) && (l.parent == 0 || l.parent >= f->layouts.n))
+    fail(ps, "layout parent #%u is not defined", l.parent);
+  if (l.kind == IR_LAYOUT_SLICE) l.rank = (uint8_t)(f->layouts.v[l.parent].rank - 1);
+  VEC_PUSH(f->arena, f->layouts, l);
+}
+
 static void parse_func(struct parser *ps, struct ir_module *m) {
   expect(ps, "kernel");
   if (ps->tok != T_GLOBAL) fail(ps, "expected '@name'");
@@ -590,6 +675,7 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
     expect(ps, ")");
   }
   expect(ps, "{");
+  while (is(ps, "#")) parse_layout(ps);
   expect(ps, "grid");
   expect(ps, ":");
   uint32_t mark = ps->binds.n;

@@ -245,16 +245,53 @@ static void print_facts(struct printer *p, const struct ir_param *par, int rank)
   sb_puts(p->sb, "]}");
 }
 
+static void print_list(struct strbuf *sb, const char *name, const uint8_t *v, int n) {
+  sb_printf(sb, "%s=[", name);
+  for (int i = 0; i < n; i++) sb_printf(sb, "%s%d", i ? "," : "", v[i]);
+  sb_puts(sb, "]");
+}
+
+void ir_print_layout(struct strbuf *sb, const struct ir_func *f, uint32_t i) {
+  const struct ir_layout *l = &f->layouts.v[i];
+  sb_printf(sb, "  #%u = ", i);
+  switch (l->kind) {
+  case IR_LAYOUT_BLOCKED:
+    sb_puts(sb, "blocked<");
+    print_list(sb, "spt", l->size_per_thread, l->rank);
+    sb_puts(sb, ", ");
+    print_list(sb, "tpw", l->threads_per_warp, l->rank);
+    sb_puts(sb, ", ");
+    print_list(sb, "wpc", l->warps_per_cta, l->rank);
+    sb_puts(sb, ", ");
+    print_list(sb, "order", l->order, l->rank);
+    break;
+  case IR_LAYOUT_SLICE:
+    sb_printf(sb, "slice<dim=%d, parent=#%u", l->dim, l->parent);
+    break;
+  case IR_LAYOUT_MMA:
+    sb_puts(sb, "mma<");
+    print_list(sb, "wpc", l->warps_per_cta, 2);
+    sb_puts(sb, ", ");
+    print_list(sb, "instr", l->instr, 3);
+    break;
+  case IR_LAYOUT_DOT_OP:
+    sb_printf(sb, "dot_op<op=%d, parent=#%u, kwidth=%d", l->op_idx, l->parent, l->k_width);
+    break;
+  case IR_LAYOUT_SHARED:
+    sb_printf(sb, "shared<vec=%d, per_phase=%d, max_phase=%d, ", l->vec, l->per_phase, l->max_phase);
+    print_list(sb, "order", l->order, l->rank);
+    break;
+  default:
+    sb_printf(sb, "invalid<%d", l->kind);
+  }
+  sb_puts(sb, ">\n");
+}
+
 void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
   struct arena scratch;
   arena_init(&scratch, &sb->arena->alloc, sb->arena->oom);
   struct printer p = {sb, f, ARENA_NEWN(&scratch, uint32_t, f->values.n + 1), 0, flags};
 
-  for (uint32_t i = 1; i < f->layouts.n; i++) {
-    const struct ir_layout *l = &f->layouts.v[i];
-    sb_printf(sb, "#%u = layout<kind=%d", i, l->kind);
-    sb_puts(sb, ">\n");
-  }
   sb_printf(sb, "kernel @%s(", f->name);
   bool first = true;
   for (uint32_t i = 0; i < f->params.n; i++) {
@@ -284,7 +321,9 @@ void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
       }
     sb_puts(sb, ")");
   }
-  sb_puts(sb, " {\ngrid:\n");
+  sb_puts(sb, " {\n");
+  for (uint32_t i = 1; i < f->layouts.n; i++) ir_print_layout(sb, f, i);
+  sb_puts(sb, "grid:\n");
   print_block(&p, IR_GRID_BLOCK, 1);
   sb_puts(sb, "body:\n");
   print_block(&p, IR_BODY_BLOCK, 1);

@@ -65,6 +65,10 @@ static void check_elementwise(struct verifier *v, uint32_t id) {
       bad(v, id, "operand %u shape differs from the result shape", k);
       return;
     }
+    if (a->layout != r->layout) {
+      bad(v, id, "operand %u layout #%u differs from the result layout #%u", k, a->layout, r->layout);
+      return;
+    }
   }
   const struct ir_type *a0 = vt(v, op->args[0]);
   enum ir_dtype_class cls = ir_dtype_class(a0->dtype);
@@ -283,6 +287,12 @@ static void check_op_types(struct verifier *v, uint32_t id) {
     for (uint32_t i = 0; i < n; i++) want[i] = op->res + i;
     check_region_end(v, id, op->region, want, n, "then branch");
     check_region_end(v, id, op->region + 1, want, n, "else branch");
+    break;
+  }
+  case IR_CONVERT_LAYOUT: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (!is_tile(a) || !same_shape(a, r) || a->dtype != r->dtype || !r->layout)
+      bad(v, id, "convert_layout changes only the layout");
     break;
   }
   case IR_GRID:

@@ -75,6 +75,17 @@ bool pass_pipeline_generic(struct ir_func *f, struct pass_options *o, struct str
   return true;
 }
 
+bool pass_pipeline_gpu(struct ir_func *f, int sm, struct pass_options *o, struct strbuf *err) {
+  (void)sm;
+  /* layout assignment needs the generic pipeline's output: constants folded and dead
+   * values gone, so no layout (and no conversion) is spent on them. */
+  if (!pass_run(PASS_LAYOUT, f, o, err)) return false;
+  /* layout assignment inserts conversions and re-created constants; clean up after it */
+  if (!pass_run(PASS_CSE, f, o, err)) return false;
+  if (!pass_run(PASS_DCE, f, o, err)) return false;
+  return true;
+}
+
 bool pass_run_list(const char *list, struct ir_func *f, struct pass_options *o, struct strbuf *err) {
   const char *s = list;
   while (*s) {

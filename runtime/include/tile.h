@@ -143,6 +143,7 @@ typedef struct tile_define {
 enum tile_compile_flags {
   TILE_VERIFY_EACH = 1u << 0, /* run the IR verifier after every pass */
   TILE_NO_CACHE = 1u << 1,    /* bypass the in-memory and on-disk caches */
+  TILE_SOURCE_IR = 1u << 2,   /* the source is Tile IR text (tilec --emit=ir output) */
 };
 
 typedef struct tile_compile_options {

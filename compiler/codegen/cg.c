@@ -1,0 +1,707 @@
+/* cg.c - LLVM IR generation for Tile IR with layouts, and PTX emission.
+ *
+ * Every tile value becomes an array of LLVM registers, one per register of its linear
+ * layout (layout.h); register r of a thread holds the element at reg_coord(r) +
+ * thread_coord(lane, warp). Scalars are one register held identically by every thread:
+ * all control flow in Tile IR depends only on scalars, so it is uniform across the program
+ * instance and barriers inside loops and branches are safe.
+ *
+ * Arithmetic on f16/bf16 computes in f32 and rounds once, which is what the interpreter
+ * does, so GPU and reference differ only by the order of reductions and by the fast
+ * transcendental approximations (exp/log via ex2.approx/lg2.approx, tanh and erf built
+ * from exp2). Masked global accesses use predicated PTX (inline asm), the form that never
+ * touches memory for masked-off elements. Layout changes, reductions across warps and the
+ * FMA dot go through dynamic shared memory with a barrier before every reuse.
+ *
+ * The file is organised as: setup and helpers; values and thread coordinates; elementwise
+ * ops; layout changes; reductions; dot; loads and stores; control flow; the driver.     */
+#include "cg.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Core.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cg_internal.h"
+#include "layout.h"
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void init_llvm(void) {
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTarget();
+  LLVMInitializeNVPTXTargetMC();
+  LLVMInitializeNVPTXAsmPrinter();
+}
+
+static const struct {
+  const char *arch;
+  const char *features;
+} targets[] = {
+    {"sm_80", "+ptx70"}, {"sm_86", "+ptx71"}, {"sm_89", "+ptx78"}, {"sm_90", "+ptx78"}, {"sm_90a", "+ptx80"},
+};
+
+bool cg_arch_supported(const char *arch) {
+  for (size_t i = 0; i < TL_ARRAY_LEN(targets); i++)
+    if (strcmp(arch, targets[i].arch) == 0) return true;
+  return false;
+}
+
+int cg_scalar_param_bytes(ir_dtype dt) {
+  switch (dt) {
+  case DT_I64:
+  case DT_F64:
+    return 8;
+  default:
+    return 4;
+  }
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- helpers ---- */
+
+void cg_fail(struct cg *g, const char *fmt, ...) {
+  if (!g->failed) {
+    va_list ap;
+    va_start(ap, fmt);
+    sb_puts(g->err, "codegen: ");
+    sb_vprintf(g->err, fmt, ap);
+    sb_putc(g->err, '\n');
+    va_end(ap);
+  }
+  g->failed = true;
+}
+
+LLVMValueRef cg_intrinsic(struct cg *g, const char *name, LLVMTypeRef *ovl, unsigned novl,
+                          LLVMValueRef *args, unsigned nargs) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  if (!id) {
+    cg_fail(g, "unknown intrinsic %s", name);
+    return LLVMGetUndef(g->i32);
+  }
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(g->mod, id, ovl, novl);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(g->ctx, id, ovl, novl);
+  return LLVMBuildCall2(g->b, fty, fn, args, nargs, "");
+}
+
+LLVMValueRef cg_asm(struct cg *g, LLVMTypeRef ret, const char *text, const char *cons,
+                    LLVMValueRef *args, unsigned nargs, bool side_effects) {
+  LLVMTypeRef at[16];
+  for (unsigned i = 0; i < nargs; i++) at[i] = LLVMTypeOf(args[i]);
+  LLVMTypeRef fty = LLVMFunctionType(ret, at, nargs, 0);
+  LLVMValueRef ia = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), side_effects, 0,
+                                     LLVMInlineAsmDialectATT, 0);
+  return LLVMBuildCall2(g->b, fty, ia, args, nargs, "");
+}
+
+static LLVMValueRef sreg(struct cg *g, const char *name) {
+  char buf[96];
+  snprintf(buf, sizeof buf, "llvm.nvvm.read.ptx.sreg.%s", name);
+  return cg_intrinsic(g, buf, NULL, 0, NULL, 0);
+}
+
+void cg_barrier(struct cg *g) {
+  LLVMValueRef zero = LLVMConstInt(g->i32, 0, 0);
+  cg_intrinsic(g, "llvm.nvvm.barrier.cta.sync.aligned.all", NULL, 0, &zero, 1);
+}
+
+LLVMValueRef cg_i32(struct cg *g, int64_t v) { return LLVMConstInt(g->i32, (unsigned long long)v, 1); }
+LLVMValueRef cg_i64(struct cg *g, int64_t v) { return LLVMConstInt(g->i64, (unsigned long long)v, 1); }
+
+/* The register type of an element type. */
+LLVMTypeRef cg_reg_type(struct cg *g, ir_dtype dt) {
+  switch (dt) {
+  case DT_BOOL: return g->i1;
+  case DT_I8: return LLVMInt8TypeInContext(g->ctx);
+  case DT_I16: return LLVMInt16TypeInContext(g->ctx);
+  case DT_I32: return g->i32;
+  case DT_I64: return g->i64;
+  case DT_F16: return g->f16;
+  case DT_BF16: return g->bf16;
+  case DT_F32: return g->f32;
+  case DT_F64: return LLVMDoubleTypeInContext(g->ctx);
+  case DT_F8E4M3:
+  case DT_F8E5M2: return LLVMInt8TypeInContext(g->ctx);
+  default: return g->i32;
+  }
+}
+
+/* The integer type with an element's memory width (bool is a byte). */
+LLVMTypeRef cg_mem_int_type(struct cg *g, ir_dtype dt) {
+  return LLVMIntTypeInContext(g->ctx, (unsigned)(ir_dtype_bytes(dt) * 8));
+}
+
+/* ---- values ---- */
+
+struct cgval *cg_val(struct cg *g, ir_val v) {
+  struct cgval *cv = &g->vals[v];
+  if (!cv->r) cg_fail(g, "value %%%u used before it was generated", v);
+  return cv;
+}
+
+struct cgval *cg_new_val(struct cg *g, ir_val v, uint32_t n) {
+  struct cgval *cv = &g->vals[v];
+  cv->n = n;
+  cv->r = ARENA_NEWN(g->arena, LLVMValueRef, n + 1);
+  return cv;
+}
+
+bool cg_layout_of(struct cg *g, ir_val v, struct ll *out) {
+  const struct ir_type *t = ir_vtype(g->f, v);
+  if (!ll_of_type(g->f, t, g->f->warps, out)) {
+    cg_fail(g, "value %%%u has no usable layout (#%u for a rank-%d tile)", v, t->layout, t->rank);
+    memset(out, 0, sizeof *out);
+    return false;
+  }
+  return true;
+}
+
+uint32_t cg_num_regs(struct cg *g, ir_val v) {
+  const struct ir_type *t = ir_vtype(g->f, v);
+  if (t->rank == 0) return 1;
+  struct ll l;
+  return cg_layout_of(g, v, &l) ? ll_num_regs(&l) : 1;
+}
+
+/* Thread part of the coordinates of layout l (i32 values), computed once per distinct
+ * layout in the kernel's prologue. */
+void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
+  for (uint32_t i = 0; i < g->ncoord_cache; i++) {
+    struct coord_cache *c = &g->coord_cache[i];
+    if (memcmp(&c->l, l, sizeof *l) == 0) {
+      for (int d = 0; d < l->rank; d++) coord[d] = c->coord[d];
+      return;
+    }
+  }
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+  LLVMPositionBuilderBefore(g->b, g->prologue_end);
+  for (int d = 0; d < l->rank; d++) {
+    LLVMValueRef acc = cg_i32(g, 0);
+    for (int k = 0; k < l->nlane; k++)
+      if (l->lane[k][d]) {
+        LLVMValueRef bit = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, g->lane, cg_i32(g, k), ""), cg_i32(g, 1), "");
+        acc = LLVMBuildOr(g->b, acc, LLVMBuildMul(g->b, bit, cg_i32(g, l->lane[k][d]), ""), "");
+      }
+    for (int k = 0; k < l->nwarp; k++)
+      if (l->warp[k][d]) {
+        LLVMValueRef bit = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, g->warp, cg_i32(g, k), ""), cg_i32(g, 1), "");
+        acc = LLVMBuildOr(g->b, acc, LLVMBuildMul(g->b, bit, cg_i32(g, l->warp[k][d]), ""), "");
+      }
+    coord[d] = acc;
+  }
+  LLVMPositionBuilderAtEnd(g->b, cur);
+  if (g->ncoord_cache < TL_ARRAY_LEN(g->coord_cache)) {
+    struct coord_cache *c = &g->coord_cache[g->ncoord_cache++];
+    c->l = *l;
+    for (int d = 0; d < l->rank; d++) c->coord[d] = coord[d];
+  }
+}
+
+/* Full coordinates (i32) of register r of a value with layout l. */
+void cg_coords(struct cg *g, const struct ll *l, uint32_t r, LLVMValueRef *coord) {
+  LLVMValueRef th[IR_MAX_RANK];
+  int32_t rc[IR_MAX_RANK];
+  cg_thread_coords(g, l, th);
+  ll_reg_coord(l, r, rc);
+  for (int d = 0; d < l->rank; d++) coord[d] = rc[d] ? LLVMBuildOr(g->b, th[d], cg_i32(g, rc[d]), "") : th[d];
+}
+
+/* ---- elementwise ---- */
+
+static LLVMValueRef to_f32(struct cg *g, LLVMValueRef v, ir_dtype dt) {
+  if (dt == DT_F32) return v;
+  return LLVMBuildFPExt(g->b, v, g->f32, "");
+}
+
+static LLVMValueRef from_f32(struct cg *g, LLVMValueRef v, ir_dtype dt) {
+  if (dt == DT_F32) return v;
+  return LLVMBuildFPTrunc(g->b, v, cg_reg_type(g, dt), "");
+}
+
+static LLVMValueRef fconst(struct cg *g, double x) { return LLVMConstReal(g->f32, x); }
+
+static LLVMValueRef exp2f_(struct cg *g, LLVMValueRef x) {
+  LLVMTypeRef t = g->f32;
+  return cg_intrinsic(g, "llvm.exp2", &t, 1, &x, 1);
+}
+
+static LLVMValueRef f_mul(struct cg *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(g->b, a, b, ""); }
+static LLVMValueRef f_add(struct cg *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(g->b, a, b, ""); }
+static LLVMValueRef f_sub(struct cg *g, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(g->b, a, b, ""); }
+static LLVMValueRef fdiv_fast(struct cg *g, LLVMValueRef a, LLVMValueRef b) {
+  LLVMValueRef d = LLVMBuildFDiv(g->b, a, b, "");
+  LLVMSetFastMathFlags(d, LLVMFastMathAllowReciprocal | LLVMFastMathApproxFunc);
+  return d;
+}
+
+static LLVMValueRef fabs_(struct cg *g, LLVMValueRef x) {
+  LLVMTypeRef t = g->f32;
+  return cg_intrinsic(g, "llvm.fabs", &t, 1, &x, 1);
+}
+
+static LLVMValueRef copysign_(struct cg *g, LLVMValueRef mag, LLVMValueRef sgn) {
+  LLVMTypeRef t = g->f32;
+  LLVMValueRef a[2] = {mag, sgn};
+  return cg_intrinsic(g, "llvm.copysign", &t, 1, a, 2);
+}
+
+/* tanh(x) = sign(x) (1 - 2 / (2^(2|x| log2 e) + 1)): absolute error ~1e-7, no overflow
+ * (2^large = inf gives exactly 1). */
+static LLVMValueRef tanh_f32(struct cg *g, LLVMValueRef x) {
+  LLVMValueRef e = exp2f_(g, f_mul(g, fabs_(g, x), fconst(g, 2.0 * 1.4426950408889634)));
+  LLVMValueRef t = f_sub(g, fconst(g, 1.0), fdiv_fast(g, fconst(g, 2.0), f_add(g, e, fconst(g, 1.0))));
+  return copysign_(g, t, x);
+}
+
+/* erf via erfc(|x|) = t exp(-x^2 + P(t)), t = 1/(1 + |x|/2) (Numerical Recipes' Chebyshev
+ * fit, fractional error below 1.2e-7), computed with exp2. */
+static LLVMValueRef erf_f32(struct cg *g, LLVMValueRef x) {
+  static const double c[10] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                               0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277};
+  LLVMValueRef z = fabs_(g, x);
+  LLVMValueRef t = fdiv_fast(g, fconst(g, 1.0), f_add(g, fconst(g, 1.0), f_mul(g, fconst(g, 0.5), z)));
+  LLVMValueRef p = fconst(g, c[9]);
+  for (int i = 8; i >= 0; i--) p = f_add(g, f_mul(g, p, t), fconst(g, c[i]));
+  LLVMValueRef arg = f_add(g, f_mul(g, LLVMBuildFNeg(g->b, z, ""), z), p);
+  LLVMValueRef erfc = f_mul(g, t, exp2f_(g, f_mul(g, arg, fconst(g, 1.4426950408889634))));
+  return copysign_(g, f_sub(g, fconst(g, 1.0), erfc), x);
+}
+
+static LLVMValueRef emit_float_op(struct cg *g, ir_opcode op, LLVMValueRef a, LLVMValueRef b) {
+  LLVMTypeRef t = g->f32;
+  LLVMValueRef args[2] = {a, b};
+  switch (op) {
+  case IR_NEG: return LLVMBuildFNeg(g->b, a, "");
+  case IR_ABS: return fabs_(g, a);
+  case IR_EXP: return exp2f_(g, f_mul(g, a, fconst(g, 1.4426950408889634)));
+  case IR_EXP2: return exp2f_(g, a);
+  case IR_LOG2: return cg_intrinsic(g, "llvm.nvvm.lg2.approx.f", NULL, 0, &a, 1);
+  case IR_LOG: return f_mul(g, cg_intrinsic(g, "llvm.nvvm.lg2.approx.f", NULL, 0, &a, 1), fconst(g, 0.6931471805599453));
+  case IR_SQRT: return cg_intrinsic(g, "llvm.sqrt", &t, 1, &a, 1);
+  case IR_RSQRT: return cg_intrinsic(g, "llvm.nvvm.rsqrt.approx.f", NULL, 0, &a, 1);
+  case IR_TANH: return tanh_f32(g, a);
+  case IR_ERF: return erf_f32(g, a);
+  case IR_ADD: return f_add(g, a, b);
+  case IR_SUB: return f_sub(g, a, b);
+  case IR_MUL: return f_mul(g, a, b);
+  case IR_DIV: return LLVMBuildFDiv(g->b, a, b, "");
+  case IR_REM: return LLVMBuildFRem(g->b, a, b, "");
+  case IR_MIN: return cg_intrinsic(g, "llvm.minnum", &t, 1, args, 2);
+  case IR_MAX: return cg_intrinsic(g, "llvm.maxnum", &t, 1, args, 2);
+  case IR_EQ: return LLVMBuildFCmp(g->b, LLVMRealOEQ, a, b, "");
+  case IR_NE: return LLVMBuildFCmp(g->b, LLVMRealUNE, a, b, "");
+  case IR_LT: return LLVMBuildFCmp(g->b, LLVMRealOLT, a, b, "");
+  case IR_LE: return LLVMBuildFCmp(g->b, LLVMRealOLE, a, b, "");
+  case IR_GT: return LLVMBuildFCmp(g->b, LLVMRealOGT, a, b, "");
+  case IR_GE: return LLVMBuildFCmp(g->b, LLVMRealOGE, a, b, "");
+  default:
+    cg_fail(g, "float op %s not supported", ir_ops[op].name);
+    return a;
+  }
+}
+
+static LLVMValueRef emit_int_op(struct cg *g, ir_opcode op, ir_dtype dt, LLVMValueRef a, LLVMValueRef b) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  unsigned bits = LLVMGetIntTypeWidth(t);
+  LLVMValueRef zero = LLVMConstInt(t, 0, 0), one = LLVMConstInt(t, 1, 0), minus1 = LLVMConstAllOnes(t);
+  LLVMValueRef args[2] = {a, b};
+  switch (op) {
+  case IR_NEG: return LLVMBuildNeg(g->b, a, "");
+  case IR_NOT: return LLVMBuildNot(g->b, a, "");
+  case IR_ABS: {
+    LLVMValueRef f = LLVMConstInt(g->i1, 0, 0);
+    LLVMValueRef aa[2] = {a, f};
+    return cg_intrinsic(g, "llvm.abs", &t, 1, aa, 2);
+  }
+  case IR_ADD: return LLVMBuildAdd(g->b, a, b, "");
+  case IR_SUB: return LLVMBuildSub(g->b, a, b, "");
+  case IR_MUL: return LLVMBuildMul(g->b, a, b, "");
+  case IR_DIV:
+  case IR_REM: {
+    /* x/0 = 0, x%0 = 0, MIN/-1 = MIN, x%-1 = 0: no trapping or undefined division */
+    LLVMValueRef bz = LLVMBuildICmp(g->b, LLVMIntEQ, b, zero, "");
+    LLVMValueRef bm = LLVMBuildICmp(g->b, LLVMIntEQ, b, minus1, "");
+    LLVMValueRef safe = LLVMBuildSelect(g->b, LLVMBuildOr(g->b, bz, bm, ""), one, b, "");
+    LLVMValueRef q = op == IR_DIV ? LLVMBuildSDiv(g->b, a, safe, "") : LLVMBuildSRem(g->b, a, safe, "");
+    LLVMValueRef special = op == IR_DIV ? LLVMBuildSelect(g->b, bz, zero, LLVMBuildNeg(g->b, a, ""), "") : zero;
+    return LLVMBuildSelect(g->b, LLVMBuildOr(g->b, bz, bm, ""), special, q, "");
+  }
+  case IR_MIN: return cg_intrinsic(g, "llvm.smin", &t, 1, args, 2);
+  case IR_MAX: return cg_intrinsic(g, "llvm.smax", &t, 1, args, 2);
+  case IR_AND: return LLVMBuildAnd(g->b, a, b, "");
+  case IR_OR: return LLVMBuildOr(g->b, a, b, "");
+  case IR_XOR: return LLVMBuildXor(g->b, a, b, "");
+  case IR_SHL: return LLVMBuildShl(g->b, a, LLVMBuildAnd(g->b, b, LLVMConstInt(t, bits - 1, 0), ""), "");
+  case IR_SHR: return LLVMBuildAShr(g->b, a, LLVMBuildAnd(g->b, b, LLVMConstInt(t, bits - 1, 0), ""), "");
+  case IR_EQ: return LLVMBuildICmp(g->b, LLVMIntEQ, a, b, "");
+  case IR_NE: return LLVMBuildICmp(g->b, LLVMIntNE, a, b, "");
+  case IR_LT: return LLVMBuildICmp(g->b, dt == DT_BOOL ? LLVMIntULT : LLVMIntSLT, a, b, "");
+  case IR_LE: return LLVMBuildICmp(g->b, dt == DT_BOOL ? LLVMIntULE : LLVMIntSLE, a, b, "");
+  case IR_GT: return LLVMBuildICmp(g->b, dt == DT_BOOL ? LLVMIntUGT : LLVMIntSGT, a, b, "");
+  case IR_GE: return LLVMBuildICmp(g->b, dt == DT_BOOL ? LLVMIntUGE : LLVMIntSGE, a, b, "");
+  default:
+    cg_fail(g, "integer op %s not supported", ir_ops[op].name);
+    return a;
+  }
+}
+
+LLVMValueRef cg_cast(struct cg *g, LLVMValueRef v, ir_dtype from, ir_dtype to) {
+  if (from == to) return v;
+  bool ff = ir_dtype_is_float(from), ft = ir_dtype_is_float(to);
+  LLVMTypeRef tt = cg_reg_type(g, to);
+  if (to == DT_BOOL) {
+    if (ff) return LLVMBuildFCmp(g->b, LLVMRealUNE, to_f32(g, v, from), fconst(g, 0), "");
+    return LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
+  }
+  if (ff && ft) {
+    if (to == DT_F64) return LLVMBuildFPExt(g->b, v, tt, "");
+    if (from == DT_F64) return from_f32(g, LLVMBuildFPTrunc(g->b, v, g->f32, ""), to);
+    return from_f32(g, to_f32(g, v, from), to);
+  }
+  if (ff) {
+    LLVMTypeRef ov[2] = {tt, g->f32};
+    LLVMValueRef x = to_f32(g, v, from);
+    return cg_intrinsic(g, "llvm.fptosi.sat", ov, 2, &x, 1);
+  }
+  if (ft) {
+    LLVMValueRef x = from == DT_BOOL ? LLVMBuildUIToFP(g->b, v, g->f32, "") : LLVMBuildSIToFP(g->b, v, g->f32, "");
+    return to == DT_F64 ? LLVMBuildFPExt(g->b, x, tt, "") : from_f32(g, x, to);
+  }
+  unsigned fb = LLVMGetIntTypeWidth(LLVMTypeOf(v)), tb = LLVMGetIntTypeWidth(tt);
+  if (fb == tb) return v;
+  if (fb > tb) return LLVMBuildTrunc(g->b, v, tt, "");
+  return from == DT_BOOL ? LLVMBuildZExt(g->b, v, tt, "") : LLVMBuildSExt(g->b, v, tt, "");
+}
+
+/* One element of an elementwise op (operands of dtype dt). */
+LLVMValueRef cg_elem(struct cg *g, ir_opcode op, ir_dtype dt, LLVMValueRef a, LLVMValueRef b) {
+  if (!ir_dtype_is_float(dt)) return emit_int_op(g, op, dt, a, b);
+  if (dt == DT_F64) {
+    /* f64 ops are rare: compute at f32 precision only where no f64 form is cheap */
+    LLVMValueRef x = LLVMBuildFPTrunc(g->b, a, g->f32, ""), y = b ? LLVMBuildFPTrunc(g->b, b, g->f32, "") : NULL;
+    LLVMValueRef r = emit_float_op(g, op, x, y);
+    return LLVMTypeOf(r) == g->i1 ? r : LLVMBuildFPExt(g->b, r, cg_reg_type(g, DT_F64), "");
+  }
+  LLVMValueRef x = to_f32(g, a, dt), y = b ? to_f32(g, b, dt) : NULL;
+  LLVMValueRef r = emit_float_op(g, op, x, y);
+  if (LLVMTypeOf(r) == g->i1) return r;
+  return from_f32(g, r, dt);
+}
+
+static void gen_elementwise(struct cg *g, const struct ir_op *op) {
+  uint32_t n = cg_num_regs(g, op->res);
+  struct cgval *out = cg_new_val(g, op->res, n);
+  ir_dtype dt = ir_vtype(g->f, op->args[0])->dtype, rdt = ir_vtype(g->f, op->res)->dtype;
+  struct cgval *a = cg_val(g, op->args[0]);
+  struct cgval *b = op->nargs > 1 ? cg_val(g, op->args[1]) : NULL;
+  struct cgval *c = op->nargs > 2 ? cg_val(g, op->args[2]) : NULL;
+  for (uint32_t r = 0; r < n && !g->failed; r++) {
+    if (a->n != n || (b && b->n != n) || (c && c->n != n)) {
+      cg_fail(g, "%s: operand register counts differ", ir_ops[op->code].name);
+      return;
+    }
+    if (op->code == IR_CAST)
+      out->r[r] = cg_cast(g, a->r[r], dt, rdt);
+    else if (op->code == IR_SELECT)
+      out->r[r] = LLVMBuildSelect(g->b, a->r[r], b->r[r], c->r[r], "");
+    else
+      out->r[r] = cg_elem(g, (ir_opcode)op->code, dt, a->r[r], b ? b->r[r] : NULL);
+  }
+}
+
+LLVMValueRef cg_const(struct cg *g, ir_dtype dt, int64_t i, double f) {
+  LLVMTypeRef t = cg_reg_type(g, dt);
+  if (ir_dtype_is_float(dt)) return LLVMConstReal(t, f);
+  return LLVMConstInt(t, (unsigned long long)i, 1);
+}
+
+static void gen_const(struct cg *g, const struct ir_op *op) {
+  const struct ir_type *t = ir_vtype(g->f, op->res);
+  uint32_t n = cg_num_regs(g, op->res);
+  struct cgval *out = cg_new_val(g, op->res, n);
+  LLVMValueRef c = cg_const(g, (ir_dtype)t->dtype, op->i[0], op->f);
+  for (uint32_t r = 0; r < n; r++) out->r[r] = c;
+}
+
+static void gen_splat(struct cg *g, const struct ir_op *op) {
+  uint32_t n = cg_num_regs(g, op->res);
+  struct cgval *out = cg_new_val(g, op->res, n);
+  LLVMValueRef s = cg_val(g, op->args[0])->r[0];
+  for (uint32_t r = 0; r < n; r++) out->r[r] = s;
+}
+
+static void gen_arange(struct cg *g, const struct ir_op *op) {
+  struct ll l;
+  if (!cg_layout_of(g, op->res, &l)) return;
+  uint32_t n = ll_num_regs(&l);
+  struct cgval *out = cg_new_val(g, op->res, n);
+  for (uint32_t r = 0; r < n; r++) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, &l, r, c);
+    out->r[r] = c[0];
+  }
+}
+
+/* ---- the driver ---- */
+
+static LLVMTypeRef param_type(struct cg *g, const struct ir_param *p) {
+  const struct ir_type *t = ir_vtype(g->f, p->value);
+  if (p->kind == IR_PARAM_SHAPE) return g->i32;
+  switch (t->dtype) {
+  case DT_I64: return g->i64;
+  case DT_F64: return LLVMDoubleTypeInContext(g->ctx);
+  case DT_F16:
+  case DT_BF16:
+  case DT_F32: return g->f32;
+  default: return g->i32;
+  }
+}
+
+static void setup_params(struct cg *g, LLVMValueRef fn) {
+  struct ir_func *f = g->f;
+  unsigned idx = 0;
+  for (uint32_t i = 0; i < f->params.n; i++) {
+    const struct ir_param *p = &f->params.v[i];
+    const struct ir_type *t = ir_vtype(f, p->value);
+    if (p->kind == IR_PARAM_TENSOR) {
+      struct cg_tensor *ct = &g->tensors[i];
+      ct->ptr = LLVMGetParam(fn, idx++);
+      for (int d = 0; d < t->rank; d++) {
+        ct->stride[d] = LLVMGetParam(fn, idx++);
+        /* facts: a unit stride becomes a constant so address math folds */
+        if (p->facts.stride1[d]) ct->stride[d] = cg_i64(g, 1);
+      }
+      continue;
+    }
+    struct cgval *cv = cg_new_val(g, p->value, 1);
+    LLVMValueRef v = LLVMGetParam(fn, idx++);
+    if (p->kind == IR_PARAM_SCALAR) {
+      if (t->dtype == DT_BOOL) v = LLVMBuildICmp(g->b, LLVMIntNE, v, cg_i32(g, 0), "");
+      else if (t->dtype == DT_F16 || t->dtype == DT_BF16) v = from_f32(g, v, (ir_dtype)t->dtype);
+      else if (t->dtype == DT_I8 || t->dtype == DT_I16) v = LLVMBuildTrunc(g->b, v, cg_reg_type(g, (ir_dtype)t->dtype), "");
+    }
+    cv->r[0] = v;
+  }
+}
+
+static LLVMValueRef make_kernel(struct cg *g) {
+  struct ir_func *f = g->f;
+  LLVMTypeRef types[256];
+  unsigned n = 0;
+  for (uint32_t i = 0; i < f->params.n && n < 240; i++) {
+    const struct ir_param *p = &f->params.v[i];
+    if (p->kind == IR_PARAM_TENSOR) {
+      types[n++] = g->gptr;
+      for (int d = 0; d < ir_vtype(f, p->value)->rank; d++) types[n++] = g->i64;
+    } else {
+      types[n++] = param_type(g, p);
+    }
+  }
+  LLVMValueRef fn = LLVMAddFunction(g->mod, f->name, LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), types, n, 0));
+  LLVMSetFunctionCallConv(fn, LLVMPTXKernelCallConv);
+  char nt[16];
+  snprintf(nt, sizeof nt, "%d", 32 * f->warps);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(g->ctx, "nvvm.maxntid", 12, nt, (unsigned)strlen(nt)));
+  unsigned noalias = LLVMGetEnumAttributeKindForName("noundef", 7);
+  (void)noalias;
+  return fn;
+}
+
+static void gen_block(struct cg *g, uint32_t blk);
+
+static void gen_op(struct cg *g, uint32_t id) {
+  const struct ir_op *op = &g->f->ops.v[id];
+  switch (op->code) {
+  case IR_CONST: gen_const(g, op); return;
+  case IR_SPLAT: gen_splat(g, op); return;
+  case IR_ARANGE: gen_arange(g, op); return;
+  case IR_PROGRAM_ID:
+    cg_new_val(g, op->res, 1)->r[0] = g->pid[op->i[0]];
+    return;
+  case IR_NUM_PROGRAMS:
+    cg_new_val(g, op->res, 1)->r[0] = g->nprog[op->i[0]];
+    return;
+  case IR_BROADCAST:
+  case IR_EXPAND_DIMS:
+  case IR_CONVERT_LAYOUT:
+  case IR_TRANS:
+    cg_gen_relayout(g, op);
+    return;
+  case IR_REDUCE_SUM:
+  case IR_REDUCE_MAX:
+  case IR_REDUCE_MIN:
+    cg_gen_reduce(g, op);
+    return;
+  case IR_DOT:
+    cg_gen_dot(g, op);
+    return;
+  case IR_LOAD:
+    cg_gen_load(g, op);
+    return;
+  case IR_STORE:
+    cg_gen_store(g, op);
+    return;
+  case IR_FOR:
+    cg_gen_for(g, id);
+    return;
+  case IR_IF:
+    cg_gen_if(g, id);
+    return;
+  case IR_YIELD:
+  case IR_GRID:
+    return;
+  default:
+    if (ir_ops[op->code].flags & OPF_ELEM) {
+      gen_elementwise(g, op);
+      return;
+    }
+    cg_fail(g, "op '%s' cannot be lowered", ir_ops[op->code].name);
+  }
+}
+
+static void gen_block(struct cg *g, uint32_t blk) {
+  const struct ir_block *b = &g->f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n && !g->failed; i++) gen_op(g, b->ops.v[i]);
+}
+
+void cg_gen_region(struct cg *g, uint32_t blk) { gen_block(g, blk); }
+
+static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, struct cg_result *res) {
+  char *msg = NULL;
+  if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
+    cg_fail(g, "internal error: invalid LLVM module: %s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    return false;
+  }
+  LLVMDisposeMessage(msg);
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef e = LLVMRunPasses(g->mod, "default<O3>", tm, po);
+  LLVMDisposePassBuilderOptions(po);
+  if (e) {
+    char *m = LLVMGetErrorMessage(e);
+    cg_fail(g, "internal error: LLVM passes failed: %s", m);
+    LLVMDisposeErrorMessage(m);
+    return false;
+  }
+  double t1 = now_ms();
+  res->llvm_ms = t1 - g->t0;
+  if (out == CG_OUT_LLVM) {
+    char *s = LLVMPrintModuleToString(g->mod);
+    res->len = strlen(s);
+    res->text = arena_strndup(g->arena, s, res->len);
+    LLVMDisposeMessage(s);
+    return true;
+  }
+  LLVMMemoryBufferRef buf = NULL;
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, g->mod, LLVMAssemblyFile, &msg, &buf)) {
+    cg_fail(g, "internal error: PTX emission failed: %s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    return false;
+  }
+  size_t n = LLVMGetBufferSize(buf);
+  res->text = arena_strndup(g->arena, LLVMGetBufferStart(buf), n);
+  res->len = strlen(res->text);
+  LLVMDisposeMemoryBuffer(buf);
+  res->emit_ms = now_ms() - t1;
+  return true;
+}
+
+bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct arena *a,
+                struct cg_result *res, struct strbuf *err) {
+  memset(res, 0, sizeof *res);
+  const char *features = NULL;
+  for (size_t i = 0; i < TL_ARRAY_LEN(targets); i++)
+    if (strcmp(arch, targets[i].arch) == 0) features = targets[i].features;
+  if (!features) {
+    sb_printf(err, "codegen: unsupported target '%s'\n", arch);
+    return false;
+  }
+  pthread_once(&init_once, init_llvm);
+  struct cg g0, *g = &g0;
+  memset(g, 0, sizeof *g);
+  g->t0 = now_ms();
+  g->f = f;
+  g->arena = a;
+  g->err = err;
+  g->arch = arch;
+  g->sm = atoi(arch + 3);
+  g->vals = ARENA_NEWN(a, struct cgval, f->values.n + 1);
+  g->tensors = ARENA_NEWN(a, struct cg_tensor, f->params.n + 1);
+
+  const char *triple = "nvptx64-nvidia-cuda";
+  LLVMTargetRef target;
+  char *msg = NULL;
+  if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
+    sb_printf(err, "codegen: %s\n", msg ? msg : "no NVPTX target");
+    LLVMDisposeMessage(msg);
+    return false;
+  }
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, arch, features, LLVMCodeGenLevelAggressive,
+                                                    LLVMRelocDefault, LLVMCodeModelDefault);
+  g->ctx = LLVMContextCreate();
+  g->mod = LLVMModuleCreateWithNameInContext(f->name, g->ctx);
+  LLVMSetTarget(g->mod, triple);
+  LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
+  LLVMSetModuleDataLayout(g->mod, dl);
+  g->i1 = LLVMInt1TypeInContext(g->ctx);
+  g->i8 = LLVMInt8TypeInContext(g->ctx);
+  g->i16 = LLVMInt16TypeInContext(g->ctx);
+  g->i32 = LLVMInt32TypeInContext(g->ctx);
+  g->i64 = LLVMInt64TypeInContext(g->ctx);
+  g->f16 = LLVMHalfTypeInContext(g->ctx);
+  g->bf16 = LLVMBFloatTypeInContext(g->ctx);
+  g->f32 = LLVMFloatTypeInContext(g->ctx);
+  g->gptr = LLVMPointerTypeInContext(g->ctx, 1);
+  g->sptr = LLVMPointerTypeInContext(g->ctx, 3);
+  g->b = LLVMCreateBuilderInContext(g->ctx);
+
+  LLVMValueRef fn = make_kernel(g);
+  g->fn = fn;
+  LLVMTypeRef smem_ty = LLVMArrayType2(g->i8, 0);
+  g->smem = LLVMAddGlobalInAddressSpace(g->mod, smem_ty, "__tile_smem", 3);
+  LLVMSetLinkage(g->smem, LLVMExternalLinkage);
+  LLVMSetAlignment(g->smem, 16);
+
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, fn, "body");
+  LLVMPositionBuilderAtEnd(g->b, entry);
+  LLVMValueRef tid = sreg(g, "tid.x");
+  g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
+  g->warp = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
+  const char *axes[3] = {"x", "y", "z"};
+  for (int i = 0; i < 3; i++) {
+    char nm[32];
+    snprintf(nm, sizeof nm, "ctaid.%s", axes[i]);
+    g->pid[i] = sreg(g, nm);
+    snprintf(nm, sizeof nm, "nctaid.%s", axes[i]);
+    g->nprog[i] = sreg(g, nm);
+  }
+  setup_params(g, fn);
+  g->prologue_end = LLVMBuildBr(g->b, body);
+  LLVMPositionBuilderAtEnd(g->b, body);
+  gen_block(g, IR_BODY_BLOCK);
+  if (!g->failed) LLVMBuildRetVoid(g->b);
+
+  bool ok = !g->failed && emit(g, tm, out, res);
+  res->threads = (unsigned)(32 * f->warps);
+  res->smem_bytes = g->smem_bytes;
+  LLVMDisposeBuilder(g->b);
+  LLVMDisposeModule(g->mod);
+  LLVMContextDispose(g->ctx);
+  LLVMDisposeTargetData(dl);
+  LLVMDisposeTargetMachine(tm);
+  return ok;
+}

@@ -1,0 +1,377 @@
+/* cg_data.c - moving tile data between threads: layout changes (broadcast, expand_dims,
+ * trans, convert_layout), reductions, and the FMA dot.
+ *
+ * When the source and destination hold every element in the same lane and warp, a layout
+ * change is a renaming of registers (ll_register_map) and costs nothing. Otherwise the
+ * tile goes through shared memory: a barrier (earlier readers of the scratch are done),
+ * every thread stores its registers at the elements' row-major positions, a barrier, and
+ * every thread loads the elements its destination registers need. Replicated registers
+ * store the same value to the same place, which is harmless.
+ *
+ * Reductions combine in three steps: registers of a thread that map to the same result
+ * element; lanes, with butterfly shuffles over the lane bits that move along the reduced
+ * axis; warps, through shared memory, when warp bits move along the axis. The butterfly
+ * leaves the result in every lane, as the slice layout expects.                        */
+#include <string.h>
+
+#include "cg_internal.h"
+
+LLVMValueRef cg_smem_ptr(struct cg *g, LLVMValueRef byte_offset) {
+  return LLVMBuildGEP2(g->b, g->i8, g->smem, &byte_offset, 1, "");
+}
+
+void cg_smem_reserve(struct cg *g, unsigned bytes) {
+  if (bytes > g->smem_bytes) g->smem_bytes = bytes;
+}
+
+static int smem_elem_bytes(ir_dtype dt) { return dt == DT_BOOL ? 1 : ir_dtype_bytes(dt); }
+
+static void smem_store(struct cg *g, LLVMValueRef v, ir_dtype dt, LLVMValueRef elem_index, int64_t base) {
+  int eb = smem_elem_bytes(dt);
+  LLVMValueRef off = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, elem_index, cg_i32(g, eb), ""), cg_i32(g, base), "");
+  if (dt == DT_BOOL) v = LLVMBuildZExt(g->b, v, g->i8, "");
+  LLVMValueRef st = LLVMBuildStore(g->b, v, cg_smem_ptr(g, off));
+  LLVMSetAlignment(st, (unsigned)eb);
+}
+
+static LLVMValueRef smem_load(struct cg *g, ir_dtype dt, LLVMValueRef elem_index, int64_t base) {
+  int eb = smem_elem_bytes(dt);
+  LLVMValueRef off = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, elem_index, cg_i32(g, eb), ""), cg_i32(g, base), "");
+  LLVMTypeRef t = dt == DT_BOOL ? g->i8 : cg_reg_type(g, dt);
+  LLVMValueRef v = LLVMBuildLoad2(g->b, t, cg_smem_ptr(g, off), "");
+  LLVMSetAlignment(v, (unsigned)eb);
+  if (dt == DT_BOOL) v = LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(g->i8, 0, 0), "");
+  return v;
+}
+
+/* Row-major linear index of coordinates within a shape (i32 arithmetic). */
+static LLVMValueRef linear_index(struct cg *g, const LLVMValueRef *c, const int32_t *shape, int rank) {
+  LLVMValueRef idx = cg_i32(g, 0);
+  for (int d = 0; d < rank; d++) {
+    idx = LLVMBuildMul(g->b, idx, cg_i32(g, shape[d]), "");
+    idx = LLVMBuildAdd(g->b, idx, c[d], "");
+  }
+  return idx;
+}
+
+/* A view of layout `src` as if the op had not changed its shape: the destination's
+ * coordinates are mapped back onto the source for trans and expand_dims. */
+static void source_view(const struct ir_op *op, const struct ll *src, struct ll *view) {
+  *view = *src;
+  if (op->code == IR_TRANS) {
+    int32_t (*sets[3])[IR_MAX_RANK] = {view->reg, view->lane, view->warp};
+    int counts[3] = {view->nreg, view->nlane, view->nwarp};
+    for (int s = 0; s < 3; s++)
+      for (int i = 0; i < counts[s]; i++) {
+        int32_t t = sets[s][i][0];
+        sets[s][i][0] = sets[s][i][1];
+        sets[s][i][1] = t;
+      }
+    view->shape[0] = src->shape[1];
+    view->shape[1] = src->shape[0];
+  } else if (op->code == IR_EXPAND_DIMS) {
+    int axis = (int)op->i[0];
+    int32_t (*sets[3])[IR_MAX_RANK] = {view->reg, view->lane, view->warp};
+    int counts[3] = {view->nreg, view->nlane, view->nwarp};
+    for (int s = 0; s < 3; s++)
+      for (int i = 0; i < counts[s]; i++) {
+        for (int d = src->rank; d > axis; d--) sets[s][i][d] = sets[s][i][d - 1];
+        sets[s][i][axis] = 0;
+      }
+    for (int d = src->rank; d > axis; d--) view->shape[d] = src->shape[d - 1];
+    view->shape[axis] = 1;
+    view->rank = src->rank + 1;
+  }
+}
+
+void cg_gen_relayout(struct cg *g, const struct ir_op *op) {
+  struct ll dst, src, view;
+  const struct ir_type *rt = ir_vtype(g->f, op->res);
+  const struct ir_type *at = ir_vtype(g->f, op->args[0]);
+  struct cgval *a = cg_val(g, op->args[0]);
+  if (g->failed) return;
+  if (rt->rank == 0) { /* scalar to scalar (expand of a scalar cannot occur; kept safe) */
+    cg_new_val(g, op->res, 1)->r[0] = a->r[0];
+    return;
+  }
+  if (!cg_layout_of(g, op->res, &dst)) return;
+  if (at->rank == 0) {
+    uint32_t n = ll_num_regs(&dst);
+    struct cgval *out = cg_new_val(g, op->res, n);
+    for (uint32_t r = 0; r < n; r++) out->r[r] = a->r[0];
+    return;
+  }
+  if (!cg_layout_of(g, op->args[0], &src)) return;
+  source_view(op, &src, &view);
+  uint32_t n = ll_num_regs(&dst);
+  struct cgval *out = cg_new_val(g, op->res, n);
+  uint32_t *map = ARENA_NEWN(g->arena, uint32_t, n);
+  if (ll_register_map(&dst, &view, map)) {
+    for (uint32_t r = 0; r < n; r++) out->r[r] = a->r[map[r]];
+    return;
+  }
+  /* through shared memory, in the source's own shape */
+  ir_dtype dt = (ir_dtype)at->dtype;
+  int64_t numel = ir_type_numel(at);
+  cg_smem_reserve(g, (unsigned)(numel * smem_elem_bytes(dt)));
+  cg_barrier(g);
+  for (uint32_t r = 0; r < a->n; r++) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, &src, r, c);
+    smem_store(g, a->r[r], dt, linear_index(g, c, src.shape, src.rank), 0);
+  }
+  cg_barrier(g);
+  for (uint32_t r = 0; r < n; r++) {
+    LLVMValueRef c[IR_MAX_RANK], sc[IR_MAX_RANK];
+    cg_coords(g, &dst, r, c);
+    if (op->code == IR_TRANS) {
+      sc[0] = c[1];
+      sc[1] = c[0];
+    } else if (op->code == IR_EXPAND_DIMS) {
+      for (int d = 0, j = 0; d < dst.rank; d++)
+        if (d != op->i[0]) sc[j++] = c[d];
+    } else {
+      for (int d = 0; d < dst.rank; d++) sc[d] = at->dims[d] == 1 ? cg_i32(g, 0) : c[d];
+    }
+    out->r[r] = smem_load(g, dt, linear_index(g, sc, src.shape, src.rank), 0);
+  }
+}
+
+/* ---- reductions ---- */
+
+static LLVMValueRef combine(struct cg *g, ir_opcode code, ir_dtype dt, LLVMValueRef a, LLVMValueRef b) {
+  ir_opcode e = code == IR_REDUCE_SUM ? IR_ADD : code == IR_REDUCE_MAX ? IR_MAX : IR_MIN;
+  return cg_elem(g, e, dt, a, b);
+}
+
+static LLVMValueRef shuffle_xor(struct cg *g, LLVMValueRef v, ir_dtype dt, int lane_mask) {
+  LLVMValueRef args[4];
+  args[0] = cg_i32(g, -1);
+  args[2] = cg_i32(g, lane_mask);
+  args[3] = cg_i32(g, 31);
+  LLVMTypeRef t = LLVMTypeOf(v);
+  if (t == g->f32) {
+    args[1] = v;
+    return cg_intrinsic(g, "llvm.nvvm.shfl.sync.bfly.f32", NULL, 0, args, 4);
+  }
+  if (t == g->i32) {
+    args[1] = v;
+    return cg_intrinsic(g, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, args, 4);
+  }
+  if (t == g->i64) {
+    LLVMValueRef lo = LLVMBuildTrunc(g->b, v, g->i32, "");
+    LLVMValueRef hi = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, v, cg_i64(g, 32), ""), g->i32, "");
+    args[1] = lo;
+    lo = cg_intrinsic(g, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, args, 4);
+    args[1] = hi;
+    hi = cg_intrinsic(g, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, args, 4);
+    return LLVMBuildOr(g->b, LLVMBuildZExt(g->b, lo, g->i64, ""),
+                       LLVMBuildShl(g->b, LLVMBuildZExt(g->b, hi, g->i64, ""), cg_i64(g, 32), ""), "");
+  }
+  if (ir_dtype_is_float(dt)) { /* f16, bf16: move the bits */
+    LLVMValueRef bits = LLVMBuildZExt(g->b, LLVMBuildBitCast(g->b, v, g->i16, ""), g->i32, "");
+    args[1] = bits;
+    LLVMValueRef s = cg_intrinsic(g, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, args, 4);
+    return LLVMBuildBitCast(g->b, LLVMBuildTrunc(g->b, s, g->i16, ""), t, "");
+  }
+  args[1] = LLVMBuildZExt(g->b, v, g->i32, "");
+  LLVMValueRef s = cg_intrinsic(g, "llvm.nvvm.shfl.sync.bfly.i32", NULL, 0, args, 4);
+  return LLVMBuildTrunc(g->b, s, t, "");
+}
+
+static bool same_coord(const int32_t *a, const int32_t *b, int rank) {
+  for (int d = 0; d < rank; d++)
+    if (a[d] != b[d]) return false;
+  return true;
+}
+
+void cg_gen_reduce(struct cg *g, const struct ir_op *op) {
+  const struct ir_type *at = ir_vtype(g->f, op->args[0]);
+  const struct ir_type *rt = ir_vtype(g->f, op->res);
+  ir_dtype dt = (ir_dtype)at->dtype;
+  int axis = (int)op->i[0];
+  struct ll src, dst;
+  struct cgval *a = cg_val(g, op->args[0]);
+  if (g->failed || !cg_layout_of(g, op->args[0], &src)) return;
+  if (rt->rank == 0) {
+    memset(&dst, 0, sizeof dst);
+  } else if (!cg_layout_of(g, op->res, &dst)) {
+    return;
+  }
+  uint32_t n = rt->rank == 0 ? 1 : ll_num_regs(&dst);
+  struct cgval *out = cg_new_val(g, op->res, n);
+  bool *seen = ARENA_NEWN(g->arena, bool, n);
+  /* 1. within the thread */
+  for (uint32_t r = 0; r < a->n; r++) {
+    int32_t c[IR_MAX_RANK], key[IR_MAX_RANK];
+    ll_reg_coord(&src, r, c);
+    for (int d = 0, j = 0; d < src.rank; d++)
+      if (d != axis) key[j++] = c[d];
+    uint32_t target = UINT32_MAX;
+    for (uint32_t o = 0; o < n && target == UINT32_MAX; o++) {
+      int32_t oc[IR_MAX_RANK];
+      ll_reg_coord(&dst, o, oc);
+      if (same_coord(oc, key, rt->rank)) target = o;
+    }
+    if (target == UINT32_MAX) {
+      cg_fail(g, "reduction: input register %u has no result register", r);
+      return;
+    }
+    out->r[target] = seen[target] ? combine(g, (ir_opcode)op->code, dt, out->r[target], a->r[r]) : a->r[r];
+    seen[target] = true;
+  }
+  for (uint32_t o = 0; o < n; o++)
+    if (!seen[o]) {
+      cg_fail(g, "reduction: result register %u has no input", o);
+      return;
+    }
+  /* 2. across lanes */
+  for (int k = 0; k < src.nlane; k++)
+    if (src.lane[k][axis])
+      for (uint32_t o = 0; o < n; o++)
+        out->r[o] = combine(g, (ir_opcode)op->code, dt, out->r[o], shuffle_xor(g, out->r[o], dt, 1 << k));
+  /* 3. across warps */
+  int wbits[LL_MAX_WARP_BITS], nw = 0;
+  for (int k = 0; k < src.nwarp; k++)
+    if (src.warp[k][axis]) wbits[nw++] = k;
+  if (!nw) return;
+  int64_t numel = rt->rank == 0 ? 1 : ir_type_numel(rt);
+  int64_t groups = 1 << nw;
+  cg_smem_reserve(g, (unsigned)(groups * numel * smem_elem_bytes(dt)));
+  LLVMValueRef widx = cg_i32(g, 0);
+  for (int j = 0; j < nw; j++) {
+    LLVMValueRef bit = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, g->warp, cg_i32(g, wbits[j]), ""), cg_i32(g, 1), "");
+    widx = LLVMBuildOr(g->b, widx, LLVMBuildShl(g->b, bit, cg_i32(g, j), ""), "");
+  }
+  LLVMValueRef *lin = ARENA_NEWN(g->arena, LLVMValueRef, n);
+  for (uint32_t o = 0; o < n; o++) {
+    LLVMValueRef c[IR_MAX_RANK];
+    if (rt->rank == 0) {
+      lin[o] = cg_i32(g, 0);
+    } else {
+      cg_coords(g, &dst, o, c);
+      lin[o] = linear_index(g, c, dst.shape, dst.rank);
+    }
+  }
+  cg_barrier(g);
+  for (uint32_t o = 0; o < n; o++)
+    smem_store(g, out->r[o], dt, LLVMBuildAdd(g->b, LLVMBuildMul(g->b, widx, cg_i32(g, numel), ""), lin[o], ""), 0);
+  cg_barrier(g);
+  for (uint32_t o = 0; o < n; o++) {
+    LLVMValueRef acc = smem_load(g, dt, lin[o], 0);
+    for (int64_t w = 1; w < groups; w++)
+      acc = combine(g, (ir_opcode)op->code, dt, acc,
+                    smem_load(g, dt, LLVMBuildAdd(g->b, lin[o], cg_i32(g, w * numel), ""), 0));
+    out->r[o] = acc;
+  }
+}
+
+/* ---- dot with FMA ----
+ * Both operands go to shared memory in row-major order; then each thread loops over k,
+ * reading the A rows and B columns its accumulator registers need (distinct register
+ * offsets only) and accumulating in f32. The k loop is an LLVM loop, not unrolled code,
+ * so large tiles stay small in PTX. */
+
+static LLVMValueRef to_f32v(struct cg *g, LLVMValueRef v, ir_dtype dt) {
+  return dt == DT_F32 ? v : cg_cast(g, v, dt, DT_F32);
+}
+
+void cg_gen_dot(struct cg *g, const struct ir_op *op) {
+  const struct ir_type *at = ir_vtype(g->f, op->args[0]);
+  const struct ir_type *bt = ir_vtype(g->f, op->args[1]);
+  const struct ir_type *ct = ir_vtype(g->f, op->res);
+  int M = at->dims[0], K = at->dims[1], N = bt->dims[1];
+  ir_dtype adt = (ir_dtype)at->dtype, cdt = (ir_dtype)ct->dtype;
+  struct cgval *A = cg_val(g, op->args[0]), *B = cg_val(g, op->args[1]), *C = cg_val(g, op->args[2]);
+  struct ll la, lb, lc;
+  if (g->failed || !cg_layout_of(g, op->args[0], &la) || !cg_layout_of(g, op->args[1], &lb) ||
+      !cg_layout_of(g, op->res, &lc))
+    return;
+  int eb = smem_elem_bytes(adt);
+  int64_t boff = ((int64_t)M * K * eb + 15) & ~(int64_t)15;
+  cg_smem_reserve(g, (unsigned)(boff + (int64_t)K * N * eb));
+  cg_barrier(g);
+  for (uint32_t r = 0; r < A->n; r++) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, &la, r, c);
+    smem_store(g, A->r[r], adt, linear_index(g, c, la.shape, 2), 0);
+  }
+  for (uint32_t r = 0; r < B->n; r++) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, &lb, r, c);
+    smem_store(g, B->r[r], adt, linear_index(g, c, lb.shape, 2), boff);
+  }
+  cg_barrier(g);
+
+  uint32_t n = ll_num_regs(&lc);
+  LLVMValueRef th[IR_MAX_RANK];
+  cg_thread_coords(g, &lc, th);
+  /* distinct row and column offsets of this thread's accumulator registers */
+  int32_t rows[256], cols[256];
+  uint32_t nrows = 0, ncols = 0, *ri = ARENA_NEWN(g->arena, uint32_t, n), *ci = ARENA_NEWN(g->arena, uint32_t, n);
+  for (uint32_t r = 0; r < n; r++) {
+    int32_t c[IR_MAX_RANK];
+    ll_reg_coord(&lc, r, c);
+    uint32_t i = 0;
+    while (i < nrows && rows[i] != c[0]) i++;
+    if (i == nrows) {
+      if (nrows == 256) {
+        cg_fail(g, "dot: too many accumulator rows per thread");
+        return;
+      }
+      rows[nrows++] = c[0];
+    }
+    ri[r] = i;
+    uint32_t j = 0;
+    while (j < ncols && cols[j] != c[1]) j++;
+    if (j == ncols) {
+      if (ncols == 256) {
+        cg_fail(g, "dot: too many accumulator columns per thread");
+        return;
+      }
+      cols[ncols++] = c[1];
+    }
+    ci[r] = j;
+  }
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
+  LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "dot.k");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "dot.done");
+  LLVMValueRef *acc0 = ARENA_NEWN(g->arena, LLVMValueRef, n);
+  for (uint32_t r = 0; r < n; r++) acc0[r] = to_f32v(g, C->r[r], cdt);
+  LLVMBuildBr(g->b, loop);
+  LLVMPositionBuilderAtEnd(g->b, loop);
+  LLVMValueRef k = LLVMBuildPhi(g->b, g->i32, "k");
+  LLVMValueRef *acc = ARENA_NEWN(g->arena, LLVMValueRef, n);
+  for (uint32_t r = 0; r < n; r++) acc[r] = LLVMBuildPhi(g->b, g->f32, "");
+  LLVMValueRef *av = ARENA_NEWN(g->arena, LLVMValueRef, nrows), *bv = ARENA_NEWN(g->arena, LLVMValueRef, ncols);
+  for (uint32_t i = 0; i < nrows; i++) {
+    LLVMValueRef m = LLVMBuildOr(g->b, th[0], cg_i32(g, rows[i]), "");
+    LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, m, cg_i32(g, K), ""), k, "");
+    av[i] = to_f32v(g, smem_load(g, adt, idx, 0), adt);
+  }
+  for (uint32_t j = 0; j < ncols; j++) {
+    LLVMValueRef c = LLVMBuildOr(g->b, th[1], cg_i32(g, cols[j]), "");
+    LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, k, cg_i32(g, N), ""), c, "");
+    bv[j] = to_f32v(g, smem_load(g, adt, idx, boff), adt);
+  }
+  LLVMValueRef *nacc = ARENA_NEWN(g->arena, LLVMValueRef, n);
+  LLVMTypeRef f32 = g->f32;
+  for (uint32_t r = 0; r < n; r++) {
+    LLVMValueRef args[3] = {av[ri[r]], bv[ci[r]], acc[r]};
+    nacc[r] = cg_intrinsic(g, "llvm.fma", &f32, 1, args, 3);
+  }
+  LLVMValueRef k1 = LLVMBuildAdd(g->b, k, cg_i32(g, 1), "");
+  LLVMValueRef more = LLVMBuildICmp(g->b, LLVMIntSLT, k1, cg_i32(g, K), "");
+  LLVMBasicBlockRef loop_end = LLVMGetInsertBlock(g->b);
+  LLVMBuildCondBr(g->b, more, loop, done);
+  LLVMValueRef zero = cg_i32(g, 0);
+  LLVMAddIncoming(k, &zero, &pre, 1);
+  LLVMAddIncoming(k, &k1, &loop_end, 1);
+  for (uint32_t r = 0; r < n; r++) {
+    LLVMAddIncoming(acc[r], &acc0[r], &pre, 1);
+    LLVMAddIncoming(acc[r], &nacc[r], &loop_end, 1);
+  }
+  LLVMPositionBuilderAtEnd(g->b, done);
+  struct cgval *out = cg_new_val(g, op->res, n);
+  for (uint32_t r = 0; r < n; r++) out->r[r] = cdt == DT_F32 ? nacc[r] : cg_cast(g, nacc[r], DT_F32, cdt);
+}

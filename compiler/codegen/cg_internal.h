@@ -1,0 +1,88 @@
+/* cg_internal.h - state shared by the codegen files (cg.c, cg_data.c, cg_mem.c,
+ * cg_control.c). Not part of the compiler's interface. */
+#ifndef TL_CG_INTERNAL_H
+#define TL_CG_INTERNAL_H
+
+#include <llvm-c/Core.h>
+
+#include "cg.h"
+#include "layout.h"
+
+/* The registers of one tile value in the current thread. */
+struct cgval {
+  LLVMValueRef *r;
+  uint32_t n;
+};
+
+struct cg_tensor {
+  LLVMValueRef ptr;                  /* ptr addrspace(1) */
+  LLVMValueRef stride[IR_MAX_RANK];  /* i64, elements */
+};
+
+struct coord_cache {
+  struct ll l;
+  LLVMValueRef coord[IR_MAX_RANK];
+};
+
+struct cg {
+  struct ir_func *f;
+  struct arena *arena;
+  struct strbuf *err;
+  bool failed;
+  const char *arch;
+  int sm;
+  double t0;
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMValueRef fn;
+  LLVMValueRef prologue_end; /* the entry block's terminator: per-kernel values go before it */
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, gptr, sptr;
+  LLVMValueRef lane, warp, pid[3], nprog[3];
+  LLVMValueRef smem;         /* dynamic shared memory, [0 x i8] addrspace(3) */
+  unsigned smem_bytes;       /* the largest scratch use */
+  struct cgval *vals;        /* ir value -> registers */
+  struct cg_tensor *tensors; /* ir param index -> pointer and strides */
+  struct coord_cache coord_cache[64];
+  uint32_t ncoord_cache;
+};
+
+void cg_fail(struct cg *g, const char *fmt, ...) TL_PRINTF(2, 3);
+LLVMValueRef cg_intrinsic(struct cg *g, const char *name, LLVMTypeRef *ovl, unsigned novl,
+                          LLVMValueRef *args, unsigned nargs);
+LLVMValueRef cg_asm(struct cg *g, LLVMTypeRef ret, const char *text, const char *cons,
+                    LLVMValueRef *args, unsigned nargs, bool side_effects);
+void cg_barrier(struct cg *g);
+LLVMValueRef cg_i32(struct cg *g, int64_t v);
+LLVMValueRef cg_i64(struct cg *g, int64_t v);
+LLVMTypeRef cg_reg_type(struct cg *g, ir_dtype dt);
+LLVMTypeRef cg_mem_int_type(struct cg *g, ir_dtype dt);
+LLVMValueRef cg_const(struct cg *g, ir_dtype dt, int64_t i, double f);
+LLVMValueRef cg_cast(struct cg *g, LLVMValueRef v, ir_dtype from, ir_dtype to);
+LLVMValueRef cg_elem(struct cg *g, ir_opcode op, ir_dtype dt, LLVMValueRef a, LLVMValueRef b);
+
+struct cgval *cg_val(struct cg *g, ir_val v);
+struct cgval *cg_new_val(struct cg *g, ir_val v, uint32_t n);
+bool cg_layout_of(struct cg *g, ir_val v, struct ll *out);
+uint32_t cg_num_regs(struct cg *g, ir_val v);
+void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord);
+void cg_coords(struct cg *g, const struct ll *l, uint32_t r, LLVMValueRef *coord);
+void cg_gen_region(struct cg *g, uint32_t blk);
+
+/* cg_data.c: data movement between threads */
+void cg_gen_relayout(struct cg *g, const struct ir_op *op);
+void cg_gen_reduce(struct cg *g, const struct ir_op *op);
+void cg_gen_dot(struct cg *g, const struct ir_op *op);
+/* Shared-memory scratch: a byte pointer at `offset` after reserving `bytes`. */
+LLVMValueRef cg_smem_ptr(struct cg *g, LLVMValueRef byte_offset);
+void cg_smem_reserve(struct cg *g, unsigned bytes);
+
+/* cg_mem.c */
+void cg_gen_load(struct cg *g, const struct ir_op *op);
+void cg_gen_store(struct cg *g, const struct ir_op *op);
+
+/* cg_control.c */
+void cg_gen_for(struct cg *g, uint32_t id);
+void cg_gen_if(struct cg *g, uint32_t id);
+
+#endif

@@ -1,0 +1,310 @@
+/* cg_mem.c - global loads and stores of tensor slices.
+ *
+ * Element (tile coordinate c) of a slice of tensor T maps to tensor coordinate
+ * start[d] + c[j] for sliced dimensions and index[d] for the others, at element offset
+ * sum_d coord[d] * stride[d] (64-bit). It is accessed only when every coordinate is within
+ * [0, size[d]): masked loads read the fill value and masked stores do nothing, using
+ * predicated PTX (`@p ld.global`) so no out-of-bounds address is ever dereferenced.
+ *
+ * Vector accesses: when the layout gives a thread v consecutive elements along the tile's
+ * last dimension, that dimension is contiguous in memory (stride 1), every other stride and
+ * the base are aligned to the vector's bytes, the slice start is a multiple of v (from a
+ * small divisibility analysis of the index expression) and the size is a multiple of v
+ * (so a vector is either wholly inside or wholly outside), the v elements move as one
+ * 4-, 8- or 16-byte access with one predicate.                                           */
+#include <stdio.h>
+#include <string.h>
+
+#include "cg_internal.h"
+
+/* The largest power of two known to divide scalar value v (capped at 2^30). */
+static int64_t divisibility(struct cg *g, ir_val v, int depth) {
+  const int64_t cap = (int64_t)1 << 30;
+  struct ir_func *f = g->f;
+  if (depth > 32) return 1;
+  const struct ir_value *val = &f->values.v[v];
+  if (val->kind == IR_VAL_PARAM) {
+    const struct ir_param *p = &f->params.v[val->index];
+    return p->kind == IR_PARAM_SHAPE && p->div16 ? 16 : 1;
+  }
+  if (val->kind == IR_VAL_BLOCKARG) {
+    const struct ir_block *b = &f->blocks.v[val->def];
+    const struct ir_op *owner = &f->ops.v[b->parent];
+    if (b->parent && owner->code == IR_FOR && val->index == 0) {
+      int64_t a = divisibility(g, owner->args[0], depth + 1), s = divisibility(g, owner->args[2], depth + 1);
+      return a < s ? a : s;
+    }
+    return 1;
+  }
+  const struct ir_op *op = &f->ops.v[val->def];
+  switch (op->code) {
+  case IR_CONST: {
+    int64_t c = op->i[0];
+    if (c == 0) return cap;
+    if (c < 0) c = -c;
+    int64_t d = c & -c;
+    return d > cap ? cap : d;
+  }
+  case IR_MUL: {
+    int64_t d = divisibility(g, op->args[0], depth + 1) * divisibility(g, op->args[1], depth + 1);
+    return d > cap ? cap : d;
+  }
+  case IR_SHL: {
+    int64_t s;
+    if (ir_value_const_int(f, op->args[1], &s) && s >= 0 && s < 30) {
+      int64_t d = divisibility(g, op->args[0], depth + 1) << s;
+      return d > cap ? cap : d;
+    }
+    return 1;
+  }
+  case IR_ADD:
+  case IR_SUB:
+  case IR_MIN:
+  case IR_MAX: {
+    int64_t a = divisibility(g, op->args[0], depth + 1), b = divisibility(g, op->args[1], depth + 1);
+    return a < b ? a : b;
+  }
+  default:
+    return 1;
+  }
+}
+
+struct access {
+  const struct ir_op *op;
+  const struct ir_param *param;
+  struct cg_tensor *t;
+  int rank;               /* tensor rank */
+  uint64_t mask;
+  int tdim[IR_MAX_RANK];  /* tensor dim -> tile dim, or -1 */
+  LLVMValueRef start[IR_MAX_RANK]; /* i64 */
+  LLVMValueRef size[IR_MAX_RANK];  /* i64 */
+  ir_dtype dt;
+  struct ll l;            /* tile layout (rank 0: scalar) */
+  int tile_rank;
+  uint32_t nregs;
+  int vec;                /* elements per access */
+};
+
+static LLVMValueRef dim_size(struct cg *g, const struct ir_type *tt, int d) {
+  if (!IR_DIM_IS_SYM(tt->dims[d])) return cg_i64(g, tt->dims[d]);
+  struct cgval *sv = cg_val(g, IR_DIM_SYM_VALUE(tt->dims[d]));
+  return LLVMBuildSExt(g->b, sv->r[0], g->i64, "");
+}
+
+static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, struct access *x) {
+  struct ir_func *f = g->f;
+  memset(x, 0, sizeof *x);
+  x->op = op;
+  const struct ir_value *tv = &f->values.v[op->args[0]];
+  x->param = &f->params.v[tv->index];
+  x->t = &g->tensors[tv->index];
+  const struct ir_type *tt = ir_vtype(f, op->args[0]);
+  x->rank = tt->rank;
+  x->mask = (uint64_t)op->i[0];
+  x->dt = (ir_dtype)tt->dtype;
+  for (int d = 0, j = 0; d < x->rank; d++) {
+    x->tdim[d] = (x->mask >> d & 1) ? j++ : -1;
+    struct cgval *s = cg_val(g, op->args[1 + d]);
+    if (g->failed) return false;
+    x->start[d] = LLVMBuildSExt(g->b, s->r[0], g->i64, "");
+    x->size[d] = dim_size(g, tt, d);
+  }
+  const struct ir_type *vt = ir_vtype(f, tile);
+  x->tile_rank = vt->rank;
+  if (vt->rank > 0) {
+    if (!cg_layout_of(g, tile, &x->l)) return false;
+    x->nregs = ll_num_regs(&x->l);
+  } else {
+    x->nregs = 1;
+  }
+  /* vector width */
+  x->vec = 1;
+  int eb = ir_dtype_bytes(x->dt);
+  int last = vt->rank - 1;
+  int D = -1;
+  for (int d = 0; d < x->rank; d++)
+    if (x->tdim[d] == last && last >= 0) D = d;
+  if (D < 0 || !x->param->facts.stride1[D] || eb > 8 || x->dt == DT_BOOL) return true;
+  int v = 1;
+  for (int b = 0; b < x->l.nreg && v * 2 * eb <= 16; b++) {
+    bool next = x->l.reg[b][last] == v;
+    for (int d = 0; d < vt->rank; d++)
+      if (d != last && x->l.reg[b][d]) next = false;
+    if (!next) break;
+    v *= 2;
+  }
+  if (v == 1) return true;
+  if (x->param->facts.align < v * eb) return true;
+  for (int d = 0; d < x->rank; d++)
+    if (d != D && !x->param->facts.div16[d] && !(IR_DIM_IS_SYM(tt->dims[d]) == 0 && tt->dims[d] == 1)) return true;
+  if (divisibility(g, op->args[1 + D], 0) % v) return true;
+  if (IR_DIM_IS_SYM(tt->dims[D])) {
+    const struct ir_param *sp = ir_param_of(f, IR_DIM_SYM_VALUE(tt->dims[D]));
+    if (!sp || !sp->div16 || 16 % v) return true;
+  } else if (tt->dims[D] % v) {
+    return true;
+  }
+  x->vec = v;
+  return true;
+}
+
+/* Element offset (i64) and in-bounds predicate (i1) of register r. */
+static void element_address(struct cg *g, struct access *x, uint32_t r, LLVMValueRef *off, LLVMValueRef *inb) {
+  LLVMValueRef c[IR_MAX_RANK];
+  if (x->tile_rank > 0) cg_coords(g, &x->l, r, c);
+  LLVMValueRef o = cg_i64(g, 0), ok = LLVMConstInt(g->i1, 1, 0);
+  for (int d = 0; d < x->rank; d++) {
+    LLVMValueRef coord = x->start[d];
+    if (x->tdim[d] >= 0)
+      coord = LLVMBuildAdd(g->b, coord, LLVMBuildZExt(g->b, c[x->tdim[d]], g->i64, ""), "");
+    /* 0 <= coord < size as one unsigned comparison */
+    ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntULT, coord, x->size[d], ""), "");
+    o = LLVMBuildAdd(g->b, o, LLVMBuildMul(g->b, coord, x->t->stride[d], ""), "");
+  }
+  *off = o;
+  *inb = ok;
+}
+
+static LLVMValueRef address(struct cg *g, struct access *x, LLVMValueRef off) {
+  LLVMValueRef byte_off = LLVMBuildMul(g->b, off, cg_i64(g, ir_dtype_bytes(x->dt)), "");
+  LLVMValueRef p = LLVMBuildGEP2(g->b, g->i8, x->t->ptr, &byte_off, 1, "");
+  return LLVMBuildPtrToInt(g->b, p, g->i64, "");
+}
+
+/* The bits of one element as an integer of its memory width. */
+static LLVMValueRef to_bits(struct cg *g, LLVMValueRef v, ir_dtype dt) {
+  if (dt == DT_BOOL) return LLVMBuildZExt(g->b, v, g->i16, "");
+  if (ir_dtype_is_float(dt) && dt != DT_F8E4M3 && dt != DT_F8E5M2)
+    return LLVMBuildBitCast(g->b, v, cg_mem_int_type(g, dt), "");
+  if (ir_dtype_bytes(dt) == 1) return LLVMBuildZExt(g->b, v, g->i16, "");
+  return v;
+}
+
+static LLVMValueRef from_bits(struct cg *g, LLVMValueRef bits, ir_dtype dt) {
+  if (dt == DT_BOOL) return LLVMBuildICmp(g->b, LLVMIntNE, bits, LLVMConstInt(LLVMTypeOf(bits), 0, 0), "");
+  if (ir_dtype_bytes(dt) == 1) return LLVMBuildTrunc(g->b, bits, g->i8, "");
+  if (ir_dtype_is_float(dt)) return LLVMBuildBitCast(g->b, bits, cg_reg_type(g, dt), "");
+  return bits;
+}
+
+/* PTX register class and constraint letter for an integer of `bits` (bytes are held in
+ * 16-bit registers). */
+static const char *cons_of(int bits) { return bits <= 16 ? "h" : bits == 32 ? "r" : "l"; }
+
+void cg_gen_load(struct cg *g, const struct ir_op *op) {
+  struct access x;
+  if (!setup_access(g, op, op->res, &x)) return;
+  struct cgval *out = cg_new_val(g, op->res, x.nregs);
+  int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
+  LLVMValueRef fill = cg_cast(g, cg_const(g, DT_F64, 0, op->f), DT_F64, x.dt);
+  if (!ir_dtype_is_float(x.dt)) fill = cg_const(g, x.dt, (int64_t)op->f, 0);
+  LLVMValueRef fill_bits = to_bits(g, fill, x.dt);
+  if (x.vec > 1) {
+    /* one access of v elements = w words of `wbits` */
+    int total = x.vec * bits, wbits = total >= 32 ? 32 : total, w = total / wbits;
+    int per_word = wbits / bits;
+    LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
+    LLVMValueRef fw = LLVMConstInt(wt, 0, 0);
+    for (int e = 0; e < per_word; e++)
+      fw = LLVMBuildOr(g->b, fw, LLVMBuildShl(g->b, LLVMBuildZExt(g->b, fill_bits, wt, ""), LLVMConstInt(wt, (unsigned)(e * bits), 0), ""), "");
+    char text[512], cons[128], dst[64];
+    const char *cw = cons_of(wbits);
+    int n = 0;
+    for (int i = 0; i < w; i++) n += snprintf(dst + n, sizeof dst - (size_t)n, "%s$%d", i ? ", " : "", i);
+    n = snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $%d, 0;\n", w + 1);
+    for (int i = 0; i < w; i++) n += snprintf(text + n, sizeof text - (size_t)n, " mov.b%d $%d, $%d;\n", wbits, i, w + 2);
+    snprintf(text + n, sizeof text - (size_t)n, " @p ld.global%s.b%d %s%s%s, [$%d];\n}", w == 1 ? "" : w == 2 ? ".v2" : ".v4",
+             wbits, w > 1 ? "{" : "", dst, w > 1 ? "}" : "", w);
+    n = 0;
+    for (int i = 0; i < w; i++) n += snprintf(cons + n, sizeof cons - (size_t)n, "=%s,", cw);
+    snprintf(cons + n, sizeof cons - (size_t)n, "l,r,%s", cw);
+    LLVMTypeRef rt = wt;
+    if (w > 1) {
+      LLVMTypeRef ts[4] = {wt, wt, wt, wt};
+      rt = LLVMStructTypeInContext(g->ctx, ts, (unsigned)w, 0);
+    }
+    for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
+      LLVMValueRef off, inb;
+      element_address(g, &x, r0, &off, &inb);
+      LLVMValueRef args[3] = {address(g, &x, off), LLVMBuildZExt(g->b, inb, g->i32, ""), fw};
+      LLVMValueRef res = cg_asm(g, rt, text, cons, args, 3, true);
+      for (int i = 0; i < w; i++) {
+        LLVMValueRef word = w > 1 ? LLVMBuildExtractValue(g->b, res, (unsigned)i, "") : res;
+        for (int e = 0; e < per_word; e++) {
+          LLVMValueRef eb_bits = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, word, LLVMConstInt(wt, (unsigned)(e * bits), 0), ""),
+                                                LLVMIntTypeInContext(g->ctx, (unsigned)bits), "");
+          out->r[r0 + (uint32_t)(i * per_word + e)] = from_bits(g, eb_bits, x.dt);
+        }
+      }
+    }
+    return;
+  }
+  int rbits = bits < 16 ? 16 : bits;
+  char text[256], cons[32];
+  snprintf(text, sizeof text,
+           "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n mov.b%d $0, $3;\n @p ld.global.%s%d $0, [$1];\n}", rbits,
+           bits == 8 ? "u" : "b", bits);
+  snprintf(cons, sizeof cons, "=%s,l,r,%s", cons_of(rbits), cons_of(rbits));
+  LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
+  LLVMValueRef fb = LLVMTypeOf(fill_bits) == rt ? fill_bits : LLVMBuildZExt(g->b, fill_bits, rt, "");
+  for (uint32_t r = 0; r < x.nregs; r++) {
+    LLVMValueRef off, inb;
+    element_address(g, &x, r, &off, &inb);
+    LLVMValueRef args[3] = {address(g, &x, off), LLVMBuildZExt(g->b, inb, g->i32, ""), fb};
+    LLVMValueRef v = cg_asm(g, rt, text, cons, args, 3, true);
+    out->r[r] = from_bits(g, v, x.dt);
+  }
+}
+
+void cg_gen_store(struct cg *g, const struct ir_op *op) {
+  ir_val value = op->args[op->nargs - 1];
+  struct access x;
+  if (!setup_access(g, op, value, &x)) return;
+  struct cgval *v = cg_val(g, value);
+  if (g->failed) return;
+  int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
+  if (x.vec > 1) {
+    int total = x.vec * bits, wbits = total >= 32 ? 32 : total, w = total / wbits;
+    int per_word = wbits / bits;
+    LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
+    char text[512], cons[128];
+    int n = snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $1, 0;\n @p st.global%s.b%d [$0], ",
+                     w > 1 ? (w == 2 ? ".v2" : ".v4") : "", wbits);
+    if (w > 1) n += snprintf(text + n, sizeof text - (size_t)n, "{");
+    for (int i = 0; i < w; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%s$%d", i ? ", " : "", i + 2);
+    snprintf(text + n, sizeof text - (size_t)n, "%s;\n}", w > 1 ? "}" : "");
+    n = snprintf(cons, sizeof cons, "l,r");
+    for (int i = 0; i < w; i++) n += snprintf(cons + n, sizeof cons - (size_t)n, ",%s", cons_of(wbits));
+    for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
+      LLVMValueRef off, inb;
+      element_address(g, &x, r0, &off, &inb);
+      LLVMValueRef args[6];
+      args[0] = address(g, &x, off);
+      args[1] = LLVMBuildZExt(g->b, inb, g->i32, "");
+      for (int i = 0; i < w; i++) {
+        LLVMValueRef word = LLVMConstInt(wt, 0, 0);
+        for (int e = 0; e < per_word; e++) {
+          LLVMValueRef b = to_bits(g, v->r[r0 + (uint32_t)(i * per_word + e)], x.dt);
+          word = LLVMBuildOr(g->b, word, LLVMBuildShl(g->b, LLVMBuildZExt(g->b, b, wt, ""), LLVMConstInt(wt, (unsigned)(e * bits), 0), ""), "");
+        }
+        args[2 + i] = word;
+      }
+      cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, (unsigned)(2 + w), true);
+    }
+    return;
+  }
+  int rbits = bits < 16 ? 16 : bits;
+  char text[256], cons[32];
+  snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n @p st.global.%s%d [$0], $1;\n}",
+           bits == 8 ? "u" : "b", bits);
+  snprintf(cons, sizeof cons, "l,%s,r", cons_of(rbits));
+  LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
+  for (uint32_t r = 0; r < x.nregs; r++) {
+    LLVMValueRef off, inb;
+    element_address(g, &x, r, &off, &inb);
+    LLVMValueRef b = to_bits(g, v->r[r], x.dt);
+    if (LLVMTypeOf(b) != rt) b = LLVMBuildZExt(g->b, b, rt, "");
+    LLVMValueRef args[3] = {address(g, &x, off), b, LLVMBuildZExt(g->b, inb, g->i32, "")};
+    cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, 3, true);
+  }
+}

@@ -1,0 +1,360 @@
+/* layout.c - building linear layouts from encodings (see layout.h).
+ *
+ * BLOCKED follows Triton's definition: registers enumerate the size_per_thread block
+ * (fastest dimension of `order` first), then lanes and warps tile the CTA tile in `order`;
+ * a shape larger than the CTA tile gets more register bases (the tile repeats), and bases
+ * that fall outside a smaller shape become zero (lanes and warps then replicate; register
+ * bases that would only duplicate are dropped). SLICE builds its parent for the shape with
+ * a size-1 dimension inserted and removes that dimension. MMA and DOT_OP give the
+ * mma.sync m16n8k16 fragments (gpu-facts.md section 2) tiled over warps and repeated over
+ * the shape.                                                                            */
+#include "layout.h"
+
+#include <string.h>
+
+static void set_basis(int32_t *v, int rank, int dim, int32_t value) {
+  memset(v, 0, sizeof(int32_t) * IR_MAX_RANK);
+  (void)rank;
+  v[dim] = value;
+}
+
+static bool add_reg(struct ll *l, int dim, int32_t value) {
+  if (l->nreg == LL_MAX_REG_BITS) return false;
+  set_basis(l->reg[l->nreg++], l->rank, dim, value);
+  return true;
+}
+
+/* Zeroes basis components that reach beyond the shape; drops register bases that become
+ * all-zero (they would only duplicate registers). */
+static void clamp_to_shape(struct ll *l) {
+  int32_t (*sets[3])[IR_MAX_RANK] = {l->reg, l->lane, l->warp};
+  int counts[3] = {l->nreg, l->nlane, l->nwarp};
+  for (int s = 0; s < 3; s++)
+    for (int i = 0; i < counts[s]; i++)
+      for (int d = 0; d < l->rank; d++)
+        if (sets[s][i][d] >= l->shape[d]) sets[s][i][d] = 0;
+  int n = 0;
+  for (int i = 0; i < l->nreg; i++) {
+    bool zero = true;
+    for (int d = 0; d < l->rank; d++) zero &= l->reg[i][d] == 0;
+    if (!zero) memcpy(l->reg[n++], l->reg[i], sizeof l->reg[i]);
+  }
+  l->nreg = n;
+}
+
+/* Extends with register bases so that every dimension covers the shape: `covered[d]` is
+ * the extent already spanned in dimension d; dimensions are extended in `order`. */
+static bool repeat_to_shape(struct ll *l, const int32_t *covered, const uint8_t *order) {
+  for (int oi = 0; oi < l->rank; oi++) {
+    int d = order[oi];
+    for (int32_t c = covered[d]; c < l->shape[d]; c *= 2)
+      if (!add_reg(l, d, c)) return false;
+  }
+  return true;
+}
+
+static bool build_blocked(const struct ir_layout *e, struct ll *l, int warps) {
+  int32_t ext[IR_MAX_RANK] = {0};
+  int r = l->rank;
+  if (e->rank != r) return false;
+  for (int d = 0; d < r; d++) ext[d] = 1;
+  int tpw = 1, wpc = 1;
+  for (int oi = 0; oi < r; oi++) {
+    int d = e->order[oi];
+    for (int b = 1; b < e->size_per_thread[d]; b *= 2)
+      if (!add_reg(l, d, ext[d] * b)) return false;
+    ext[d] *= e->size_per_thread[d];
+  }
+  for (int oi = 0; oi < r; oi++) {
+    int d = e->order[oi];
+    for (int b = 1; b < e->threads_per_warp[d]; b *= 2) {
+      if (l->nlane == LL_LANE_BITS) return false;
+      set_basis(l->lane[l->nlane++], r, d, ext[d] * b);
+    }
+    ext[d] *= e->threads_per_warp[d];
+    tpw *= e->threads_per_warp[d];
+  }
+  for (int oi = 0; oi < r; oi++) {
+    int d = e->order[oi];
+    for (int b = 1; b < e->warps_per_cta[d]; b *= 2) {
+      if (l->nwarp == LL_MAX_WARP_BITS) return false;
+      set_basis(l->warp[l->nwarp++], r, d, ext[d] * b);
+    }
+    ext[d] *= e->warps_per_cta[d];
+    wpc *= e->warps_per_cta[d];
+  }
+  if (tpw != 32 || wpc != warps) return false;
+  if (!repeat_to_shape(l, ext, e->order)) return false;
+  clamp_to_shape(l);
+  return true;
+}
+
+/* mma.sync m16n8k16 accumulator: per warp a 16x8 tile; c0/c1 adjacent columns, c2/c3 eight
+ * rows down; lane = 4*g + t holds row g, columns 2t, 2t+1. Register bits after the first
+ * two repeat the tile along N, then along M; warps tile M first, then N. */
+static bool build_mma(const struct ir_layout *e, struct ll *l) {
+  int wm = e->warps_per_cta[0], wn = e->warps_per_cta[1];
+  if (l->rank != 2) return false;
+  add_reg(l, 1, 1);
+  add_reg(l, 0, 8);
+  const int32_t lanes[5][2] = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
+  for (int i = 0; i < 5; i++) {
+    l->lane[i][0] = lanes[i][0];
+    l->lane[i][1] = lanes[i][1];
+  }
+  l->nlane = 5;
+  for (int b = 1; b < wm; b *= 2) set_basis(l->warp[l->nwarp++], 2, 0, 16 * b);
+  for (int b = 1; b < wn; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, 8 * b);
+  int32_t ext[2] = {16 * wm, 8 * wn};
+  const uint8_t order[2] = {1, 0};
+  if (!repeat_to_shape(l, ext, order)) return false;
+  clamp_to_shape(l);
+  return true;
+}
+
+/* mma.sync operands for 16-bit elements. A (16x16): a0 (g, 2t..2t+1), a1 (g+8, ..),
+ * a2 (g, 2t+8..), a3 (g+8, 2t+8..): register bits k+1, row+8, k+8; lanes k+2, k+4, row+1,
+ * row+2, row+4. B (16x8): b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g): register bits k+1,
+ * k+8; lanes k+2, k+4, n+1, n+2, n+4. Repeats along k come first, then along M (A) or N
+ * (B); warps follow the parent accumulator, replicated along the other dimension. */
+static bool build_dot_op(const struct ir_func *f, const struct ir_layout *e, struct ll *l) {
+  const struct ir_layout *p = &f->layouts.v[e->parent];
+  if (p->kind != IR_LAYOUT_MMA || l->rank != 2) return false;
+  int wm = p->warps_per_cta[0], wn = p->warps_per_cta[1];
+  int32_t ext[2];
+  uint8_t order[2];
+  if (e->op_idx == 0) {
+    add_reg(l, 1, 1);
+    add_reg(l, 0, 8);
+    add_reg(l, 1, 8);
+    const int32_t lanes[5][2] = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
+    for (int i = 0; i < 5; i++) l->lane[i][0] = lanes[i][0], l->lane[i][1] = lanes[i][1];
+    for (int b = 1; b < wm; b *= 2) set_basis(l->warp[l->nwarp++], 2, 0, 16 * b);
+    for (int b = 1; b < wn; b *= 2) set_basis(l->warp[l->nwarp++], 2, 0, 0);
+    ext[0] = 16 * wm;
+    ext[1] = 16;
+    order[0] = 1; /* k repeats first */
+    order[1] = 0;
+  } else {
+    add_reg(l, 0, 1);
+    add_reg(l, 0, 8);
+    const int32_t lanes[5][2] = {{2, 0}, {4, 0}, {0, 1}, {0, 2}, {0, 4}};
+    for (int i = 0; i < 5; i++) l->lane[i][0] = lanes[i][0], l->lane[i][1] = lanes[i][1];
+    for (int b = 1; b < wm; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, 0);
+    for (int b = 1; b < wn; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, 8 * b);
+    ext[0] = 16;
+    ext[1] = 8 * wn;
+    order[0] = 0;
+    order[1] = 1;
+  }
+  l->nlane = 5;
+  if (!repeat_to_shape(l, ext, order)) return false;
+  clamp_to_shape(l);
+  return true;
+}
+
+bool ll_build(const struct ir_func *f, uint32_t layout, int rank, const int32_t *shape, int warps,
+              struct ll *out) {
+  memset(out, 0, sizeof *out);
+  out->rank = rank;
+  for (int d = 0; d < rank; d++) out->shape[d] = shape[d];
+  if (rank == 0) return true;
+  if (layout == 0 || layout >= f->layouts.n) return false;
+  const struct ir_layout *e = &f->layouts.v[layout];
+  switch (e->kind) {
+  case IR_LAYOUT_BLOCKED:
+    return build_blocked(e, out, warps);
+  case IR_LAYOUT_MMA:
+    return build_mma(e, out);
+  case IR_LAYOUT_DOT_OP:
+    return build_dot_op(f, e, out);
+  case IR_LAYOUT_SLICE: {
+    int32_t pshape[IR_MAX_RANK];
+    int dim = e->dim;
+    if (dim < 0 || dim > rank || rank + 1 > IR_MAX_RANK) return false;
+    for (int d = 0, j = 0; d <= rank; d++) pshape[d] = d == dim ? 1 : shape[j++];
+    struct ll parent;
+    if (!ll_build(f, e->parent, rank + 1, pshape, warps, &parent)) return false;
+    /* drop dimension `dim` from every basis (its components are already zero) */
+    out->nreg = parent.nreg;
+    out->nlane = parent.nlane;
+    out->nwarp = parent.nwarp;
+    int32_t (*src[3])[IR_MAX_RANK] = {parent.reg, parent.lane, parent.warp};
+    int32_t (*dst[3])[IR_MAX_RANK] = {out->reg, out->lane, out->warp};
+    int counts[3] = {parent.nreg, parent.nlane, parent.nwarp};
+    for (int s = 0; s < 3; s++)
+      for (int i = 0; i < counts[s]; i++)
+        for (int d = 0, j = 0; d <= rank; d++)
+          if (d != dim) dst[s][i][j++] = src[s][i][d];
+    return true;
+  }
+  default:
+    return false;
+  }
+}
+
+bool ll_of_type(const struct ir_func *f, const struct ir_type *t, int warps, struct ll *out) {
+  return ll_build(f, t->layout, t->rank, t->dims, warps, out);
+}
+
+void ll_reg_coord(const struct ll *l, uint32_t r, int32_t *coord) {
+  for (int d = 0; d < IR_MAX_RANK; d++) coord[d] = 0;
+  for (int b = 0; b < l->nreg; b++)
+    if (r >> b & 1)
+      for (int d = 0; d < l->rank; d++) coord[d] ^= l->reg[b][d];
+}
+
+int64_t ll_linear(const struct ll *l, const int32_t *coord) {
+  int64_t idx = 0;
+  for (int d = 0; d < l->rank; d++) idx = idx * l->shape[d] + coord[d];
+  return idx;
+}
+
+struct ir_layout ll_default_blocked(int rank, const int32_t *shape, int warps, int elem_bytes) {
+  struct ir_layout l = {0};
+  l.kind = IR_LAYOUT_BLOCKED;
+  l.rank = (uint8_t)rank;
+  for (int d = 0; d < rank; d++) {
+    l.order[d] = (uint8_t)(rank - 1 - d);
+    l.size_per_thread[d] = l.threads_per_warp[d] = l.warps_per_cta[d] = 1;
+  }
+  if (rank == 0) return l;
+  int64_t numel = 1;
+  for (int d = 0; d < rank; d++) numel *= shape[d];
+  int last = rank - 1;
+  int64_t per_thread = numel / (32 * warps);
+  int vec = 16 / (elem_bytes > 0 ? elem_bytes : 4);
+  while (vec > 1 && (vec > shape[last] || vec > per_thread)) vec /= 2;
+  l.size_per_thread[last] = (uint8_t)vec;
+  /* lanes: fastest dimension first, each up to its remaining extent */
+  int lanes = 32;
+  for (int oi = 0; oi < rank && lanes > 1; oi++) {
+    int d = l.order[oi];
+    int room = shape[d] / l.size_per_thread[d];
+    while (lanes > 1 && l.threads_per_warp[d] * 2 <= room) {
+      l.threads_per_warp[d] *= 2;
+      lanes /= 2;
+    }
+  }
+  l.threads_per_warp[l.order[rank - 1]] *= (uint8_t)lanes; /* the rest replicate, slowest dim */
+  /* warps: slowest dimension first */
+  int w = warps;
+  for (int d = 0; d < rank && w > 1; d++) {
+    int room = shape[d] / (l.size_per_thread[d] * l.threads_per_warp[d]);
+    while (w > 1 && l.warps_per_cta[d] * 2 <= room) {
+      l.warps_per_cta[d] *= 2;
+      w /= 2;
+    }
+  }
+  l.warps_per_cta[l.order[rank - 1]] *= (uint8_t)w;
+  return l;
+}
+
+struct ir_layout ll_expand_blocked(const struct ir_layout *l, int axis) {
+  struct ir_layout r = *l;
+  int rank = l->rank;
+  for (int d = rank; d > axis; d--) {
+    r.size_per_thread[d] = l->size_per_thread[d - 1];
+    r.threads_per_warp[d] = l->threads_per_warp[d - 1];
+    r.warps_per_cta[d] = l->warps_per_cta[d - 1];
+  }
+  r.size_per_thread[axis] = r.threads_per_warp[axis] = r.warps_per_cta[axis] = 1;
+  /* the new dimension is the slowest in the order */
+  for (int i = 0; i < rank; i++) r.order[i] = (uint8_t)(l->order[i] >= axis ? l->order[i] + 1 : l->order[i]);
+  r.order[rank] = (uint8_t)axis;
+  r.rank = (uint8_t)(rank + 1);
+  return r;
+}
+
+struct ir_layout ll_trans_blocked(const struct ir_layout *l) {
+  struct ir_layout r = *l;
+  r.size_per_thread[0] = l->size_per_thread[1];
+  r.size_per_thread[1] = l->size_per_thread[0];
+  r.threads_per_warp[0] = l->threads_per_warp[1];
+  r.threads_per_warp[1] = l->threads_per_warp[0];
+  r.warps_per_cta[0] = l->warps_per_cta[1];
+  r.warps_per_cta[1] = l->warps_per_cta[0];
+  r.order[0] = (uint8_t)(1 - l->order[0]);
+  r.order[1] = (uint8_t)(1 - l->order[1]);
+  return r;
+}
+
+static bool same_vec(const int32_t *a, const int32_t *b, int rank) {
+  for (int d = 0; d < rank; d++)
+    if (a[d] != b[d]) return false;
+  return true;
+}
+
+bool ll_same_threads(const struct ll *a, const struct ll *b) {
+  if (a->rank != b->rank || a->nlane != b->nlane || a->nwarp != b->nwarp) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->shape[d] != b->shape[d]) return false;
+  for (int i = 0; i < a->nlane; i++)
+    if (!same_vec(a->lane[i], b->lane[i], a->rank)) return false;
+  for (int i = 0; i < a->nwarp; i++)
+    if (!same_vec(a->warp[i], b->warp[i], a->rank)) return false;
+  return true;
+}
+
+static void project(const struct ll *src, const int32_t *c, int32_t *out) {
+  for (int d = 0; d < IR_MAX_RANK; d++) out[d] = d < src->rank && src->shape[d] == 1 ? 0 : c[d];
+}
+
+bool ll_register_map(const struct ll *dst, const struct ll *src, uint32_t *map) {
+  if (dst->rank != src->rank) return false;
+  for (int d = 0; d < dst->rank; d++)
+    if (src->shape[d] != dst->shape[d] && src->shape[d] != 1) return false;
+  /* thread parts must agree after projecting src's broadcast dimensions; bases beyond the
+   * counts are zero */
+  int32_t p[IR_MAX_RANK];
+  for (int i = 0; i < LL_LANE_BITS; i++) {
+    static const int32_t zero[IR_MAX_RANK] = {0};
+    const int32_t *dv = i < dst->nlane ? dst->lane[i] : zero;
+    const int32_t *sv = i < src->nlane ? src->lane[i] : zero;
+    project(src, dv, p);
+    if (!same_vec(p, sv, dst->rank)) return false;
+  }
+  for (int i = 0; i < LL_MAX_WARP_BITS; i++) {
+    static const int32_t zero[IR_MAX_RANK] = {0};
+    const int32_t *dv = i < dst->nwarp ? dst->warp[i] : zero;
+    const int32_t *sv = i < src->nwarp ? src->warp[i] : zero;
+    project(src, dv, p);
+    if (!same_vec(p, sv, dst->rank)) return false;
+  }
+  uint32_t ns = ll_num_regs(src), nd = ll_num_regs(dst);
+  int32_t c[IR_MAX_RANK], q[IR_MAX_RANK];
+  for (uint32_t r = 0; r < nd; r++) {
+    ll_reg_coord(dst, r, c);
+    project(src, c, p);
+    bool found = false;
+    for (uint32_t s = 0; s < ns && !found; s++) {
+      ll_reg_coord(src, s, q);
+      if (same_vec(p, q, dst->rank)) {
+        map[r] = s;
+        found = true;
+      }
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+static void print_set(struct strbuf *sb, const char *name, int32_t (*v)[IR_MAX_RANK], int n, int rank) {
+  sb_printf(sb, " %s=[", name);
+  for (int i = 0; i < n; i++) {
+    sb_puts(sb, i ? ", (" : "(");
+    for (int d = 0; d < rank; d++) sb_printf(sb, "%s%d", d ? "," : "", v[i][d]);
+    sb_puts(sb, ")");
+  }
+  sb_puts(sb, "]");
+}
+
+void ll_print(struct strbuf *sb, const struct ll *l) {
+  sb_puts(sb, "ll<shape=[");
+  for (int d = 0; d < l->rank; d++) sb_printf(sb, "%s%d", d ? "," : "", l->shape[d]);
+  sb_puts(sb, "]");
+  print_set(sb, "reg", (int32_t(*)[IR_MAX_RANK])l->reg, l->nreg, l->rank);
+  print_set(sb, "lane", (int32_t(*)[IR_MAX_RANK])l->lane, l->nlane, l->rank);
+  print_set(sb, "warp", (int32_t(*)[IR_MAX_RANK])l->warp, l->nwarp, l->rank);
+  sb_puts(sb, ">");
+}

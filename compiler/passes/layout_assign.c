@@ -1,0 +1,301 @@
+/* layout_assign.c - give every tile value a layout (which thread holds which element) and
+ * insert convert_layout where a value must change hands.
+ *
+ * Needs: generic IR (after the machine-independent pipeline). Guarantees: every tile of
+ * rank >= 1 has a layout encoding in its type; elementwise operands share their result's
+ * layout; loop-carried values and if results have one layout on every path; constants and
+ * splats are re-created in whatever layout a user needs instead of being converted.
+ *
+ * Two phases. The analysis computes a wanted layout for every value, forward in program
+ * order, iterating to a fixed point because a loop-carried value initialised by a constant
+ * takes the layout its loop body produces (acc = zeros; acc += a @ b gives acc the dot's
+ * layout, not the constant's default). Then the rewrite sets the types and inserts the
+ * conversions that the wanted layouts imply.
+ *
+ * Anchors: loads and constants get the default blocked layout of their shape (16-byte
+ * vectors along the contiguous last dimension); dots get the accumulator layout of the
+ * dot tier (blocked for FMA); reductions give slices of their input; expand_dims of a slice
+ * gives back the slice's parent, so `x - max(x, axis=1)[:, None]` needs no conversion.
+ *
+ *   %3 = load %A[..] : tile<64x64xf16>               %3 = load ... : tile<64x64xf16, #1>
+ *   %4 = reduce_max %3 {axis=1} : tile<64xf16>  =>    %4 = reduce_max ... : tile<64xf16, #2>
+ *   %5 = expand_dims %4 {axis=1} : tile<64x1xf16>    %5 = expand_dims ... : tile<64x1xf16, #1>
+ *   with #2 = slice<dim=1, parent=#1>                                                       */
+#include <string.h>
+
+#include "layout.h"
+#include "passes.h"
+
+struct assign {
+  struct ir_func *f;
+  uint16_t *want;    /* value -> wanted layout (0: none / scalar) */
+  uint16_t *opreq;   /* op -> required layout of operand 0 (expand_dims, trans), 0 = as is */
+  bool changed;
+};
+
+static const struct ir_type *T(struct assign *A, ir_val v) { return ir_vtype(A->f, v); }
+static bool is_tile(struct assign *A, ir_val v) {
+  const struct ir_type *t = T(A, v);
+  return t->kind == IR_TY_TILE && t->rank > 0;
+}
+
+static uint16_t default_layout(struct assign *A, const struct ir_type *t) {
+  struct ir_layout l = ll_default_blocked(t->rank, t->dims, A->f->warps, ir_dtype_bytes(t->dtype));
+  return ir_layout_intern(A->f, &l);
+}
+
+static bool rematerializable(struct assign *A, ir_val v) {
+  uint32_t d = ir_def_op(A->f, v);
+  if (!d) return false;
+  uint16_t c = A->f->ops.v[d].code;
+  return c == IR_CONST || c == IR_SPLAT;
+}
+
+static void set_want(struct assign *A, ir_val v, uint16_t l) {
+  if (A->want[v] != l) {
+    A->want[v] = l;
+    A->changed = true;
+  }
+}
+
+static uint16_t slice_of(struct assign *A, uint16_t parent, int dim) {
+  struct ir_layout l = {0};
+  l.kind = IR_LAYOUT_SLICE;
+  l.dim = (int8_t)dim;
+  l.parent = parent;
+  l.rank = (uint8_t)(A->f->layouts.v[parent].rank - 1);
+  return ir_layout_intern(A->f, &l);
+}
+
+static void analyze_block(struct assign *A, uint32_t blk);
+
+static uint16_t first_nonremat_want(struct assign *A, const struct ir_op *op) {
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (is_tile(A, op->args[k]) && !rematerializable(A, op->args[k]) && A->want[op->args[k]])
+      return A->want[op->args[k]];
+  return 0;
+}
+
+static void analyze_op(struct assign *A, uint32_t id) {
+  struct ir_func *f = A->f;
+  struct ir_op *op = &f->ops.v[id];
+  ir_val r = op->nres ? op->res : 0;
+  const struct ir_type *rt = r ? T(A, r) : NULL;
+  bool tile_result = r && rt->kind == IR_TY_TILE && rt->rank > 0;
+  switch (op->code) {
+  case IR_FOR: {
+    const struct ir_block *body = &f->blocks.v[op->region];
+    const struct ir_op *y = NULL;
+    if (body->ops.n) y = &f->ops.v[VEC_LAST(body->ops)];
+    for (uint32_t k = 0; k < op->nres; k++) {
+      ir_val init = op->args[3 + k];
+      if (!is_tile(A, init)) continue;
+      uint16_t l = A->want[init];
+      /* a rematerializable init (zeros) adopts the layout the body yields; until that is
+       * known the carried value stays unassigned, so that body ops take their layouts
+       * from their other operands (the loads and dots inside the loop) */
+      if (rematerializable(A, init)) l = y ? A->want[y->args[k]] : 0;
+      set_want(A, body->args + 1 + k, l);
+      set_want(A, op->res + k, l);
+    }
+    analyze_block(A, op->region);
+    return;
+  }
+  case IR_IF: {
+    analyze_block(A, op->region);
+    analyze_block(A, op->region + 1);
+    const struct ir_block *tb = &f->blocks.v[op->region];
+    const struct ir_block *eb = &f->blocks.v[op->region + 1];
+    const struct ir_op *ty = &f->ops.v[VEC_LAST(tb->ops)], *ey = &f->ops.v[VEC_LAST(eb->ops)];
+    for (uint32_t k = 0; k < op->nres; k++) {
+      if (!is_tile(A, op->res + k)) continue;
+      uint16_t l = !rematerializable(A, ty->args[k]) ? A->want[ty->args[k]] : A->want[ey->args[k]];
+      if (!l) l = default_layout(A, T(A, op->res + k));
+      set_want(A, op->res + k, l);
+    }
+    return;
+  }
+  default:
+    break;
+  }
+  if (!tile_result) return;
+  uint16_t l = 0;
+  switch (op->code) {
+  case IR_CONST:
+  case IR_SPLAT:
+  case IR_ARANGE:
+  case IR_LOAD:
+  case IR_DOT:
+    l = default_layout(A, rt);
+    break;
+  case IR_BROADCAST:
+    l = A->want[op->args[0]];
+    if (!l) l = default_layout(A, rt);
+    break;
+  case IR_EXPAND_DIMS: {
+    uint16_t in = A->want[op->args[0]];
+    int axis = (int)op->i[0];
+    const struct ir_layout *il = in ? &f->layouts.v[in] : NULL;
+    if (il && il->kind == IR_LAYOUT_SLICE && il->dim == axis) {
+      l = il->parent;
+      A->opreq[id] = 0;
+    } else if (il && il->kind == IR_LAYOUT_BLOCKED) {
+      struct ir_layout e = ll_expand_blocked(il, axis);
+      l = ir_layout_intern(f, &e);
+      A->opreq[id] = 0;
+    } else {
+      uint16_t d = default_layout(A, T(A, op->args[0]));
+      struct ir_layout e = ll_expand_blocked(&f->layouts.v[d], axis);
+      l = ir_layout_intern(f, &e);
+      A->opreq[id] = d;
+    }
+    break;
+  }
+  case IR_TRANS: {
+    uint16_t in = A->want[op->args[0]];
+    const struct ir_layout *il = in ? &f->layouts.v[in] : NULL;
+    uint16_t src = il && il->kind == IR_LAYOUT_BLOCKED ? in : default_layout(A, T(A, op->args[0]));
+    struct ir_layout e = ll_trans_blocked(&f->layouts.v[src]);
+    l = ir_layout_intern(f, &e);
+    A->opreq[id] = src == in ? 0 : src;
+    break;
+  }
+  case IR_REDUCE_SUM:
+  case IR_REDUCE_MAX:
+  case IR_REDUCE_MIN: {
+    uint16_t in = A->want[op->args[0]];
+    if (!in) in = default_layout(A, T(A, op->args[0]));
+    l = slice_of(A, in, (int)op->i[0]);
+    break;
+  }
+  default:
+    if (ir_ops[op->code].flags & OPF_ELEM) l = first_nonremat_want(A, op);
+    if (!l) l = default_layout(A, rt);
+    break;
+  }
+  set_want(A, r, l);
+}
+
+static void analyze_block(struct assign *A, uint32_t blk) {
+  struct ir_block *b = &A->f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) analyze_op(A, b->ops.v[i]);
+}
+
+/* ---- rewrite ---- */
+
+static ir_type_id with_layout(struct ir_func *f, ir_type_id t, uint16_t l) {
+  struct ir_type nt = f->types.v[t];
+  nt.layout = l;
+  return ir_type_intern(f, &nt);
+}
+
+/* Returns a value equal to v in layout l, inserted before op `before`. */
+static ir_val in_layout(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
+  struct ir_func *f = A->f;
+  if (!l || T(A, v)->layout == l) return v;
+  struct ir_builder b;
+  ir_builder_before(&b, f, before);
+  ir_type_id nt = with_layout(f, f->values.v[v].type, l);
+  uint32_t d = ir_def_op(f, v);
+  if (d && (f->ops.v[d].code == IR_CONST || f->ops.v[d].code == IR_SPLAT)) {
+    struct ir_op src = f->ops.v[d];
+    uint32_t c = ir_build(&b, (ir_opcode)src.code, src.args, src.nargs, &nt, 1);
+    f->ops.v[c].i[0] = src.i[0];
+    f->ops.v[c].f = src.f;
+    return f->ops.v[c].res;
+  }
+  return ir_build1(&b, IR_CONVERT_LAYOUT, nt, &v, 1);
+}
+
+static void rewrite_block(struct assign *A, uint32_t blk);
+
+static void rewrite_op(struct assign *A, uint32_t id) {
+  struct ir_func *f = A->f;
+  struct ir_op *op = &f->ops.v[id];
+  /* results take their wanted layouts */
+  for (uint32_t k = 0; k < op->nres; k++) {
+    ir_val r = op->res + k;
+    if (A->want[r]) f->values.v[r].type = with_layout(f, f->values.v[r].type, A->want[r]);
+  }
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    struct ir_block *b = &f->blocks.v[op->region + r];
+    for (uint32_t k = 0; k < b->nargs; k++) {
+      ir_val a = b->args + k;
+      if (A->want[a]) f->values.v[a].type = with_layout(f, f->values.v[a].type, A->want[a]);
+    }
+  }
+  /* operands that must be in a specific layout */
+  ir_val args[256];
+  uint32_t n = op->nargs < 256 ? op->nargs : 256;
+  memcpy(args, op->args, sizeof(ir_val) * n);
+  bool changed = false;
+  const struct ir_type *rt = op->nres ? T(A, op->res) : NULL;
+  for (uint32_t k = 0; k < n; k++) {
+    if (!is_tile(A, args[k])) continue;
+    uint16_t need = 0;
+    if (op->code == IR_FOR && k >= 3)
+      need = A->want[op->res + (k - 3)];
+    else if ((ir_ops[op->code].flags & OPF_ELEM) || op->code == IR_BROADCAST)
+      need = rt->layout;
+    else if ((op->code == IR_EXPAND_DIMS || op->code == IR_TRANS) && A->opreq[id])
+      need = A->opreq[id];
+    else if (op->code == IR_YIELD) {
+      uint32_t parent = f->blocks.v[op->block].parent;
+      const struct ir_op *p = &f->ops.v[parent];
+      need = p->code == IR_FOR ? A->want[p->res + k] : A->want[p->res + k];
+    } else if (op->code == IR_DOT && k == 2)
+      need = rt->layout;
+    if (need && T(A, args[k])->layout != need) {
+      args[k] = in_layout(A, args[k], need, id);
+      changed = true;
+      op = &f->ops.v[id];
+    }
+  }
+  if (changed) ir_op_set_args(f, id, args, n);
+  for (uint32_t r = 0; r < f->ops.v[id].nregions; r++) rewrite_block(A, f->ops.v[id].region + r);
+}
+
+static void rewrite_block(struct assign *A, uint32_t blk) {
+  /* iterate by op id list snapshot: conversions are inserted before the current op */
+  uint32_t i = 0;
+  while (i < A->f->blocks.v[blk].ops.n) {
+    uint32_t id = A->f->blocks.v[blk].ops.v[i];
+    uint32_t before = A->f->blocks.v[blk].ops.n;
+    rewrite_op(A, id);
+    i += 1 + (A->f->blocks.v[blk].ops.n - before);
+  }
+}
+
+void pass_layout_assign(struct pass_ctx *pc) {
+  struct ir_func *f = pc->f;
+  struct assign A = {f, NULL, NULL, false};
+  A.want = ARENA_NEWN(pc->scratch, uint16_t, f->values.n + 1);
+  A.opreq = ARENA_NEWN(pc->scratch, uint16_t, f->ops.n + 1);
+  for (int round = 0; round < 8; round++) {
+    A.changed = false;
+    analyze_block(&A, IR_BODY_BLOCK);
+    if (!A.changed) break;
+  }
+  /* values still unassigned (a carried value whose body never produced a layout) take
+   * the default of their shape, then one more round propagates that */
+  bool any = false;
+  for (uint32_t v = 1; v < f->values.n; v++) {
+    const struct ir_type *t = ir_vtype(f, v);
+    if (t->kind == IR_TY_TILE && t->rank > 0 && !A.want[v] && f->values.v[v].kind == IR_VAL_BLOCKARG) {
+      A.want[v] = default_layout(&A, t);
+      any = true;
+    }
+  }
+  if (any)
+    for (int round = 0; round < 8; round++) {
+      A.changed = false;
+      analyze_block(&A, IR_BODY_BLOCK);
+      if (!A.changed) break;
+    }
+  /* the rewrite creates ops and values: the tables may grow, so size the maps again */
+  uint16_t *want = ARENA_NEWN(pc->scratch, uint16_t, f->values.n * 2 + 64);
+  memcpy(want, A.want, sizeof(uint16_t) * f->values.n);
+  A.want = want;
+  rewrite_block(&A, IR_BODY_BLOCK);
+  pc->changed = true;
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# setup.sh - installs what the project needs (Debian 12 packages, only those missing) and
+# builds it into ./build. Safe to run repeatedly; a second run only rebuilds what changed.
+#
+#   tools/setup.sh            install + build (RelWithDebInfo)
+#   TILE_BUILD_DIR=b tools/setup.sh     build elsewhere
+#   TILE_CMAKE_ARGS="-DTILE_SANITIZE=ON" tools/setup.sh   extra CMake options
+#   TILE_SKIP_INSTALL=1 tools/setup.sh  do not touch packages
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(cmake ninja-build gcc g++ make llvm-22-dev flex bison libcriterion-dev
+          libzstd-dev zlib1g-dev pkg-config)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ] && [ -z "${TILE_SKIP_INSTALL:-}" ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+      echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+BUILD_DIR=${TILE_BUILD_DIR:-build}
+EXTRA=()
+if [ -n "${CI:-}" ]; then EXTRA+=(-DTILE_WERROR=ON); fi
+# shellcheck disable=SC2206
+EXTRA+=(${TILE_CMAKE_ARGS:-})
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${TILE_BUILD_TYPE:-RelWithDebInfo}" "${EXTRA[@]}" >/dev/null
+ninja -C "$BUILD_DIR"
+echo "setup: built into $BUILD_DIR ($(ls -la "$BUILD_DIR"/libtile.so | awk '{print $5}') bytes libtile.so)"
