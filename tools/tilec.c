@@ -597,9 +597,9 @@ static int run_cmd(tile_context *ctx, struct options *o) {
       rc = 1;
     } else {
       printf("  time median %.4f ms (min %.4f, %d runs)", br.median_ms, br.min_ms, br.reps);
-      double fl;
-      if (o->flops && eval_expr(o, o->flops, &fl))
-        printf(", %.2f TFLOP/s", fl / (br.median_ms * 1e-3) / 1e12);
+      double flops;
+      if (o->flops && eval_expr(o, o->flops, &flops))
+        printf(", %.2f TFLOP/s", flops / (br.median_ms * 1e-3) / 1e12);
       printf(", %.1f GB/s\n", bytes_moved / (br.median_ms * 1e-3) / 1e9);
     }
   }
