@@ -103,7 +103,8 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
   case IR_TRANS:
   case IR_CAST: {
     ir_val a = op->args[0];
-    if (f->values.v[a].type == rt) {
+    /* same type means no change for broadcast and cast; a square trans still permutes */
+    if (f->values.v[a].type == rt && (op->code == IR_BROADCAST || op->code == IR_CAST)) {
       replace(c, op->res, a);
       return;
     }
@@ -165,6 +166,7 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
         f->ops.v[ir_def_op(f, nd)].i[0] = f->ops.v[dot_id].i[0];
         replace(c, op->res, nd);
         c->uses[dv] = 0;
+        ir_op_remove(f, id); /* the add is dead; left in place it would match again */
         return;
       }
     }
