@@ -561,7 +561,7 @@ static int run_cmd(tile_context *ctx, struct options *o) {
     for (unsigned i = 0; i < np && !rc; i++) {
       tile_param_info pi;
       tile_kernel_param(k, i, &pi);
-      if (!pi.is_tensor || !pi.is_output) continue;
+      if (!pi.is_tensor || !pi.is_output || !pi.is_used) continue; /* unused outputs stay poisoned */
       struct run_buf *b = &bufs[i];
       if (tile_mem_download(ctx, dev, b->host, b->dev, b->bytes)) {
         fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
