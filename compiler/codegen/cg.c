@@ -560,6 +560,29 @@ static void gen_op(struct cg *g, uint32_t id) {
   case IR_IF:
     cg_gen_if(g, id);
     return;
+  case IR_LOCAL_ALLOC:
+    cg_gen_local_alloc(g, op);
+    return;
+  case IR_LOCAL_STORE:
+    cg_gen_local_store(g, op);
+    return;
+  case IR_LOCAL_LOAD:
+    cg_gen_local_load(g, op);
+    return;
+  case IR_ASYNC_COPY:
+    cg_gen_async_copy(g, op);
+    return;
+  case IR_ASYNC_COMMIT:
+    cg_intrinsic(g, "llvm.nvvm.cp.async.commit.group", NULL, 0, NULL, 0);
+    return;
+  case IR_ASYNC_WAIT: {
+    LLVMValueRef n = cg_i32(g, op->i[0]);
+    cg_intrinsic(g, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1);
+    return;
+  }
+  case IR_BARRIER:
+    cg_barrier(g);
+    return;
   case IR_YIELD:
   case IR_GRID:
     return;
@@ -690,6 +713,7 @@ bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct 
     g->nprog[i] = sreg(g, nm);
   }
   setup_params(g, fn);
+  cg_plan_smem(g);
   g->prologue_end = LLVMBuildBr(g->b, body);
   LLVMPositionBuilderAtEnd(g->b, body);
   gen_block(g, IR_BODY_BLOCK);

@@ -16,12 +16,17 @@
 
 #include "cg_internal.h"
 
-LLVMValueRef cg_smem_ptr(struct cg *g, LLVMValueRef byte_offset) {
+LLVMValueRef cg_smem_at(struct cg *g, LLVMValueRef byte_offset) {
   return LLVMBuildGEP2(g->b, g->i8, g->smem, &byte_offset, 1, "");
 }
 
+LLVMValueRef cg_smem_ptr(struct cg *g, LLVMValueRef byte_offset) {
+  if (g->smem_scratch) byte_offset = LLVMBuildAdd(g->b, byte_offset, cg_i32(g, g->smem_scratch), "");
+  return cg_smem_at(g, byte_offset);
+}
+
 void cg_smem_reserve(struct cg *g, unsigned bytes) {
-  if (bytes > g->smem_bytes) g->smem_bytes = bytes;
+  if (g->smem_scratch + bytes > g->smem_bytes) g->smem_bytes = g->smem_scratch + bytes;
 }
 
 static int smem_elem_bytes(ir_dtype dt) { return dt == DT_BOOL ? 1 : ir_dtype_bytes(dt); }
@@ -277,6 +282,10 @@ static LLVMValueRef to_f32v(struct cg *g, LLVMValueRef v, ir_dtype dt) {
 }
 
 void cg_gen_dot(struct cg *g, const struct ir_op *op) {
+  if (cg_dot_is_mma(g, op)) {
+    cg_gen_mma_dot(g, op);
+    return;
+  }
   const struct ir_type *at = ir_vtype(g->f, op->args[0]);
   const struct ir_type *bt = ir_vtype(g->f, op->args[1]);
   const struct ir_type *ct = ir_vtype(g->f, op->res);

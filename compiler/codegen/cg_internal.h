@@ -40,11 +40,13 @@ struct cg {
   LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, gptr, sptr;
   LLVMValueRef lane, warp, pid[3], nprog[3];
   LLVMValueRef smem;         /* dynamic shared memory, [0 x i8] addrspace(3) */
-  unsigned smem_bytes;       /* the largest scratch use */
+  unsigned smem_bytes;       /* buffers plus the largest scratch use */
+  unsigned smem_scratch;     /* scratch (layout changes, reductions) starts here, after the buffers */
   struct cgval *vals;        /* ir value -> registers */
   struct cg_tensor *tensors; /* ir param index -> pointer and strides */
   struct coord_cache coord_cache[64];
   uint32_t ncoord_cache;
+  uint32_t *buf_offset;      /* local_alloc op -> byte offset of its buffer */
 };
 
 void cg_fail(struct cg *g, const char *fmt, ...) TL_PRINTF(2, 3);
@@ -73,9 +75,21 @@ void cg_gen_region(struct cg *g, uint32_t blk);
 void cg_gen_relayout(struct cg *g, const struct ir_op *op);
 void cg_gen_reduce(struct cg *g, const struct ir_op *op);
 void cg_gen_dot(struct cg *g, const struct ir_op *op);
-/* Shared-memory scratch: a byte pointer at `offset` after reserving `bytes`. */
+/* Shared-memory scratch: a byte pointer at `offset` within the scratch area, after
+ * reserving `bytes` of it. cg_smem_at addresses shared memory absolutely (buffers). */
 LLVMValueRef cg_smem_ptr(struct cg *g, LLVMValueRef byte_offset);
+LLVMValueRef cg_smem_at(struct cg *g, LLVMValueRef byte_offset);
 void cg_smem_reserve(struct cg *g, unsigned bytes);
+
+/* cg_smem.c: buffers, async copies, ldmatrix; cg_mma.c: Tensor Core dots */
+void cg_plan_smem(struct cg *g);
+void cg_gen_local_alloc(struct cg *g, const struct ir_op *op);
+void cg_gen_local_store(struct cg *g, const struct ir_op *op);
+void cg_gen_local_load(struct cg *g, const struct ir_op *op);
+void cg_gen_async_copy(struct cg *g, const struct ir_op *op);
+bool cg_dot_is_mma(struct cg *g, const struct ir_op *op);
+void cg_gen_mma_dot(struct cg *g, const struct ir_op *op);
+int64_t cg_divisibility(struct cg *g, ir_val v);
 
 /* cg_mem.c */
 void cg_gen_load(struct cg *g, const struct ir_op *op);

@@ -18,6 +18,9 @@
 #include "cg_internal.h"
 
 /* The largest power of two known to divide scalar value v (capped at 2^30). */
+static int64_t divisibility(struct cg *g, ir_val v, int depth);
+int64_t cg_divisibility(struct cg *g, ir_val v) { return divisibility(g, v, 0); }
+
 static int64_t divisibility(struct cg *g, ir_val v, int depth) {
   const int64_t cap = (int64_t)1 << 30;
   struct ir_func *f = g->f;

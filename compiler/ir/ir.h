@@ -209,6 +209,7 @@ struct ir_func {
   struct strtab *strs;
   const char *name;
   int warps;                     /* threads per program instance = 32 * warps */
+  int sm;                        /* target compute capability x10 once lowered for a GPU (0: generic) */
   VEC(struct ir_type) types;     /* [0] unused */
   VEC(struct ir_value) values;   /* [0] unused */
   VEC(struct ir_op) ops;         /* [0] unused */

@@ -665,6 +665,10 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
   int64_t w = parse_int(ps);
   if (w < 1 || w > 32) fail(ps, "bad warp count %lld", (long long)w);
   f->warps = (int)w;
+  if (accept(ps, "sm")) {
+    expect(ps, "=");
+    f->sm = (int)parse_int(ps);
+  }
   if (accept(ps, "div16")) {
     expect(ps, "(");
     do {

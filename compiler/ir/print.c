@@ -307,6 +307,7 @@ void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
       print_facts(&p, par, ir_vtype(f, par->value)->rank);
   }
   sb_printf(sb, ") warps=%d", f->warps);
+  if (f->sm) sb_printf(sb, " sm=%d", f->sm);
   bool any_div = false;
   for (uint32_t i = 0; i < f->params.n; i++)
     any_div |= f->params.v[i].kind == IR_PARAM_SHAPE && f->params.v[i].div16;

@@ -31,7 +31,9 @@ static bool removable(struct ir_func *f, const struct ir_op *op, const uint32_t 
       if (region_has_effects(f, op->region + r)) return false;
     return true;
   }
-  return (ir_ops[op->code].flags & OPF_PURE) != 0;
+  /* pure ops, and reads with no other effect (an unused load) */
+  unsigned fl = ir_ops[op->code].flags;
+  return (fl & OPF_PURE) || ((fl & OPF_READ) && !(fl & OPF_WRITE));
 }
 
 static bool sweep(struct ir_func *f, uint32_t blk, const uint32_t *uses) {

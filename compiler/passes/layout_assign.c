@@ -29,7 +29,9 @@
 struct assign {
   struct ir_func *f;
   uint16_t *want;    /* value -> wanted layout (0: none / scalar) */
-  uint16_t *opreq;   /* op -> required layout of operand 0 (expand_dims, trans), 0 = as is */
+  uint16_t *opreq;   /* op -> required layout of operand 0 (expand_dims, trans, dot), 0 = as is */
+  uint16_t *opreq1;  /* op -> required layout of operand 1 (dot) */
+  uint32_t nops;     /* size of the op maps (ops created by the rewrite have none) */
   bool changed;
 };
 
@@ -69,11 +71,101 @@ static uint16_t slice_of(struct assign *A, uint16_t parent, int dim) {
 
 static void analyze_block(struct assign *A, uint32_t blk);
 
-static uint16_t first_nonremat_want(struct assign *A, const struct ir_op *op) {
+/* Which operand's layout an elementwise op adopts: Tensor Core layouts win over blocked
+ * ones (converting an accumulator costs a round trip through shared memory, while the
+ * other operands are usually masks and scalars that can be re-created in any layout). */
+static int priority(struct assign *A, uint16_t l) {
+  const struct ir_layout *e = &A->f->layouts.v[l];
+  if (e->kind == IR_LAYOUT_SLICE) e = &A->f->layouts.v[e->parent];
+  return e->kind == IR_LAYOUT_MMA ? 2 : 1;
+}
+
+static uint16_t elementwise_want(struct assign *A, const struct ir_op *op) {
+  uint16_t best = 0;
+  for (uint32_t k = 0; k < op->nargs; k++) {
+    ir_val a = op->args[k];
+    if (!is_tile(A, a) || rematerializable(A, a) || !A->want[a]) continue;
+    if (!best || priority(A, A->want[a]) > priority(A, best)) best = A->want[a];
+  }
+  return best;
+}
+
+/* ---- Tensor Core (mma.sync) selection ---- */
+
+static bool mma_eligible(struct assign *A, const struct ir_op *op) {
+  const struct ir_type *a = T(A, op->args[0]), *c = T(A, op->res);
+  if (A->f->sm < 80) return false;
+  if (a->dtype != DT_F16 && a->dtype != DT_BF16) return false;
+  if (c->dtype != DT_F32) return false;
+  return a->dims[0] >= 16 && a->dims[1] >= 16 && c->dims[1] >= 8;
+}
+
+/* Does value v reach operand 0 (A) of a dot through elementwise ops? */
+static bool feeds_dot_a(struct assign *A, ir_val v, int depth) {
+  struct ir_func *f = A->f;
+  if (depth > 16) return false;
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block) continue;
+    for (uint32_t k = 0; k < op->nargs; k++) {
+      if (op->args[k] != v) continue;
+      if (op->code == IR_DOT && k == 0) return true;
+      if ((ir_ops[op->code].flags & OPF_ELEM) && op->nres == 1 && feeds_dot_a(A, op->res, depth + 1)) return true;
+    }
+  }
+  return false;
+}
+
+/* Is value v computed from a dot's result through elementwise ops? */
+static bool from_dot(struct assign *A, ir_val v, int depth) {
+  struct ir_func *f = A->f;
+  uint32_t d = ir_def_op(f, v);
+  if (!d || depth > 16) return false;
+  const struct ir_op *op = &f->ops.v[d];
+  if (op->code == IR_DOT) return true;
+  if (!(ir_ops[op->code].flags & OPF_ELEM)) return false;
   for (uint32_t k = 0; k < op->nargs; k++)
-    if (is_tile(A, op->args[k]) && !rematerializable(A, op->args[k]) && A->want[op->args[k]])
-      return A->want[op->args[k]];
-  return 0;
+    if (is_tile(A, op->args[k]) && from_dot(A, op->args[k], depth + 1)) return true;
+  return false;
+}
+
+/* The accumulator layout of a Tensor Core dot: warps split M and N so each warp's tile is
+ * as square as possible (fewer shared-memory reads of A and B), except in a chain of dots
+ * (attention: P = softmax(Q K^T) feeds P @ V) where all warps go along M, so that the
+ * first accumulator is the second dot's A operand register for register. */
+static uint16_t mma_layout(struct assign *A, uint32_t id) {
+  const struct ir_op *op = &A->f->ops.v[id];
+  const struct ir_type *c = T(A, op->res);
+  int M = c->dims[0], N = c->dims[1], W = A->f->warps;
+  int wm = 1, wn = 1;
+  bool chain = feeds_dot_a(A, op->res, 0) || from_dot(A, op->args[0], 0);
+  while (wm * wn < W) {
+    if (chain || (M / wm >= N / wn && M / (16 * wm) >= 2))
+      wm *= 2;
+    else if (N / (8 * wn) >= 2)
+      wn *= 2;
+    else
+      wm *= 2;
+  }
+  struct ir_layout l = {0};
+  l.kind = IR_LAYOUT_MMA;
+  l.rank = 2;
+  l.warps_per_cta[0] = (uint8_t)wm;
+  l.warps_per_cta[1] = (uint8_t)wn;
+  l.instr[0] = 16;
+  l.instr[1] = 8;
+  l.instr[2] = 16;
+  return ir_layout_intern(A->f, &l);
+}
+
+static uint16_t dot_operand(struct assign *A, uint16_t parent, int idx) {
+  struct ir_layout l = {0};
+  l.kind = IR_LAYOUT_DOT_OP;
+  l.rank = 2;
+  l.op_idx = (int8_t)idx;
+  l.parent = parent;
+  l.k_width = 2;
+  return ir_layout_intern(A->f, &l);
 }
 
 static void analyze_op(struct assign *A, uint32_t id) {
@@ -121,11 +213,19 @@ static void analyze_op(struct assign *A, uint32_t id) {
   if (!tile_result) return;
   uint16_t l = 0;
   switch (op->code) {
+  case IR_DOT:
+    if (mma_eligible(A, op)) {
+      l = mma_layout(A, id);
+      A->opreq[id] = dot_operand(A, l, 0);
+      A->opreq1[id] = dot_operand(A, l, 1);
+    } else {
+      l = default_layout(A, rt);
+    }
+    break;
   case IR_CONST:
   case IR_SPLAT:
   case IR_ARANGE:
   case IR_LOAD:
-  case IR_DOT:
     l = default_layout(A, rt);
     break;
   case IR_BROADCAST:
@@ -169,7 +269,7 @@ static void analyze_op(struct assign *A, uint32_t id) {
     break;
   }
   default:
-    if (ir_ops[op->code].flags & OPF_ELEM) l = first_nonremat_want(A, op);
+    if (ir_ops[op->code].flags & OPF_ELEM) l = elementwise_want(A, op);
     if (!l) l = default_layout(A, rt);
     break;
   }
@@ -189,21 +289,65 @@ static ir_type_id with_layout(struct ir_func *f, ir_type_id t, uint16_t l) {
   return ir_type_intern(f, &nt);
 }
 
+/* Values cheap to compute again in another layout instead of moving them between
+ * threads: constants, splats, aranges, and broadcasts, expand_dims and integer or
+ * comparison elementwise ops over such values (index arithmetic and masks). */
+static bool cheap(struct assign *A, ir_val v, int depth) {
+  struct ir_func *f = A->f;
+  uint32_t d = ir_def_op(f, v);
+  if (!d || depth > 8) return false;
+  const struct ir_op *op = &f->ops.v[d];
+  switch (op->code) {
+  case IR_CONST:
+  case IR_SPLAT:
+  case IR_ARANGE:
+    return true;
+  case IR_BROADCAST:
+  case IR_EXPAND_DIMS:
+    return cheap(A, op->args[0], depth + 1);
+  default:
+    break;
+  }
+  if (!(ir_ops[op->code].flags & OPF_ELEM)) return false;
+  if (ir_dtype_is_float(T(A, op->res)->dtype)) return false; /* keep float math where it is */
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (is_tile(A, op->args[k]) && !cheap(A, op->args[k], depth + 1)) return false;
+  return true;
+}
+
+static ir_val in_layout(struct assign *A, ir_val v, uint16_t l, uint32_t before);
+
+/* Re-creates the cheap value v in layout l before op `before`. */
+static ir_val remat(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
+  struct ir_func *f = A->f;
+  uint32_t d = ir_def_op(f, v);
+  struct ir_op src = f->ops.v[d];
+  ir_val args[3] = {0, 0, 0};
+  for (uint32_t k = 0; k < src.nargs && k < 3; k++) {
+    args[k] = src.args[k];
+    if (!is_tile(A, args[k])) continue;
+    uint16_t need = l;
+    if (src.code == IR_EXPAND_DIMS) need = slice_of(A, l, (int)src.i[0]);
+    args[k] = in_layout(A, args[k], need, before);
+  }
+  struct ir_builder b;
+  ir_builder_before(&b, f, before);
+  ir_type_id nt = with_layout(f, f->values.v[v].type, l);
+  uint32_t c = ir_build(&b, (ir_opcode)src.code, args, src.nargs, &nt, 1);
+  f->ops.v[c].i[0] = src.i[0];
+  f->ops.v[c].i[1] = src.i[1];
+  f->ops.v[c].f = src.f;
+  return f->ops.v[c].res;
+}
+
 /* Returns a value equal to v in layout l, inserted before op `before`. */
 static ir_val in_layout(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
   struct ir_func *f = A->f;
   if (!l || T(A, v)->layout == l) return v;
+  if (cheap(A, v, 0)) return remat(A, v, l, before);
   struct ir_builder b;
   ir_builder_before(&b, f, before);
   ir_type_id nt = with_layout(f, f->values.v[v].type, l);
-  uint32_t d = ir_def_op(f, v);
-  if (d && (f->ops.v[d].code == IR_CONST || f->ops.v[d].code == IR_SPLAT)) {
-    struct ir_op src = f->ops.v[d];
-    uint32_t c = ir_build(&b, (ir_opcode)src.code, src.args, src.nargs, &nt, 1);
-    f->ops.v[c].i[0] = src.i[0];
-    f->ops.v[c].f = src.f;
-    return f->ops.v[c].res;
-  }
   return ir_build1(&b, IR_CONVERT_LAYOUT, nt, &v, 1);
 }
 
@@ -237,8 +381,10 @@ static void rewrite_op(struct assign *A, uint32_t id) {
       need = A->want[op->res + (k - 3)];
     else if ((ir_ops[op->code].flags & OPF_ELEM) || op->code == IR_BROADCAST)
       need = rt->layout;
-    else if ((op->code == IR_EXPAND_DIMS || op->code == IR_TRANS) && A->opreq[id])
+    else if ((op->code == IR_EXPAND_DIMS || op->code == IR_TRANS) && id < A->nops && A->opreq[id])
       need = A->opreq[id];
+    else if (op->code == IR_DOT && k < 2 && id < A->nops)
+      need = k == 0 ? A->opreq[id] : A->opreq1[id];
     else if (op->code == IR_YIELD) {
       uint32_t parent = f->blocks.v[op->block].parent;
       const struct ir_op *p = &f->ops.v[parent];
@@ -268,9 +414,11 @@ static void rewrite_block(struct assign *A, uint32_t blk) {
 
 void pass_layout_assign(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
-  struct assign A = {f, NULL, NULL, false};
+  struct assign A = {f, NULL, NULL, NULL, 0, false};
   A.want = ARENA_NEWN(pc->scratch, uint16_t, f->values.n + 1);
   A.opreq = ARENA_NEWN(pc->scratch, uint16_t, f->ops.n + 1);
+  A.opreq1 = ARENA_NEWN(pc->scratch, uint16_t, f->ops.n + 1);
+  A.nops = f->ops.n;
   for (int round = 0; round < 8; round++) {
     A.changed = false;
     analyze_block(&A, IR_BODY_BLOCK);

@@ -76,13 +76,24 @@ bool pass_pipeline_generic(struct ir_func *f, struct pass_options *o, struct str
 }
 
 bool pass_pipeline_gpu(struct ir_func *f, int sm, struct pass_options *o, struct strbuf *err) {
-  (void)sm;
+  f->sm = sm;
   /* layout assignment needs the generic pipeline's output: constants folded and dead
    * values gone, so no layout (and no conversion) is spent on them. */
   if (!pass_run(PASS_LAYOUT, f, o, err)) return false;
-  /* layout assignment inserts conversions and re-created constants; clean up after it */
+  /* layout assignment inserts conversions and re-created constants: merge duplicates and
+   * delete what is dead before deciding what to stage */
   if (!pass_run(PASS_CSE, f, o, err)) return false;
   if (!pass_run(PASS_DCE, f, o, err)) return false;
+  /* hoisting before staging: a conversion of a loop-invariant tile (attention's Q) must be
+   * outside the loop when smem-stage decides between async copies and a register store */
+  if (!pass_run(PASS_LICM, f, o, err)) return false;
+  if (sm >= 80) {
+    if (!pass_run(PASS_SMEM_STAGE, f, o, err)) return false;
+    /* pipelining needs smem-stage's copy groups; it multi-buffers them per loop */
+    if (!pass_run(PASS_PIPELINE, f, o, err)) return false;
+    if (!pass_run(PASS_CSE, f, o, err)) return false;
+    if (!pass_run(PASS_DCE, f, o, err)) return false;
+  }
   return true;
 }
 

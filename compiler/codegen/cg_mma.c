@@ -1,0 +1,88 @@
+/* cg_mma.c - dots on Tensor Cores with mma.sync.m16n8k16 (f16 or bf16 in, f32 accumulate).
+ *
+ * The operands arrive in the DOT_OP layouts and the accumulator in the MMA layout built
+ * from the same warp tiling (layout.c), so every fragment is a fixed set of registers of
+ * the thread: for each 16-row block mb and 8-column block nb of the accumulator and each
+ * 16-deep slice kb of the reduction,
+ *   a0..a3 = A(mb + {0,8}, kb + {0,8} + {0,1}) packed in pairs, b0,b1 = B(kb + {0,8} + {0,1}, nb),
+ *   c0..c3 = C(mb + {0,8}, nb + {0,1})
+ * (gpu-facts.md section 2). Registers are found by their coordinates, so the order of the
+ * repeat bits in the layouts does not matter here.                                       */
+#include <stdio.h>
+
+#include "cg_internal.h"
+
+bool cg_dot_is_mma(struct cg *g, const struct ir_op *op) {
+  const struct ir_type *c = ir_vtype(g->f, op->res);
+  return c->layout && g->f->layouts.v[c->layout].kind == IR_LAYOUT_MMA;
+}
+
+static int find_reg(const struct ll *l, int32_t a, int32_t b) {
+  for (uint32_t r = 0; r < ll_num_regs(l); r++) {
+    int32_t c[IR_MAX_RANK];
+    ll_reg_coord(l, r, c);
+    if (c[0] == a && c[1] == b) return (int)r;
+  }
+  return -1;
+}
+
+/* Two 16-bit elements as one 32-bit operand register, element `lo` in the low half. */
+static LLVMValueRef pack(struct cg *g, LLVMValueRef lo, LLVMValueRef hi, bool bf16) {
+  LLVMTypeRef et = LLVMTypeOf(lo);
+  LLVMTypeRef vt = LLVMVectorType(et, 2);
+  LLVMValueRef v = LLVMGetUndef(vt);
+  v = LLVMBuildInsertElement(g->b, v, lo, cg_i32(g, 0), "");
+  v = LLVMBuildInsertElement(g->b, v, hi, cg_i32(g, 1), "");
+  return bf16 ? LLVMBuildBitCast(g->b, v, g->i32, "") : v;
+}
+
+void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
+  struct ll la, lb, lc;
+  if (!cg_layout_of(g, op->args[0], &la) || !cg_layout_of(g, op->args[1], &lb) || !cg_layout_of(g, op->res, &lc))
+    return;
+  struct cgval *A = cg_val(g, op->args[0]), *B = cg_val(g, op->args[1]), *C = cg_val(g, op->args[2]);
+  if (g->failed) return;
+  const struct ir_type *at = ir_vtype(g->f, op->args[0]);
+  bool bf16 = at->dtype == DT_BF16;
+  int K = at->dims[1];
+  uint32_t n = ll_num_regs(&lc);
+  struct cgval *out = cg_new_val(g, op->res, n);
+  for (uint32_t r = 0; r < n; r++) out->r[r] = C->r[r];
+  bool *done = ARENA_NEWN(g->arena, bool, n);
+  const char *name = bf16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16" : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
+  for (uint32_t r = 0; r < n; r++) {
+    if (done[r]) continue;
+    int32_t c[IR_MAX_RANK];
+    ll_reg_coord(&lc, r, c);
+    int32_t mb = c[0] & ~15, nb = c[1] & ~7;
+    int ci[4] = {find_reg(&lc, mb, nb), find_reg(&lc, mb, nb + 1), find_reg(&lc, mb + 8, nb), find_reg(&lc, mb + 8, nb + 1)};
+    for (int q = 0; q < 4; q++)
+      if (ci[q] < 0) {
+        cg_fail(g, "mma: accumulator block (%d,%d) is incomplete in the layout", mb, nb);
+        return;
+      }
+    LLVMValueRef acc[4];
+    for (int q = 0; q < 4; q++) acc[q] = out->r[ci[q]];
+    for (int kb = 0; kb < K; kb += 16) {
+      int ai[8] = {find_reg(&la, mb, kb), find_reg(&la, mb, kb + 1), find_reg(&la, mb + 8, kb), find_reg(&la, mb + 8, kb + 1),
+                   find_reg(&la, mb, kb + 8), find_reg(&la, mb, kb + 9), find_reg(&la, mb + 8, kb + 8), find_reg(&la, mb + 8, kb + 9)};
+      int bi[4] = {find_reg(&lb, kb, nb), find_reg(&lb, kb + 1, nb), find_reg(&lb, kb + 8, nb), find_reg(&lb, kb + 9, nb)};
+      for (int q = 0; q < 8; q++)
+        if (ai[q] < 0 || (q < 4 && bi[q] < 0)) {
+          cg_fail(g, "mma: operand fragment at m=%d n=%d k=%d is not in the thread's registers", mb, nb, kb);
+          return;
+        }
+      LLVMValueRef args[10];
+      for (int q = 0; q < 4; q++) args[q] = pack(g, A->r[ai[2 * q]], A->r[ai[2 * q + 1]], bf16);
+      args[4] = pack(g, B->r[bi[0]], B->r[bi[1]], bf16);
+      args[5] = pack(g, B->r[bi[2]], B->r[bi[3]], bf16);
+      for (int q = 0; q < 4; q++) args[6 + q] = acc[q];
+      LLVMValueRef res = cg_intrinsic(g, name, NULL, 0, args, 10);
+      for (int q = 0; q < 4; q++) acc[q] = LLVMBuildExtractValue(g->b, res, (unsigned)q, "");
+    }
+    for (int q = 0; q < 4; q++) {
+      out->r[ci[q]] = acc[q];
+      done[ci[q]] = true;
+    }
+  }
+}

@@ -1,0 +1,376 @@
+/* cg_smem.c - shared-memory buffers: allocation, swizzled addressing, register stores,
+ * cp.async copies from global memory, and ldmatrix loads of Tensor Core fragments.
+ *
+ * Buffers (local_alloc) are laid out one after another at the start of dynamic shared
+ * memory, each aligned to 128 bytes; the scratch area of layout changes and reductions
+ * follows them, so the two never overlap. A buffer is [slots,] rows x cols with the last
+ * dimension contiguous; its SHARED layout XORs the 16-byte chunk index of an element with
+ * its row's phase: chunk' = chunk ^ ((row / per_phase) % max_phase), which spreads the
+ * eight row addresses of one ldmatrix phase over eight different bank groups
+ * (gpu-facts.md section 3).
+ *
+ * cp.async copies 16-byte chunks; a chunk that crosses the end of a row copies only its
+ * valid bytes and zero-fills the rest (src-size), and a chunk outside the tensor copies
+ * nothing and reads from the tensor base, which is always a valid address. When the
+ * alignment facts do not allow 16-byte chunks (a 4095-wide matrix), elements move one by
+ * one through registers instead; the result in shared memory is the same.               */
+#include <stdio.h>
+#include <string.h>
+
+#include "cg_internal.h"
+
+struct sbuf {
+  LLVMValueRef base; /* i32 byte offset of the buffer */
+  int slots, rows, cols, eb;
+  int vec, per_phase, max_phase;
+};
+
+static void buffer_info(struct cg *g, ir_val buf, struct sbuf *s) {
+  const struct ir_type *t = ir_vtype(g->f, buf);
+  const struct ir_layout *l = &g->f->layouts.v[t->layout];
+  s->base = cg_val(g, buf)->r[0];
+  s->slots = t->rank == 3 ? t->dims[0] : 1;
+  s->rows = t->dims[t->rank - 2];
+  s->cols = t->dims[t->rank - 1];
+  s->eb = ir_dtype_bytes((ir_dtype)t->dtype);
+  s->vec = l->vec ? l->vec : 1;
+  s->per_phase = l->per_phase ? l->per_phase : 1;
+  s->max_phase = l->max_phase ? l->max_phase : 1;
+}
+
+/* Byte offset (i32) of element (row, col) of slot `slot`; row and col are i32 values. */
+static LLVMValueRef swizzled(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef row,
+                             LLVMValueRef col) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef phase = LLVMBuildURem(b, LLVMBuildUDiv(b, row, cg_i32(g, s->per_phase), ""), cg_i32(g, s->max_phase), "");
+  LLVMValueRef chunk = LLVMBuildXor(b, LLVMBuildUDiv(b, col, cg_i32(g, s->vec), ""), phase, "");
+  LLVMValueRef within = LLVMBuildURem(b, col, cg_i32(g, s->vec), "");
+  LLVMValueRef e = LLVMBuildAdd(b, LLVMBuildMul(b, row, cg_i32(g, s->cols), ""),
+                                LLVMBuildAdd(b, LLVMBuildMul(b, chunk, cg_i32(g, s->vec), ""), within, ""), "");
+  if (slot) e = LLVMBuildAdd(b, e, LLVMBuildMul(b, slot, cg_i32(g, s->rows * s->cols), ""), "");
+  return LLVMBuildAdd(b, s->base, LLVMBuildMul(b, e, cg_i32(g, s->eb), ""), "");
+}
+
+void cg_plan_smem(struct cg *g) {
+  struct ir_func *f = g->f;
+  g->buf_offset = ARENA_NEWN(g->arena, uint32_t, f->ops.n + 1);
+  unsigned top = 0;
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (op->code != IR_LOCAL_ALLOC || !op->block) continue;
+    const struct ir_type *t = ir_vtype(f, op->res);
+    top = (top + 127) & ~127u;
+    g->buf_offset[i] = top;
+    top += (unsigned)(ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype));
+  }
+  g->smem_scratch = (top + 127) & ~127u;
+  g->smem_bytes = top;
+}
+
+void cg_gen_local_alloc(struct cg *g, const struct ir_op *op) {
+  uint32_t id = (uint32_t)(op - g->f->ops.v);
+  cg_new_val(g, op->res, 1)->r[0] = cg_i32(g, g->buf_offset[id]);
+}
+
+static LLVMValueRef to_store_bits(struct cg *g, LLVMValueRef v, int eb) {
+  LLVMTypeRef t = LLVMTypeOf(v);
+  LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, (unsigned)(eb * 8));
+  if (t == g->i1) return LLVMBuildZExt(g->b, v, it, "");
+  if (LLVMGetTypeKind(t) == LLVMIntegerTypeKind) return v;
+  return LLVMBuildBitCast(g->b, v, it, "");
+}
+
+void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
+  struct sbuf s;
+  buffer_info(g, op->args[0], &s);
+  LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  struct cgval *v = cg_val(g, op->args[2]);
+  struct ll l;
+  if (g->failed || !cg_layout_of(g, op->args[2], &l)) return;
+  for (uint32_t r = 0; r < v->n; r++) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, &l, r, c);
+    LLVMValueRef off = swizzled(g, &s, s.slots > 1 ? slot : NULL, c[0], c[1]);
+    LLVMValueRef st = LLVMBuildStore(g->b, to_store_bits(g, v->r[r], s.eb), cg_smem_at(g, off));
+    LLVMSetAlignment(st, (unsigned)s.eb);
+  }
+}
+
+/* ---- ldmatrix ---- */
+
+/* Index of the register whose coordinate (register part) is (a, b), or -1. */
+static int reg_at(const struct ll *l, int32_t a, int32_t b) {
+  for (uint32_t r = 0; r < ll_num_regs(l); r++) {
+    int32_t c[IR_MAX_RANK];
+    ll_reg_coord(l, r, c);
+    if (c[0] == a && c[1] == b) return (int)r;
+  }
+  return -1;
+}
+
+/* The warp part of a layout's coordinates (lane bases excluded). */
+static void warp_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
+  for (int d = 0; d < l->rank; d++) {
+    LLVMValueRef acc = cg_i32(g, 0);
+    for (int k = 0; k < l->nwarp; k++)
+      if (l->warp[k][d]) {
+        LLVMValueRef bit = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, g->warp, cg_i32(g, k), ""), cg_i32(g, 1), "");
+        acc = LLVMBuildOr(g->b, acc, LLVMBuildMul(g->b, bit, cg_i32(g, l->warp[k][d]), ""), "");
+      }
+    coord[d] = acc;
+  }
+}
+
+static LLVMValueRef ldmatrix(struct cg *g, int n, bool trans, LLVMValueRef addr) {
+  char name[96];
+  snprintf(name, sizeof name, "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x%d%s.b16", n, trans ? ".trans" : "");
+  LLVMTypeRef ovl = g->sptr;
+  LLVMValueRef ptr = cg_smem_at(g, addr);
+  return cg_intrinsic(g, name, &ovl, 1, &ptr, 1);
+}
+
+/* Splits a 32-bit ldmatrix result into its two 16-bit elements (low half first). */
+static void unpack2(struct cg *g, LLVMValueRef w, LLVMTypeRef et, LLVMValueRef *lo, LLVMValueRef *hi) {
+  LLVMValueRef l16 = LLVMBuildTrunc(g->b, w, g->i16, "");
+  LLVMValueRef h16 = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, w, cg_i32(g, 16), ""), g->i16, "");
+  *lo = LLVMBuildBitCast(g->b, l16, et, "");
+  *hi = LLVMBuildBitCast(g->b, h16, et, "");
+}
+
+/* Loads the fragments of a 16-bit mma operand. For each 16x16 (A) or 16x16 (two n8 tiles
+ * of B) block of the thread's registers one ldmatrix.x4 fetches four 8x8 matrices; lane L
+ * supplies row L%8 of matrix L/8. `view` maps operand coordinates to buffer coordinates
+ * (trans swaps them), and the ldmatrix form is .trans when the operand's fast dimension in
+ * registers (k for A, k for B) is not the buffer's contiguous dimension. */
+static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *l, const struct sbuf *s,
+                         LLVMValueRef slot, int op_idx, struct cgval *out) {
+  bool view_trans = op->i[0] != 0;
+  LLVMTypeRef et = cg_reg_type(g, (ir_dtype)ir_vtype(g->f, op->res)->dtype);
+  LLVMValueRef wc[IR_MAX_RANK];
+  warp_coords(g, l, wc);
+  LLVMValueRef lane = g->lane;
+  LLVMValueRef li = LLVMBuildAnd(g->b, lane, cg_i32(g, 7), "");          /* row within matrix */
+  LLVMValueRef lj = LLVMBuildLShr(g->b, lane, cg_i32(g, 3), "");         /* matrix 0..3 */
+  LLVMValueRef j_lo = LLVMBuildAnd(g->b, lj, cg_i32(g, 1), "");
+  LLVMValueRef j_hi = LLVMBuildLShr(g->b, lj, cg_i32(g, 1), "");
+  uint32_t n = ll_num_regs(l);
+  bool *done = ARENA_NEWN(g->arena, bool, n);
+  for (uint32_t r = 0; r < n; r++) {
+    if (done[r]) continue;
+    int32_t c[IR_MAX_RANK];
+    ll_reg_coord(l, r, c);
+    /* block origin: A: (row & ~15, k & ~15); B: (k & ~15, n & ~15) */
+    int32_t o0 = c[0] & ~15, o1 = c[1] & ~15;
+    /* four 8x8 matrices in register order, as (d0, d1) offsets of element pairs */
+    int32_t m[4][2];
+    if (op_idx == 0) { /* a0 (0,0) a1 (8,0) a2 (0,8) a3 (8,8) */
+      int32_t mm[4][2] = {{0, 0}, {8, 0}, {0, 8}, {8, 8}};
+      memcpy(m, mm, sizeof m);
+    } else { /* b0 (0,0) b1 (8,0) of n-tile o1, then of n-tile o1+8 */
+      int32_t mm[4][2] = {{0, 0}, {8, 0}, {0, 8}, {8, 8}};
+      memcpy(m, mm, sizeof m);
+    }
+    int regs[4][2];
+    int count = 0;
+    for (int q = 0; q < 4; q++) {
+      int32_t a = o0 + m[q][0], b = o1 + m[q][1];
+      if (op_idx == 0) {
+        regs[q][0] = reg_at(l, a, b);
+        regs[q][1] = reg_at(l, a, b + 1);
+      } else {
+        regs[q][0] = reg_at(l, a, b);
+        regs[q][1] = reg_at(l, a + 1, b);
+      }
+      if (regs[q][0] >= 0 && regs[q][1] >= 0) count++;
+    }
+    /* B blocks may hold only one n8 tile (x2); A blocks are always complete */
+    int nmat = count == 4 ? 4 : count == 2 && regs[0][0] >= 0 && regs[1][0] >= 0 ? 2 : 0;
+    if (!nmat) return false;
+    /* lane address in operand coordinates: matrix q = lj, row li of it */
+    LLVMValueRef d0, d1;
+    if (op_idx == 0) {
+      /* A: ldmatrix rows are operand rows when k is contiguous (no view trans) */
+      if (!view_trans) { /* row = o0 + li + 8*(j&1), k = o1 + 8*(j>>1) */
+        d0 = LLVMBuildAdd(g->b, cg_i32(g, o0), LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), ""), "");
+        d1 = LLVMBuildAdd(g->b, cg_i32(g, o1), LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), "");
+      } else { /* buffer rows are k: k = o1 + li + 8*(j>>1), m = o0 + 8*(j&1) */
+        d0 = LLVMBuildAdd(g->b, cg_i32(g, o0), LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), "");
+        d1 = LLVMBuildAdd(g->b, cg_i32(g, o1), LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), ""), "");
+      }
+    } else {
+      if (!view_trans) { /* buffer [K, N], rows are k: k = o0 + li + 8*(j&1), n = o1 + 8*(j>>1) */
+        d0 = LLVMBuildAdd(g->b, cg_i32(g, o0), LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), ""), "");
+        d1 = LLVMBuildAdd(g->b, cg_i32(g, o1), LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), "");
+      } else { /* buffer [N, K], rows are n: n = o1 + li + 8*(j>>1), k = o0 + 8*(j&1) */
+        d0 = LLVMBuildAdd(g->b, cg_i32(g, o0), LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), "");
+        d1 = LLVMBuildAdd(g->b, cg_i32(g, o1), LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), ""), "");
+      }
+    }
+    d0 = LLVMBuildAdd(g->b, d0, wc[0], "");
+    d1 = LLVMBuildAdd(g->b, d1, wc[1], "");
+    LLVMValueRef row = view_trans ? d1 : d0, col = view_trans ? d0 : d1;
+    LLVMValueRef addr = swizzled(g, s, s->slots > 1 ? slot : NULL, row, col);
+    /* the instruction transposes when registers pair along the buffer's rows */
+    bool hw_trans = op_idx == 0 ? view_trans : !view_trans;
+    LLVMValueRef res = ldmatrix(g, nmat, hw_trans, addr);
+    for (int q = 0; q < nmat; q++) {
+      LLVMValueRef w = LLVMBuildExtractValue(g->b, res, (unsigned)q, "");
+      LLVMValueRef lo, hi;
+      unpack2(g, w, et, &lo, &hi);
+      out->r[regs[q][0]] = lo;
+      out->r[regs[q][1]] = hi;
+      done[regs[q][0]] = done[regs[q][1]] = true;
+    }
+  }
+  return true;
+}
+
+void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
+  struct sbuf s;
+  buffer_info(g, op->args[0], &s);
+  LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  struct ll l;
+  if (g->failed || !cg_layout_of(g, op->res, &l)) return;
+  const struct ir_type *rt = ir_vtype(g->f, op->res);
+  struct cgval *out = cg_new_val(g, op->res, ll_num_regs(&l));
+  const struct ir_layout *e = &g->f->layouts.v[rt->layout];
+  if (e->kind == IR_LAYOUT_DOT_OP && ir_dtype_bytes((ir_dtype)rt->dtype) == 2 && s.vec == 8 &&
+      gen_ldmatrix(g, op, &l, &s, slot, e->op_idx, out))
+    return;
+  /* generic: element by element */
+  LLVMTypeRef et = cg_reg_type(g, (ir_dtype)rt->dtype);
+  LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, (unsigned)(s.eb * 8));
+  for (uint32_t r = 0; r < out->n; r++) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, &l, r, c);
+    LLVMValueRef row = op->i[0] ? c[1] : c[0], col = op->i[0] ? c[0] : c[1];
+    LLVMValueRef off = swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col);
+    LLVMValueRef v = LLVMBuildLoad2(g->b, it, cg_smem_at(g, off), "");
+    LLVMSetAlignment(v, (unsigned)s.eb);
+    out->r[r] = et == g->i1 ? LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(it, 0, 0), "")
+                : LLVMGetTypeKind(et) == LLVMIntegerTypeKind ? v : LLVMBuildBitCast(g->b, v, et, "");
+  }
+}
+
+/* ---- async copies ---- */
+
+void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
+  struct ir_func *f = g->f;
+  struct sbuf s;
+  buffer_info(g, op->args[0], &s);
+  LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  ir_val tv = op->args[2];
+  const struct ir_value *tval = &f->values.v[tv];
+  const struct ir_param *p = &f->params.v[tval->index];
+  struct cg_tensor *t = &g->tensors[tval->index];
+  const struct ir_type *tt = ir_vtype(f, tv);
+  uint64_t mask = (uint64_t)op->i[0];
+  int rank = tt->rank, eb = s.eb;
+  int drow = -1, dcol = -1;
+  LLVMValueRef start[IR_MAX_RANK], size[IR_MAX_RANK];
+  LLVMValueRef fixed_ok = LLVMConstInt(g->i1, 1, 0), fixed_off = cg_i64(g, 0);
+  for (int d = 0; d < rank; d++) {
+    start[d] = LLVMBuildSExt(g->b, cg_val(g, op->args[3 + d])->r[0], g->i64, "");
+    if (IR_DIM_IS_SYM(tt->dims[d]))
+      size[d] = LLVMBuildSExt(g->b, cg_val(g, IR_DIM_SYM_VALUE(tt->dims[d]))->r[0], g->i64, "");
+    else
+      size[d] = cg_i64(g, tt->dims[d]);
+    if (mask >> d & 1) {
+      if (drow < 0) drow = d;
+      else dcol = d;
+    } else {
+      fixed_ok = LLVMBuildAnd(g->b, fixed_ok, LLVMBuildICmp(g->b, LLVMIntULT, start[d], size[d], ""), "");
+      fixed_off = LLVMBuildAdd(g->b, fixed_off, LLVMBuildMul(g->b, start[d], t->stride[d], ""), "");
+    }
+  }
+  if (drow < 0 || dcol < 0) {
+    cg_fail(g, "async_copy needs a 2-d slice");
+    return;
+  }
+  if (g->failed) return;
+  int threads = 32 * f->warps;
+  /* 16-byte chunks need: contiguous columns, 16-byte aligned base and row stride, and a
+   * column start that is a multiple of the chunk */
+  int v = 16 / eb;
+  bool wide = p->facts.stride1[dcol] && p->facts.align >= 16 && s.cols % v == 0 &&
+              cg_divisibility(g, op->args[3 + dcol]) % v == 0;
+  for (int d = 0; d < rank && wide; d++)
+    if (d != dcol && !p->facts.div16[d]) wide = false;
+  LLVMValueRef tid = LLVMBuildOr(g->b, LLVMBuildShl(g->b, g->warp, cg_i32(g, 5), ""), g->lane, "");
+  LLVMValueRef base_int = LLVMBuildPtrToInt(g->b, t->ptr, g->i64, "");
+  if (wide) {
+    int chunks_per_row = s.cols / v, total = s.rows * chunks_per_row;
+    for (int i0 = 0; i0 < total; i0 += threads) {
+      LLVMValueRef chunk = LLVMBuildAdd(g->b, tid, cg_i32(g, i0), "");
+      LLVMValueRef row = LLVMBuildUDiv(g->b, chunk, cg_i32(g, chunks_per_row), "");
+      LLVMValueRef col = LLVMBuildMul(g->b, LLVMBuildURem(g->b, chunk, cg_i32(g, chunks_per_row), ""), cg_i32(g, v), "");
+      LLVMValueRef grow = LLVMBuildAdd(g->b, start[drow], LLVMBuildZExt(g->b, row, g->i64, ""), "");
+      LLVMValueRef gcol = LLVMBuildAdd(g->b, start[dcol], LLVMBuildZExt(g->b, col, g->i64, ""), "");
+      LLVMValueRef ok = LLVMBuildAnd(g->b, fixed_ok, LLVMBuildICmp(g->b, LLVMIntULT, grow, size[drow], ""), "");
+      ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntULT, gcol, size[dcol], ""), "");
+      /* valid bytes of this chunk: min(16, (size - gcol) * eb) */
+      LLVMValueRef left = LLVMBuildMul(g->b, LLVMBuildSub(g->b, size[dcol], gcol, ""), cg_i64(g, eb), "");
+      LLVMValueRef nbytes = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, cg_i64(g, 16), ""), left, cg_i64(g, 16), "");
+      nbytes = LLVMBuildSelect(g->b, ok, LLVMBuildTrunc(g->b, nbytes, g->i32, ""), cg_i32(g, 0), "");
+      LLVMValueRef off = LLVMBuildAdd(g->b, fixed_off, LLVMBuildAdd(g->b, LLVMBuildMul(g->b, grow, t->stride[drow], ""),
+                                                                     LLVMBuildMul(g->b, gcol, t->stride[dcol], ""), ""), "");
+      LLVMValueRef src = LLVMBuildAdd(g->b, base_int, LLVMBuildMul(g->b, off, cg_i64(g, eb), ""), "");
+      src = LLVMBuildSelect(g->b, ok, src, base_int, "");
+      LLVMValueRef srcp = LLVMBuildIntToPtr(g->b, src, g->gptr, "");
+      LLVMValueRef dst = cg_smem_at(g, swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col));
+      LLVMValueRef args[3] = {dst, srcp, nbytes};
+      LLVMValueRef inrange = total - i0 < threads ? LLVMBuildICmp(g->b, LLVMIntULT, tid, cg_i32(g, total - i0), "") : NULL;
+      if (inrange) {
+        /* the last round has fewer chunks than threads: guard the copy */
+        LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "cp.tail");
+        LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "cp.cont");
+        LLVMBuildCondBr(g->b, inrange, doit, cont);
+        LLVMPositionBuilderAtEnd(g->b, doit);
+        cg_intrinsic(g, "llvm.nvvm.cp.async.cg.shared.global.16.s", NULL, 0, args, 3);
+        LLVMBuildBr(g->b, cont);
+        LLVMPositionBuilderAtEnd(g->b, cont);
+      } else {
+        cg_intrinsic(g, "llvm.nvvm.cp.async.cg.shared.global.16.s", NULL, 0, args, 3);
+      }
+    }
+    return;
+  }
+  /* element by element through registers (unaligned rows) */
+  int total = s.rows * s.cols;
+  char text[256], cons[32];
+  int bits = eb * 8, rbits = bits < 16 ? 16 : bits;
+  snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n mov.b%d $0, 0;\n @p ld.global.%s%d $0, [$1];\n}",
+           rbits, bits == 8 ? "u" : "b", bits);
+  snprintf(cons, sizeof cons, "=%s,l,r", bits <= 16 ? "h" : bits == 32 ? "r" : "l");
+  LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
+  LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, (unsigned)bits);
+  for (int i0 = 0; i0 < total; i0 += threads) {
+    LLVMValueRef e = LLVMBuildAdd(g->b, tid, cg_i32(g, i0), "");
+    LLVMValueRef row = LLVMBuildUDiv(g->b, e, cg_i32(g, s.cols), "");
+    LLVMValueRef col = LLVMBuildURem(g->b, e, cg_i32(g, s.cols), "");
+    LLVMValueRef grow = LLVMBuildAdd(g->b, start[drow], LLVMBuildZExt(g->b, row, g->i64, ""), "");
+    LLVMValueRef gcol = LLVMBuildAdd(g->b, start[dcol], LLVMBuildZExt(g->b, col, g->i64, ""), "");
+    LLVMValueRef ok = LLVMBuildAnd(g->b, fixed_ok, LLVMBuildICmp(g->b, LLVMIntULT, grow, size[drow], ""), "");
+    ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntULT, gcol, size[dcol], ""), "");
+    if (total - i0 < threads) ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntULT, tid, cg_i32(g, total - i0), ""), "");
+    LLVMValueRef off = LLVMBuildAdd(g->b, fixed_off, LLVMBuildAdd(g->b, LLVMBuildMul(g->b, grow, t->stride[drow], ""),
+                                                                   LLVMBuildMul(g->b, gcol, t->stride[dcol], ""), ""), "");
+    LLVMValueRef src = LLVMBuildAdd(g->b, base_int, LLVMBuildMul(g->b, off, cg_i64(g, eb), ""), "");
+    LLVMValueRef args[2] = {src, LLVMBuildZExt(g->b, ok, g->i32, "")};
+    LLVMValueRef val = cg_asm(g, rt, text, cons, args, 2, true);
+    if (rt != it) val = LLVMBuildTrunc(g->b, val, it, "");
+    if (total - i0 < threads) {
+      LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "st.tail");
+      LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "st.cont");
+      LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntULT, tid, cg_i32(g, total - i0), ""), doit, cont);
+      LLVMPositionBuilderAtEnd(g->b, doit);
+      LLVMValueRef st = LLVMBuildStore(g->b, val, cg_smem_at(g, swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col)));
+      LLVMSetAlignment(st, (unsigned)eb);
+      LLVMBuildBr(g->b, cont);
+      LLVMPositionBuilderAtEnd(g->b, cont);
+    } else {
+      LLVMValueRef st = LLVMBuildStore(g->b, val, cg_smem_at(g, swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col)));
+      LLVMSetAlignment(st, (unsigned)eb);
+    }
+  }
+}
