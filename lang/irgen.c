@@ -1,0 +1,662 @@
+/* irgen.c - lowering of one checked, specialized kernel to Tile IR.
+ *
+ * Sema has already decided every type, constant and branch; this file only follows those
+ * decisions with the builder API of ir.h, so nothing here reports user errors (a surprise is
+ * an internal error). What it does:
+ *  - Parameters: tensors and scalars in source order, then one IR_PARAM_SHAPE i32 parameter
+ *    per shape symbol in order of first appearance. A tensor's dims are constants or
+ *    IR_DIM_SYM(shape value); since the shape values exist only after the user parameters,
+ *    tensor types are filled in once all parameters are created.
+ *  - The grid block computes the launch grid from the parameters (missing dims are 1) and
+ *    ends with GRID; cdiv(a, b) becomes (a + b - 1) / b.
+ *  - Constants become CONST ops of exactly the type their use needs (a weak literal next to an
+ *    f16 tile becomes an f16 tile constant), so no cast or splat of a constant is emitted.
+ *  - Elementwise ops get identical operand types: CAST for promotion, SPLAT for scalars,
+ *    EXPAND_DIMS at axis 0 (rank alignment) then BROADCAST for shapes.
+ *  - `var`s are SSA: each symbol holds its current value. A FOR carries every outer var its
+ *    body assigns (sema collected them, nested loops and ifs included) as iter_args and yields
+ *    their new values; a run-time IF yields them from both branches. Results rebind the vars.
+ *  - Math on f16/bf16 computes in f32 (CAST, op, CAST back); sum of f16/bf16 casts to f32
+ *    first; `a @ b` is DOT(a, b, zeros f32[M, N]). Composite functions expand: sigmoid(x) =
+ *    1/(1+exp(-x)), relu(x) = max(x, 0), silu(x) = x*sigmoid(x), gelu = the tanh form.
+ * Every op gets the source location of the AST node it comes from. */
+#include <string.h>
+
+#include "sema.h"
+
+struct irgen {
+  struct sema *s;
+  struct lang_ctx *ctx;
+  struct ir_func *f;
+  struct ir_builder b;
+  bool failed;
+};
+
+static void here(struct irgen *g, const struct ast_node *n) {
+  g->b.loc.line = n->loc.line;
+  g->b.loc.col = n->loc.col;
+}
+
+static void internal(struct irgen *g, const struct ast_node *n, const char *what) {
+  if (!g->failed) lang_internal_error(g->ctx, n->loc, "irgen: %s", what);
+  g->failed = true;
+}
+
+static ir_type_id ty_of(struct irgen *g, const struct sty *t) {
+  if (t->rank == 0) return ir_type_scalar(g->f, (ir_dtype)t->dt);
+  return ir_type_tile(g->f, (ir_dtype)t->dt, t->rank, t->dims);
+}
+
+static struct sty scalar_sty(ir_dtype dt) {
+  struct sty t;
+  memset(&t, 0, sizeof t);
+  t.kind = STY_VAL;
+  t.dt = (uint8_t)dt;
+  return t;
+}
+
+static struct sty with_dt(const struct sty *t, ir_dtype dt) {
+  struct sty r = *t;
+  r.dt = (uint8_t)dt;
+  r.weak = 0;
+  return r;
+}
+
+static ir_val emit_const(struct irgen *g, struct cval v, ir_dtype from, const struct sty *to) {
+  struct cval c = sema_convert_const(v, from, (ir_dtype)to->dt);
+  ir_type_id t = ty_of(g, to);
+  if (ir_dtype_is_float((ir_dtype)to->dt)) return ir_const_float(&g->b, t, c.f);
+  return ir_const_int(&g->b, t, c.i);
+}
+
+static ir_val const_num(struct irgen *g, double v, const struct sty *to) {
+  struct cval c;
+  memset(&c, 0, sizeof c);
+  c.f = v;
+  return emit_const(g, c, DT_F64, to);
+}
+
+/* Converts v of type `from` to type `to` (dtype first, on the smaller tile, then shape). */
+static ir_val convert(struct irgen *g, ir_val v, const struct sty *from, const struct sty *to) {
+  struct sty cur = *from;
+  cur.weak = 0;
+  if (cur.dt != to->dt) {
+    cur.dt = to->dt;
+    v = ir_build1(&g->b, IR_CAST, ty_of(g, &cur), &v, 1);
+  }
+  if (cur.rank == to->rank && memcmp(cur.dims, to->dims, sizeof(int32_t) * cur.rank) == 0) return v;
+  if (cur.rank == 0) {
+    struct sty t = *to;
+    t.dt = cur.dt;
+    return ir_build1(&g->b, IR_SPLAT, ty_of(g, &t), &v, 1);
+  }
+  while (cur.rank < to->rank) {
+    memmove(cur.dims + 1, cur.dims, sizeof(int32_t) * cur.rank);
+    cur.dims[0] = 1;
+    cur.rank++;
+    uint32_t op = ir_build(&g->b, IR_EXPAND_DIMS, &v, 1, (ir_type_id[]){ty_of(g, &cur)}, 1);
+    ir_op(g->f, op)->i[0] = 0;
+    v = ir_res(g->f, op, 0);
+  }
+  if (memcmp(cur.dims, to->dims, sizeof(int32_t) * cur.rank) != 0) {
+    struct sty t = *to;
+    t.dt = cur.dt;
+    v = ir_build1(&g->b, IR_BROADCAST, ty_of(g, &t), &v, 1);
+  }
+  return v;
+}
+
+static ir_val lower(struct irgen *g, struct ast_node *n);
+
+/* Lowers n converted to type `to`. Constants are emitted directly in that type. */
+static ir_val lower_to(struct irgen *g, struct ast_node *n, const struct sty *to) {
+  struct sema_info *i = sema_info(g->s, n);
+  if (i->is_const && i->ty.kind == STY_VAL && i->ty.rank == 0) {
+    here(g, n);
+    return emit_const(g, i->cv, (ir_dtype)i->ty.dt, to);
+  }
+  ir_val v = lower(g, n);
+  here(g, n);
+  return convert(g, v, &i->ty, to);
+}
+
+static ir_val binary(struct irgen *g, ir_opcode code, ir_val x, ir_val y) {
+  return ir_binary(&g->b, code, x, y);
+}
+
+static ir_opcode binary_opcode(enum ast_op op) {
+  switch (op) {
+  case OP_OR: case OP_BITOR: return IR_OR;
+  case OP_AND: case OP_BITAND: return IR_AND;
+  case OP_BITXOR: return IR_XOR;
+  case OP_EQ: return IR_EQ;
+  case OP_NE: return IR_NE;
+  case OP_LT: return IR_LT;
+  case OP_LE: return IR_LE;
+  case OP_GT: return IR_GT;
+  case OP_GE: return IR_GE;
+  case OP_SHL: return IR_SHL;
+  case OP_SHR: return IR_SHR;
+  case OP_ADD: return IR_ADD;
+  case OP_SUB: return IR_SUB;
+  case OP_MUL: return IR_MUL;
+  case OP_DIV: return IR_DIV;
+  case OP_REM: return IR_REM;
+  default: return IR_NONE;
+  }
+}
+
+static ir_val zeros_f32(struct irgen *g, int32_t m, int32_t n) {
+  struct sty t = scalar_sty(DT_F32);
+  t.rank = 2;
+  t.dims[0] = m;
+  t.dims[1] = n;
+  return ir_const_float(&g->b, ty_of(g, &t), 0.0);
+}
+
+static ir_val emit_dot(struct irgen *g, struct ast_node *n, ir_val a, ir_val b, int64_t tf32) {
+  const struct ir_type *ta = ir_vtype(g->f, a), *tb = ir_vtype(g->f, b);
+  here(g, n);
+  ir_val acc = zeros_f32(g, ta->dims[0], tb->dims[1]);
+  ir_val args[3] = {a, b, acc};
+  uint32_t op = ir_build(&g->b, IR_DOT, args, 3, &g->f->values.v[acc].type, 1);
+  ir_op(g->f, op)->i[0] = tf32;
+  return ir_res(g->f, op, 0);
+}
+
+/* The index operands and slice mask of a tensor subscript. */
+static void lower_indices(struct irgen *g, struct ast_node *idx, ir_val *args, int64_t *mask) {
+  struct sema_info *i = sema_info(g->s, idx);
+  struct sema_sym *t = sema_info(g->s, idx->a)->sym;
+  struct sty i32 = scalar_sty(DT_I32);
+  args[0] = t->val;
+  *mask = 0;
+  for (uint32_t d = 0; d < idx->list.n; d++) {
+    struct ast_node *e = idx->list.v[d];
+    switch (i->kinds[d]) {
+    case SLICE_INDEX: args[1 + d] = lower_to(g, e, &i32); break;
+    case SLICE_RANGE:
+      args[1 + d] = lower_to(g, e->a, &i32);
+      *mask |= (int64_t)1 << d;
+      break;
+    default:
+      here(g, e);
+      args[1 + d] = ir_const_int(&g->b, ty_of(g, &i32), 0);
+      *mask |= (int64_t)1 << d;
+      break;
+    }
+  }
+}
+
+static ir_val emit_load(struct irgen *g, struct ast_node *idx, const ir_val *args, int64_t mask,
+                        double fill) {
+  struct sema_info *i = sema_info(g->s, idx);
+  here(g, idx);
+  ir_type_id t = ty_of(g, &i->ty);
+  uint32_t op = ir_build(&g->b, IR_LOAD, args, idx->list.n + 1, &t, 1);
+  ir_op(g->f, op)->i[0] = mask;
+  ir_op(g->f, op)->f = fill;
+  return ir_res(g->f, op, 0);
+}
+
+static ir_val load_slice(struct irgen *g, struct ast_node *idx, double fill) {
+  ir_val args[IR_MAX_RANK + 2];
+  int64_t mask;
+  lower_indices(g, idx, args, &mask);
+  return emit_load(g, idx, args, mask, fill);
+}
+
+/* A unary math function on x of type t (float; f16/bf16 compute in f32). */
+static ir_val emit_math(struct irgen *g, struct ast_node *n, enum builtin_id b, ir_val x,
+                        const struct sty *t) {
+  here(g, n);
+  ir_dtype dt = (ir_dtype)t->dt;
+  if (b == BI_ABS) return ir_unary(&g->b, IR_ABS, x);
+  if (b == BI_RELU) return binary(g, IR_MAX, x, const_num(g, 0.0, t));
+  bool widen = dt == DT_F16 || dt == DT_BF16;
+  struct sty ct = widen ? with_dt(t, DT_F32) : *t;
+  if (widen) x = convert(g, x, t, &ct);
+  ir_val r;
+  switch (b) {
+  case BI_EXP: r = ir_unary(&g->b, IR_EXP, x); break;
+  case BI_EXP2: r = ir_unary(&g->b, IR_EXP2, x); break;
+  case BI_LOG: r = ir_unary(&g->b, IR_LOG, x); break;
+  case BI_LOG2: r = ir_unary(&g->b, IR_LOG2, x); break;
+  case BI_SQRT: r = ir_unary(&g->b, IR_SQRT, x); break;
+  case BI_RSQRT: r = ir_unary(&g->b, IR_RSQRT, x); break;
+  case BI_TANH: r = ir_unary(&g->b, IR_TANH, x); break;
+  case BI_ERF: r = ir_unary(&g->b, IR_ERF, x); break;
+  case BI_SIGMOID:
+  case BI_SILU: {
+    ir_val e = ir_unary(&g->b, IR_EXP, ir_unary(&g->b, IR_NEG, x));
+    ir_val one = const_num(g, 1.0, &ct);
+    r = binary(g, IR_DIV, one, binary(g, IR_ADD, one, e));
+    if (b == BI_SILU) r = binary(g, IR_MUL, x, r);
+    break;
+  }
+  case BI_GELU: {
+    /* 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) */
+    ir_val x3 = binary(g, IR_MUL, binary(g, IR_MUL, x, x), x);
+    ir_val inner = binary(g, IR_ADD, x, binary(g, IR_MUL, const_num(g, 0.044715, &ct), x3));
+    ir_val th = ir_unary(&g->b, IR_TANH, binary(g, IR_MUL, const_num(g, 0.7978845608028654, &ct), inner));
+    ir_val half_x = binary(g, IR_MUL, const_num(g, 0.5, &ct), x);
+    r = binary(g, IR_MUL, half_x, binary(g, IR_ADD, const_num(g, 1.0, &ct), th));
+    break;
+  }
+  default:
+    internal(g, n, "unknown math builtin");
+    return x;
+  }
+  if (widen) r = convert(g, r, &ct, t);
+  return r;
+}
+
+static ir_val emit_reduce(struct irgen *g, struct ast_node *n, enum builtin_id b, ir_val x,
+                          struct sty t, int64_t axis) {
+  ir_opcode code = b == BI_SUM ? IR_REDUCE_SUM : b == BI_MAX ? IR_REDUCE_MAX : IR_REDUCE_MIN;
+  here(g, n);
+  if (b == BI_SUM && (t.dt == DT_F16 || t.dt == DT_BF16)) {
+    struct sty w = with_dt(&t, DT_F32);
+    x = convert(g, x, &t, &w);
+    t = w;
+  }
+  /* axis < 0: reduce everything, innermost axis first. */
+  do {
+    int64_t a = axis >= 0 ? axis : t.rank - 1;
+    for (int d = (int)a; d + 1 < t.rank; d++) t.dims[d] = t.dims[d + 1];
+    t.rank--;
+    t.dims[t.rank] = 0;
+    ir_type_id rt = ty_of(g, &t);
+    uint32_t op = ir_build(&g->b, code, &x, 1, &rt, 1);
+    ir_op(g->f, op)->i[0] = a;
+    x = ir_res(g->f, op, 0);
+  } while (axis < 0 && t.rank > 0);
+  return x;
+}
+
+static ir_val lower_call(struct irgen *g, struct ast_node *n, struct sema_info *i) {
+  struct ast_node **args = i->args;
+  if (i->builtin == BI_CAST) {
+    struct ast_node *xn = n->list.v[0];
+    struct sema_info *xi = sema_info(g->s, xn);
+    ir_val x = lower(g, xn);
+    here(g, n);
+    if (xi->ty.dt == i->ty.dt) return x;
+    if (i->ty.dt == DT_BOOL) {
+      struct sty xt = xi->ty;
+      xt.weak = 0;
+      return binary(g, IR_NE, x, const_num(g, 0.0, &xt));
+    }
+    return convert(g, x, &xi->ty, &i->ty);
+  }
+  enum builtin_id b = (enum builtin_id)i->builtin;
+  switch (b) {
+  case BI_PROGRAM_ID:
+  case BI_NUM_PROGRAMS: {
+    here(g, n);
+    ir_type_id t = ir_type_scalar(g->f, DT_I32);
+    uint32_t op = ir_build(&g->b, b == BI_PROGRAM_ID ? IR_PROGRAM_ID : IR_NUM_PROGRAMS, NULL, 0, &t, 1);
+    ir_op(g->f, op)->i[0] = i->attr;
+    return ir_res(g->f, op, 0);
+  }
+  case BI_CDIV: {
+    ir_val a = lower_to(g, args[0], &i->opnd), d = lower_to(g, args[1], &i->opnd);
+    here(g, n);
+    ir_val one = const_num(g, 1.0, &i->opnd);
+    return binary(g, IR_DIV, binary(g, IR_SUB, binary(g, IR_ADD, a, d), one), d);
+  }
+  case BI_MIN:
+  case BI_MAX:
+  case BI_SUM: {
+    bool elementwise = b != BI_SUM && args[1];
+    if (elementwise) {
+      ir_val x = lower_to(g, args[0], &i->opnd), y = lower_to(g, args[1], &i->opnd);
+      here(g, n);
+      return binary(g, b == BI_MIN ? IR_MIN : IR_MAX, x, y);
+    }
+    struct sema_info *xi = sema_info(g->s, args[0]);
+    ir_val x = lower(g, args[0]);
+    return emit_reduce(g, n, b, x, xi->ty, i->attr);
+  }
+  case BI_ABS: case BI_EXP: case BI_EXP2: case BI_LOG: case BI_LOG2: case BI_SQRT:
+  case BI_RSQRT: case BI_TANH: case BI_ERF: case BI_SIGMOID: case BI_RELU: case BI_GELU:
+  case BI_SILU: {
+    ir_val x = lower_to(g, args[0], &i->ty);
+    return emit_math(g, n, b, x, &i->ty);
+  }
+  case BI_WHERE: {
+    struct sty ct = with_dt(&i->ty, DT_BOOL);
+    struct sty vt = i->ty;
+    vt.weak = 0;
+    ir_val c = lower_to(g, args[0], &ct);
+    ir_val x = lower_to(g, args[1], &vt), y = lower_to(g, args[2], &vt);
+    here(g, n);
+    ir_val sel[3] = {c, x, y};
+    return ir_build1(&g->b, IR_SELECT, ty_of(g, &vt), sel, 3);
+  }
+  case BI_ZEROS:
+    here(g, n);
+    return const_num(g, 0.0, &i->ty);
+  case BI_FULL: {
+    struct sema_info *vi = sema_info(g->s, args[1]);
+    if (vi->is_const) {
+      here(g, n);
+      return emit_const(g, vi->cv, (ir_dtype)vi->ty.dt, &i->ty);
+    }
+    return lower_to(g, args[1], &i->ty);
+  }
+  case BI_ARANGE:
+    here(g, n);
+    return ir_build1(&g->b, IR_ARANGE, ty_of(g, &i->ty), NULL, 0);
+  case BI_TRANS: {
+    ir_val x = lower(g, args[0]);
+    here(g, n);
+    return ir_build1(&g->b, IR_TRANS, ty_of(g, &i->ty), &x, 1);
+  }
+  case BI_LOAD: return load_slice(g, args[0], i->fill);
+  case BI_DOT: {
+    ir_val a = lower(g, args[0]), c = lower(g, args[1]);
+    return emit_dot(g, n, a, c, i->attr);
+  }
+  default: break;
+  }
+  internal(g, n, "unhandled builtin");
+  return 0;
+}
+
+/* Lowers n to a value of its own type (sema's i->ty). */
+static ir_val lower(struct irgen *g, struct ast_node *n) {
+  struct sema_info *i = sema_info(g->s, n);
+  if (g->failed) return 0;
+  if (i->ty.kind != STY_VAL) {
+    internal(g, n, "a non-value reached lowering");
+    return 0;
+  }
+  if (i->is_const && i->ty.rank == 0) {
+    here(g, n);
+    return emit_const(g, i->cv, (ir_dtype)i->ty.dt, &i->ty);
+  }
+  switch (n->kind) {
+  case AST_NAME:
+    if (!i->sym || !i->sym->val) {
+      internal(g, n, "a name without a value");
+      return 0;
+    }
+    return i->sym->val;
+  case AST_UNARY: {
+    ir_val x = lower_to(g, n->a, &i->ty);
+    here(g, n);
+    return ir_unary(&g->b, n->op == OP_NEG ? IR_NEG : IR_NOT, x);
+  }
+  case AST_BINARY: {
+    if (n->op == OP_MATMUL) {
+      ir_val a = lower(g, n->a), b = lower(g, n->b);
+      return emit_dot(g, n, a, b, 0);
+    }
+    ir_val x = lower_to(g, n->a, &i->opnd), y = lower_to(g, n->b, &i->opnd);
+    here(g, n);
+    return binary(g, binary_opcode(n->op), x, y);
+  }
+  case AST_CALL: return lower_call(g, n, i);
+  case AST_INDEX: {
+    if (i->is_load) return load_slice(g, n, 0.0);
+    struct sema_info *bi = sema_info(g->s, n->a);
+    ir_val x = lower(g, n->a);
+    here(g, n);
+    struct sty cur = bi->ty;
+    cur.weak = 0;
+    for (int k = 0; k < i->ty.rank; k++) {
+      if (!((i->attr >> k) & 1)) continue;
+      memmove(cur.dims + k + 1, cur.dims + k, sizeof(int32_t) * (size_t)(cur.rank - k));
+      cur.dims[k] = 1;
+      cur.rank++;
+      ir_type_id t = ty_of(g, &cur);
+      uint32_t op = ir_build(&g->b, IR_EXPAND_DIMS, &x, 1, &t, 1);
+      ir_op(g->f, op)->i[0] = k;
+      x = ir_res(g->f, op, 0);
+    }
+    return x;
+  }
+  case AST_MEMBER: {
+    ir_val x = lower(g, n->a);
+    here(g, n);
+    return ir_build1(&g->b, IR_TRANS, ty_of(g, &i->ty), &x, 1);
+  }
+  default:
+    internal(g, n, "unexpected expression kind");
+    return 0;
+  }
+}
+
+/* ---- statements ---- */
+
+static void lower_block(struct irgen *g, struct ast_node *b);
+static void lower_stmt(struct irgen *g, struct ast_node *n);
+
+static void lower_store(struct irgen *g, struct ast_node *n) {
+  struct ast_node *target = n->a;
+  struct sema_info *ti = sema_info(g->s, target);
+  struct sty slice = ti->ty;
+  ir_val args[IR_MAX_RANK + 2];
+  int64_t mask;
+  lower_indices(g, target, args, &mask);
+  ir_val v;
+  if (n->op == OP_NONE) {
+    v = lower_to(g, n->b, &slice);
+  } else {
+    /* Read-modify-write: load the slice, combine, store it back. */
+    struct sema_info *r = sema_info(g->s, n);
+    ir_val cur = emit_load(g, target, args, mask, 0.0);
+    here(g, n);
+    ir_val x = convert(g, cur, &slice, &r->opnd);
+    ir_val y = lower_to(g, n->b, &r->opnd);
+    here(g, n);
+    ir_val z = binary(g, binary_opcode(n->op), x, y);
+    v = convert(g, z, &r->ty, &slice);
+  }
+  here(g, n);
+  uint32_t nargs = target->list.n + 1;
+  args[nargs++] = v;
+  uint32_t op = ir_build(&g->b, IR_STORE, args, nargs, NULL, 0);
+  ir_op(g->f, op)->i[0] = mask;
+}
+
+static void lower_assign(struct irgen *g, struct ast_node *n) {
+  if (n->a->kind == AST_INDEX) {
+    lower_store(g, n);
+    return;
+  }
+  struct sema_sym *sym = sema_info(g->s, n->a)->sym;
+  if (n->op == OP_NONE) {
+    sym->val = lower_to(g, n->b, &sym->ty);
+    return;
+  }
+  struct sema_info *r = sema_info(g->s, n);
+  here(g, n);
+  ir_val x = convert(g, sym->val, &sym->ty, &r->opnd);
+  ir_val y = lower_to(g, n->b, &r->opnd);
+  here(g, n);
+  ir_val z = binary(g, binary_opcode(n->op), x, y);
+  sym->val = convert(g, z, &r->ty, &sym->ty);
+}
+
+static void yield_carried(struct irgen *g, struct sema_info *ci) {
+  ir_val *vals = ARENA_NEWN(g->ctx->arena, ir_val, ci->carried.n + 1);
+  for (uint32_t k = 0; k < ci->carried.n; k++) vals[k] = ci->carried.v[k]->val;
+  ir_build(&g->b, IR_YIELD, vals, ci->carried.n, NULL, 0);
+}
+
+static void lower_for(struct irgen *g, struct ast_node *n) {
+  struct sema_info *fi = sema_info(g->s, n);
+  struct ast_node *r = n->a;
+  struct ast_node *pos[3] = {NULL, NULL, NULL};
+  uint32_t npos = 0;
+  for (uint32_t k = 0; k < r->list.n; k++)
+    if (r->list.v[k]->kind != AST_NAMED_ARG && npos < 3) pos[npos++] = r->list.v[k];
+  struct sty i32 = scalar_sty(DT_I32);
+  ir_val lb, ub, step;
+  if (npos == 1) {
+    ub = lower_to(g, pos[0], &i32);
+    here(g, n);
+    lb = ir_const_int(&g->b, ty_of(g, &i32), 0);
+  } else {
+    lb = lower_to(g, pos[0], &i32);
+    ub = lower_to(g, pos[1], &i32);
+  }
+  if (npos == 3) {
+    step = lower_to(g, pos[2], &i32);
+  } else {
+    here(g, n);
+    step = ir_const_int(&g->b, ty_of(g, &i32), 1);
+  }
+  uint32_t nc = fi->carried.n;
+  ir_val *inits = ARENA_NEWN(g->ctx->arena, ir_val, nc + 1);
+  for (uint32_t k = 0; k < nc; k++) inits[k] = fi->carried.v[k]->val;
+  here(g, n);
+  uint32_t op = ir_build_for(&g->b, lb, ub, step, inits, nc);
+  ir_op(g->f, op)->i[0] = fi->attr;
+  uint32_t body = ir_region(g->f, op, 0);
+  struct ir_builder saved = g->b;
+  ir_builder_at_end(&g->b, g->f, body);
+  g->b.loc = saved.loc;
+  ir_val arg0 = ir_block(g->f, body)->args;
+  fi->sym->val = arg0;
+  for (uint32_t k = 0; k < nc; k++) fi->carried.v[k]->val = arg0 + 1 + k;
+  lower_block(g, n->b);
+  here(g, n);
+  yield_carried(g, fi);
+  g->b = saved;
+  for (uint32_t k = 0; k < nc; k++) fi->carried.v[k]->val = ir_res(g->f, op, k);
+}
+
+static void lower_else(struct irgen *g, struct ast_node *e) {
+  if (!e) return;
+  if (e->kind == AST_IF)
+    lower_stmt(g, e);
+  else
+    lower_block(g, e);
+}
+
+static void lower_if(struct irgen *g, struct ast_node *n) {
+  struct sema_info *ii = sema_info(g->s, n);
+  if (ii->taken == 1) {
+    lower_block(g, n->b);
+    return;
+  }
+  if (ii->taken == 0) {
+    lower_else(g, n->c);
+    return;
+  }
+  struct sty b1 = scalar_sty(DT_BOOL);
+  ir_val cond = lower_to(g, n->a, &b1);
+  uint32_t nc = ii->carried.n;
+  ir_type_id *types = ARENA_NEWN(g->ctx->arena, ir_type_id, nc + 1);
+  ir_val *before = ARENA_NEWN(g->ctx->arena, ir_val, nc + 1);
+  for (uint32_t k = 0; k < nc; k++) {
+    before[k] = ii->carried.v[k]->val;
+    types[k] = g->f->values.v[before[k]].type;
+  }
+  here(g, n);
+  uint32_t op = ir_build_if(&g->b, cond, types, nc);
+  struct ir_builder saved = g->b;
+  for (uint32_t r = 0; r < 2; r++) {
+    ir_builder_at_end(&g->b, g->f, ir_region(g->f, op, r));
+    g->b.loc = saved.loc;
+    for (uint32_t k = 0; k < nc; k++) ii->carried.v[k]->val = before[k];
+    if (r == 0)
+      lower_block(g, n->b);
+    else
+      lower_else(g, n->c);
+    here(g, n);
+    yield_carried(g, ii);
+  }
+  g->b = saved;
+  for (uint32_t k = 0; k < nc; k++) ii->carried.v[k]->val = ir_res(g->f, op, k);
+}
+
+static void lower_stmt(struct irgen *g, struct ast_node *n) {
+  if (g->failed) return;
+  switch (n->kind) {
+  case AST_LET:
+  case AST_VAR: {
+    struct sema_sym *sym = sema_info(g->s, n)->sym;
+    if (sym->is_const) return;
+    sym->val = lower_to(g, n->b, &sym->ty);
+    return;
+  }
+  case AST_ASSIGN: lower_assign(g, n); return;
+  case AST_FOR: lower_for(g, n); return;
+  case AST_IF: lower_if(g, n); return;
+  case AST_BLOCK: lower_block(g, n); return;
+  default: internal(g, n, "unexpected statement kind"); return;
+  }
+}
+
+static void lower_block(struct irgen *g, struct ast_node *b) {
+  for (uint32_t k = 0; k < b->list.n && !g->failed; k++) lower_stmt(g, b->list.v[k]);
+}
+
+/* ---- the kernel ---- */
+
+static void lower_params(struct irgen *g) {
+  struct sema *s = g->s;
+  struct ir_func *f = g->f;
+  for (uint32_t p = 0; p < s->params.n; p++) {
+    struct sema_sym *sym = s->params.v[p];
+    ir_val v;
+    if (sym->kind == SYM_TENSOR) {
+      int32_t dims[IR_MAX_RANK] = {0};
+      v = ir_add_param(f, sym->name, IR_PARAM_TENSOR,
+                       ir_type_tensor(f, (ir_dtype)sym->ty.dt, sym->ty.rank, dims), sym->is_out);
+    } else {
+      v = ir_add_param(f, sym->name, IR_PARAM_SCALAR, ir_type_scalar(f, (ir_dtype)sym->ty.dt), false);
+    }
+    ir_param_of(f, v)->source_index = sym->index;
+    sym->val = v;
+  }
+  for (uint32_t k = 0; k < s->shapes.n; k++) {
+    struct sema_sym *sym = s->shapes.v[k];
+    sym->val = ir_add_param(f, sym->name, IR_PARAM_SHAPE, ir_type_scalar(f, DT_I32), false);
+    ir_param_of(f, sym->val)->source_index = UINT32_MAX;
+  }
+  /* Now that the shape values exist, give each tensor its real type. */
+  for (uint32_t p = 0; p < s->params.n; p++) {
+    struct sema_sym *sym = s->params.v[p];
+    if (sym->kind != SYM_TENSOR) continue;
+    int32_t dims[IR_MAX_RANK] = {0};
+    for (int d = 0; d < sym->ty.rank; d++)
+      dims[d] = sym->dim_shape[d] ? IR_DIM_SYM(sym->dim_shape[d]->val) : sym->ty.dims[d];
+    f->values.v[sym->val].type = ir_type_tensor(f, (ir_dtype)sym->ty.dt, sym->ty.rank, dims);
+  }
+}
+
+struct ir_func *irgen_kernel(struct sema *s) {
+  struct irgen g;
+  memset(&g, 0, sizeof g);
+  g.s = s;
+  g.ctx = s->ctx;
+  struct ast_kernel *k = s->kd->k;
+  g.f = ir_func_new(s->ctx->arena, s->ctx->strs, k->name);
+  g.f->warps = s->warps;
+  lower_params(&g);
+
+  ir_builder_at_end(&g.b, g.f, IR_GRID_BLOCK);
+  struct sty i32 = scalar_sty(DT_I32);
+  ir_val grid[3];
+  for (uint32_t d = 0; d < 3; d++) {
+    if (d < s->ngrid) {
+      grid[d] = lower_to(&g, s->grid[d], &i32);
+    } else {
+      g.b.loc.line = k->grid_loc.line;
+      g.b.loc.col = k->grid_loc.col;
+      grid[d] = ir_const_int(&g.b, ty_of(&g, &i32), 1);
+    }
+  }
+  g.b.loc.line = k->grid_loc.line;
+  g.b.loc.col = k->grid_loc.col;
+  ir_build(&g.b, IR_GRID, grid, 3, NULL, 0);
+
+  ir_builder_at_end(&g.b, g.f, IR_BODY_BLOCK);
+  lower_block(&g, k->body);
+  return g.failed ? NULL : g.f;
+}

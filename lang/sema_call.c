@@ -1,0 +1,572 @@
+/* sema_call.c - calls: builtins, casts and their argument binding.
+ *
+ * Each builtin has a signature string in BUILTINS (sema.h), e.g. "x, y?, axis?": parameter
+ * names in order, `?` marking optional ones. Arguments bind positionally first, then by name;
+ * an unknown or repeated name, a missing required argument or too many positional ones is
+ * reported naming the builtin and listing its parameters. The bound arguments are kept in
+ * the call's sema_info (args[slot]) so irgen reads them by slot, not by position.
+ *
+ * Function names and value names live apart: `sum(x)` calls the builtin even where a local
+ * named `sum` is in scope. A call whose callee is a dtype (`f16(x)`, or `T(x)` for a dtype
+ * parameter T) is a conversion.
+ *
+ * Calls on compile-time constants fold (cdiv, min, max, the math functions, casts), so they
+ * can size tiles and appear in `where` constraints and file constants. */
+#include <math.h>
+#include <string.h>
+
+#include "sema.h"
+
+const char *const builtin_names[BI__COUNT] = {
+#define X(id, name, sig) name,
+    BUILTINS(X)
+#undef X
+};
+
+const char *const builtin_sigs[BI__COUNT] = {
+#define X(id, name, sig) sig,
+    BUILTINS(X)
+#undef X
+};
+
+struct sig {
+  const char *names[MAX_BUILTIN_ARGS];
+  bool optional[MAX_BUILTIN_ARGS];
+  int n, required;
+};
+
+static void parse_sig(struct sema *s, const char *text, struct sig *sig) {
+  memset(sig, 0, sizeof *sig);
+  const char *p = text;
+  while (*p && sig->n < MAX_BUILTIN_ARGS) {
+    while (*p == ' ' || *p == ',') p++;
+    const char *start = p;
+    while (*p && *p != ',' && *p != '?') p++;
+    sig->names[sig->n] = strtab_intern(s->ctx->strs, start, (size_t)(p - start));
+    if (*p == '?') {
+      sig->optional[sig->n] = true;
+      p++;
+    } else {
+      sig->required++;
+    }
+    sig->n++;
+  }
+}
+
+/* Binds the call's arguments to the signature's slots. */
+static bool bind_args(struct sema *s, struct ast_node *n, const char *fname, const char *sigtext,
+                      struct ast_node **slots) {
+  struct sig sig;
+  parse_sig(s, sigtext, &sig);
+  int npos = 0;
+  bool ok = true;
+  for (uint32_t k = 0; k < n->list.n; k++) {
+    struct ast_node *arg = n->list.v[k];
+    if (arg->kind != AST_NAMED_ARG) {
+      if (npos < sig.n && !slots[npos]) slots[npos] = arg;
+      else if (npos >= sig.n) {
+        ok = lang_error(s->ctx, arg->loc, D_ARG_COUNT, "%s() takes at most %d argument%s (%s), found %u",
+                        fname, sig.n, sig.n == 1 ? "" : "s", sigtext, n->list.n);
+        return false;
+      }
+      npos++;
+      continue;
+    }
+    int slot = -1;
+    for (int q = 0; q < sig.n; q++)
+      if (sig.names[q] == arg->name) slot = q;
+    if (slot < 0) {
+      ok = lang_error(s->ctx, arg->loc2, D_ARG_NAME, "%s() has no argument named `%s`; its arguments are (%s)",
+                      fname, arg->name, sigtext);
+      continue;
+    }
+    if (slots[slot]) {
+      ok = lang_error(s->ctx, arg->loc2, D_ARG_NAME, "argument `%s` of %s() is given twice", arg->name,
+                      fname);
+      continue;
+    }
+    slots[slot] = arg->a;
+  }
+  if (!ok) return false;
+  for (int q = 0; q < sig.n; q++)
+    if (!sig.optional[q] && !slots[q])
+      return lang_error(s->ctx, n->loc, D_ARG_COUNT, "%s() needs argument `%s`: %s(%s)", fname,
+                        sig.names[q], fname, sigtext);
+  return true;
+}
+
+static struct sema_info *poison(struct sema_info *i) {
+  i->ty.kind = STY_ERROR;
+  i->is_const = false;
+  return i;
+}
+
+static bool is_err(const struct sema_info *i) { return i->ty.kind == STY_ERROR; }
+
+static bool value_arg(struct sema *s, struct ast_node *n, const char *fname, const char *arg,
+                      struct sema_info **out) {
+  struct sema_info *i = sema_expr(s, n);
+  *out = i;
+  if (is_err(i)) return false;
+  if (i->ty.kind != STY_VAL)
+    return lang_error(s->ctx, n->loc, D_ARG_TYPE, "argument `%s` of %s() must be a value, found %s", arg,
+                      fname, sty_str(s, &i->ty));
+  return true;
+}
+
+static double round_dt(double v, ir_dtype dt) {
+  struct cval c = {0};
+  c.f = v;
+  return sema_convert_const(c, DT_F64, dt).f;
+}
+
+static double fold_math(enum builtin_id b, double x) {
+  switch (b) {
+  case BI_ABS: return fabs(x);
+  case BI_EXP: return exp(x);
+  case BI_EXP2: return exp2(x);
+  case BI_LOG: return log(x);
+  case BI_LOG2: return log2(x);
+  case BI_SQRT: return sqrt(x);
+  case BI_RSQRT: return 1.0 / sqrt(x);
+  case BI_TANH: return tanh(x);
+  case BI_ERF: return erf(x);
+  case BI_SIGMOID: return 1.0 / (1.0 + exp(-x));
+  case BI_RELU: return x > 0 ? x : 0.0;
+  case BI_GELU: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  case BI_SILU: return x / (1.0 + exp(-x));
+  default: return x;
+  }
+}
+
+static struct sema_info *check_math(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                    enum builtin_id b, struct ast_node **args) {
+  const char *fname = builtin_names[b];
+  struct sema_info *x;
+  if (!value_arg(s, args[0], fname, "x", &x)) return poison(i);
+  if (!sema_supported(s, &x->ty, n->loc, fname)) return poison(i);
+  bool int_ok = b == BI_ABS || b == BI_RELU;
+  struct sty t = x->ty;
+  if (t.dt == DT_BOOL || (!int_ok && ir_dtype_is_int((ir_dtype)t.dt) && !t.weak)) {
+    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "%s() needs a %s argument, found %s%s", fname,
+               int_ok ? "numeric" : "float", sty_str(s, &t),
+               int_ok ? "" : "; convert it first, e.g. f32(x)");
+    return poison(i);
+  }
+  if (!int_ok && ir_dtype_is_int((ir_dtype)t.dt)) t.dt = DT_F32; /* a weak int literal */
+  i->ty = t;
+  if (x->is_const) {
+    i->is_const = true;
+    if (ir_dtype_is_int((ir_dtype)t.dt)) {
+      i->cv.i = b == BI_ABS ? (x->cv.i < 0 ? -x->cv.i : x->cv.i) : (x->cv.i > 0 ? x->cv.i : 0);
+      if (i->cv.i > INT32_MAX) {
+        lang_error(s->ctx, n->loc, D_INT_OVERFLOW, "integer overflow: abs(%lld) does not fit in i32",
+                   (long long)x->cv.i);
+        return poison(i);
+      }
+    } else {
+      double v = sema_convert_const(x->cv, (ir_dtype)x->ty.dt, DT_F64).f;
+      if (ir_dtype_is_int((ir_dtype)x->ty.dt)) v = (double)x->cv.i;
+      i->cv.f = round_dt(fold_math(b, v), (ir_dtype)t.dt);
+    }
+  }
+  return i;
+}
+
+static bool check_axis(struct sema *s, struct ast_node *an, const char *fname, const struct sty *t,
+                       int64_t *axis) {
+  int64_t a = 0;
+  if (!sema_need_const_int(s, an, "a reduction axis", &a)) return false;
+  if (a < -(int64_t)t->rank || a >= t->rank)
+    return lang_error(s->ctx, an->loc, D_AXIS,
+                      "axis %lld is out of range for %s() of %s: valid axes are %d .. %d", (long long)a,
+                      fname, sty_str(s, t), -(int)t->rank, t->rank - 1);
+  *axis = a < 0 ? a + t->rank : a;
+  return true;
+}
+
+/* min, max and sum: elementwise (min/max with two values) or a reduction. */
+static struct sema_info *check_minmax_sum(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                          enum builtin_id b, struct ast_node **args) {
+  const char *fname = builtin_names[b];
+  struct ast_node *y = b == BI_SUM ? NULL : args[1];
+  struct ast_node *axis = b == BI_SUM ? args[1] : args[2];
+  struct sema_info *x;
+  if (y && axis) {
+    lang_error(s->ctx, n->loc, D_ARG_COUNT,
+               "%s() takes either a second value (elementwise) or axis= (a reduction), not both",
+               fname);
+    return poison(i);
+  }
+  if (!value_arg(s, args[0], fname, "x", &x)) {
+    if (y) sema_expr(s, y);
+    return poison(i);
+  }
+  if (y) {
+    struct sema_info *yi;
+    if (!value_arg(s, y, fname, "y", &yi)) return poison(i);
+    struct sty t;
+    if (!sema_join(s, x, yi, &t, n->loc, arena_printf(s->ctx->arena, "%s()", fname))) return poison(i);
+    if (t.dt == DT_BOOL) {
+      lang_error(s->ctx, n->loc, D_ARG_TYPE, "%s() needs numbers, found bool", fname);
+      return poison(i);
+    }
+    i->ty = t;
+    i->opnd = t;
+    if (x->is_const && yi->is_const && t.rank == 0) {
+      i->is_const = true;
+      struct cval a = sema_convert_const(x->cv, (ir_dtype)x->ty.dt, (ir_dtype)t.dt);
+      struct cval c = sema_convert_const(yi->cv, (ir_dtype)yi->ty.dt, (ir_dtype)t.dt);
+      bool less = ir_dtype_is_float((ir_dtype)t.dt) ? a.f < c.f : a.i < c.i;
+      i->cv = (b == BI_MIN) == less ? a : c;
+      if (ir_dtype_is_float((ir_dtype)t.dt) && (isnan(a.f) || isnan(c.f))) i->cv = isnan(a.f) ? c : a;
+    }
+    return i;
+  }
+  if (s->in_grid) {
+    lang_error(s->ctx, n->loc, D_GRID_VALUE, "%s() reductions cannot be used in grid(...)", fname);
+    return poison(i);
+  }
+  if (!sema_supported(s, &x->ty, n->loc, fname)) return poison(i);
+  if (x->ty.rank == 0) {
+    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "%s() with one value reduces a tile, found the scalar %s",
+               fname, sty_str(s, &x->ty));
+    return poison(i);
+  }
+  if (x->ty.dt == DT_BOOL) {
+    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE,
+               "%s() of bool values is not supported; convert first, e.g. %s(i32(mask))", fname, fname);
+    return poison(i);
+  }
+  struct sty t = x->ty;
+  if (b == BI_SUM && (t.dt == DT_F16 || t.dt == DT_BF16)) t.dt = DT_F32;
+  if (axis) {
+    int64_t a = 0;
+    if (!check_axis(s, axis, fname, &x->ty, &a)) return poison(i);
+    for (int d = (int)a; d + 1 < t.rank; d++) t.dims[d] = t.dims[d + 1];
+    t.rank--;
+    t.dims[t.rank] = 0;
+    i->attr = a;
+  } else {
+    t.rank = 0;
+    memset(t.dims, 0, sizeof t.dims);
+    i->attr = -1;
+  }
+  i->ty = t;
+  return i;
+}
+
+static bool shape_arg(struct sema *s, struct ast_node *an, const char *fname, struct sty *t) {
+  if (an->kind != AST_LIST) {
+    struct sema_info *si = sema_expr(s, an);
+    if (is_err(si)) return false;
+    return lang_error(s->ctx, an->loc, D_ARG_TYPE,
+                      "the shape of %s() must be a list of compile-time ints, like [BM, BN]", fname);
+  }
+  if (an->list.n > IR_MAX_RANK)
+    return lang_error(s->ctx, an->loc, D_TILE_SHAPE, "tiles have at most 4 dimensions, this one would have %u",
+                      an->list.n);
+  t->rank = 0;
+  for (uint32_t k = 0; k < an->list.n; k++) {
+    int64_t d = 0;
+    if (!sema_need_const_int(s, an->list.v[k], "a tile dimension", &d)) return false;
+    t->dims[t->rank++] = (int32_t)TL_MAX(TL_MIN(d, INT32_MAX), INT32_MIN);
+  }
+  return sema_check_tile_shape(s, t, an->loc);
+}
+
+static bool dtype_arg(struct sema *s, struct ast_node *an, const char *fname, ir_dtype *dt) {
+  struct sema_info *di = sema_expr(s, an);
+  if (is_err(di)) return false;
+  if (di->ty.kind != STY_DTYPE)
+    return lang_error(s->ctx, an->loc, D_ARG_TYPE, "the dtype argument of %s() must be a dtype, found %s",
+                      fname, sty_str(s, &di->ty));
+  *dt = di->cv.dt;
+  return true;
+}
+
+static struct sema_info *check_load(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                    struct ast_node **args) {
+  struct ast_node *slice = args[0];
+  bool tensor_slice = false;
+  if (slice->kind == AST_INDEX) {
+    struct sema_info *base = sema_expr(s, slice->a);
+    tensor_slice = base->ty.kind == STY_TENSOR;
+    if (is_err(base)) return poison(i);
+  }
+  if (!tensor_slice) {
+    struct sema_info *x = sema_expr(s, slice);
+    if (!is_err(x))
+      lang_error(s->ctx, slice->loc, D_ARG_TYPE, "load() takes a tensor slice like X[i : +N], found %s",
+                 sty_str(s, &x->ty));
+    return poison(i);
+  }
+  struct sema_info *li = sema_expr(s, slice);
+  if (is_err(li)) return poison(i);
+  i->ty = li->ty;
+  i->fill = 0;
+  if (!args[1]) return i;
+  struct sema_info *fi = sema_expr(s, args[1]);
+  if (is_err(fi)) return poison(i);
+  if (fi->ty.kind != STY_VAL || fi->ty.rank) {
+    lang_error(s->ctx, args[1]->loc, D_FILL, "the fill value of load() must be a scalar, found %s",
+               sty_str(s, &fi->ty));
+    return poison(i);
+  }
+  if (!fi->is_const) {
+    lang_error(s->ctx, args[1]->loc, D_NOT_CONST,
+               "the fill value of load() must be a compile-time constant, but this one is computed "
+               "at run time");
+    return poison(i);
+  }
+  double v = ir_dtype_is_float((ir_dtype)fi->ty.dt) ? fi->cv.f : (double)fi->cv.i;
+  ir_dtype dt = (ir_dtype)li->ty.dt;
+  bool fits = true;
+  if (ir_dtype_is_int(dt)) fits = isfinite(v) && v == floor(v) && v >= -2147483648.0 && v <= 2147483647.0;
+  if (dt == DT_BOOL) fits = v == 0 || v == 1;
+  if (!fits) {
+    lang_error(s->ctx, args[1]->loc, D_FILL, "the fill value %s does not fit the tensor's dtype %s",
+               lang_loc_text(s->ctx, args[1]->loc), ir_dtype_name(dt));
+    return poison(i);
+  }
+  i->fill = v;
+  return i;
+}
+
+static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                       enum builtin_id b, struct ast_node **args) {
+  const char *fname = builtin_names[b];
+  if (s->in_grid && b != BI_CDIV && b != BI_MIN && b != BI_MAX) {
+    lang_error(s->ctx, n->loc, D_GRID_VALUE,
+               "%s() cannot be used in grid(...): the grid is computed on the host from shape "
+               "symbols, scalar parameters and constants",
+               fname);
+    return poison(i);
+  }
+  switch (b) {
+  case BI_PROGRAM_ID:
+  case BI_NUM_PROGRAMS: {
+    int64_t a = 0;
+    if (!sema_need_const_int(s, args[0], "the axis", &a)) return poison(i);
+    if (a < 0 || a > 2) {
+      lang_error(s->ctx, args[0]->loc, D_AXIS, "the axis of %s() must be 0, 1 or 2, found %lld", fname,
+                 (long long)a);
+      return poison(i);
+    }
+    i->attr = a;
+    i->ty.kind = STY_VAL;
+    i->ty.dt = DT_I32;
+    return i;
+  }
+  case BI_CDIV: {
+    struct sema_info *a, *c;
+    bool oka = value_arg(s, args[0], fname, "a", &a), okc = value_arg(s, args[1], fname, "b", &c);
+    if (!oka || !okc) return poison(i);
+    struct sty t;
+    if (!sema_join(s, a, c, &t, n->loc, "cdiv()")) return poison(i);
+    if (!ir_dtype_is_int((ir_dtype)t.dt)) {
+      lang_error(s->ctx, n->loc, D_ARG_TYPE, "cdiv() needs integers, found %s and %s",
+                 sty_str(s, &a->ty), sty_str(s, &c->ty));
+      return poison(i);
+    }
+    i->ty = t;
+    i->opnd = t;
+    if (c->is_const && c->cv.i == 0) {
+      lang_error(s->ctx, args[1]->loc, D_DIV_ZERO, "cdiv() by zero");
+      return poison(i);
+    }
+    if (a->is_const && c->is_const && t.rank == 0) {
+      int64_t v = (a->cv.i + c->cv.i - 1) / c->cv.i;
+      if (a->cv.i + c->cv.i - 1 > INT32_MAX || a->cv.i + c->cv.i - 1 < INT32_MIN) {
+        lang_error(s->ctx, n->loc, D_INT_OVERFLOW, "integer overflow in cdiv(%lld, %lld)",
+                   (long long)a->cv.i, (long long)c->cv.i);
+        return poison(i);
+      }
+      i->is_const = true;
+      i->cv.i = v;
+    }
+    return i;
+  }
+  case BI_MIN:
+  case BI_MAX:
+  case BI_SUM: return check_minmax_sum(s, n, i, b, args);
+  case BI_ABS: case BI_EXP: case BI_EXP2: case BI_LOG: case BI_LOG2: case BI_SQRT:
+  case BI_RSQRT: case BI_TANH: case BI_ERF: case BI_SIGMOID: case BI_RELU: case BI_GELU:
+  case BI_SILU:
+    return check_math(s, n, i, b, args);
+  case BI_WHERE: {
+    struct sema_info *c, *x, *y;
+    bool okc = value_arg(s, args[0], fname, "cond", &c);
+    bool okx = value_arg(s, args[1], fname, "x", &x), oky = value_arg(s, args[2], fname, "y", &y);
+    if (!okc || !okx || !oky) return poison(i);
+    if (c->ty.dt != DT_BOOL) {
+      lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "the condition of where() must be bool, found %s",
+                 sty_str(s, &c->ty));
+      return poison(i);
+    }
+    struct sty t, r;
+    if (!sema_join(s, x, y, &t, n->loc, "where()")) return poison(i);
+    if (!sema_broadcast(s, &c->ty, &t, &r, n->loc, "where()")) return poison(i);
+    r.kind = STY_VAL;
+    r.dt = t.dt;
+    r.weak = t.weak;
+    i->ty = r;
+    i->opnd = r;
+    if (c->is_const && x->is_const && y->is_const && r.rank == 0) {
+      i->is_const = true;
+      struct sema_info *pick = c->cv.i ? x : y;
+      i->cv = sema_convert_const(pick->cv, (ir_dtype)pick->ty.dt, (ir_dtype)t.dt);
+    }
+    return i;
+  }
+  case BI_ZEROS:
+  case BI_FULL: {
+    struct sty t;
+    memset(&t, 0, sizeof t);
+    t.kind = STY_VAL;
+    bool ok = shape_arg(s, args[0], fname, &t);
+    ir_dtype dt = DT_F32;
+    struct ast_node *dtn = b == BI_ZEROS ? args[1] : args[2];
+    if (b == BI_FULL) {
+      struct sema_info *v;
+      if (!value_arg(s, args[1], fname, "value", &v)) return poison(i);
+      if (v->ty.rank) {
+        lang_error(s->ctx, args[1]->loc, D_ARG_TYPE, "the value of full() must be a scalar, found %s",
+                   sty_str(s, &v->ty));
+        return poison(i);
+      }
+      if (!sema_supported(s, &v->ty, n->loc, fname)) return poison(i);
+      dt = (ir_dtype)v->ty.dt;
+    }
+    if (dtn && !dtype_arg(s, dtn, fname, &dt)) ok = false;
+    if (!ok) return poison(i);
+    t.dt = (uint8_t)dt;
+    i->ty = t;
+    return i;
+  }
+  case BI_ARANGE: {
+    int64_t len = 0;
+    if (!sema_need_const_int(s, args[0], "the length of arange()", &len)) return poison(i);
+    struct sty t;
+    memset(&t, 0, sizeof t);
+    t.kind = STY_VAL;
+    t.dt = DT_I32;
+    t.rank = 1;
+    t.dims[0] = (int32_t)TL_MAX(TL_MIN(len, INT32_MAX), INT32_MIN);
+    if (!sema_check_tile_shape(s, &t, args[0]->loc)) return poison(i);
+    i->ty = t;
+    return i;
+  }
+  case BI_TRANS: {
+    struct sema_info *x;
+    if (!value_arg(s, args[0], fname, "x", &x)) return poison(i);
+    if (x->ty.rank != 2) {
+      lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "trans() transposes a 2-d tile, found %s",
+                 sty_str(s, &x->ty));
+      return poison(i);
+    }
+    i->ty = x->ty;
+    i->ty.dims[0] = x->ty.dims[1];
+    i->ty.dims[1] = x->ty.dims[0];
+    return i;
+  }
+  case BI_LOAD: return check_load(s, n, i, args);
+  case BI_DOT: {
+    struct sema_info *a, *c;
+    bool oka = value_arg(s, args[0], fname, "a", &a), okc = value_arg(s, args[1], fname, "b", &c);
+    int64_t tf32 = 0;
+    if (args[2]) {
+      struct sema_info *ti = sema_expr(s, args[2]);
+      if (is_err(ti)) return poison(i);
+      if (ti->ty.kind != STY_VAL || ti->ty.rank || ti->ty.dt != DT_BOOL) {
+        lang_error(s->ctx, args[2]->loc, D_ARG_TYPE, "tf32= of dot() must be a bool, found %s",
+                   sty_str(s, &ti->ty));
+        return poison(i);
+      }
+      if (!ti->is_const) {
+        lang_error(s->ctx, args[2]->loc, D_NOT_CONST, "tf32= of dot() must be a compile-time constant");
+        return poison(i);
+      }
+      tf32 = ti->cv.i;
+    }
+    if (!oka || !okc) return poison(i);
+    if (!sema_supported(s, &a->ty, n->loc, "dot()") || !sema_supported(s, &c->ty, n->loc, "dot()"))
+      return poison(i);
+    if (!sema_check_dot(s, a, c, n->loc, "dot()", &i->ty)) return poison(i);
+    i->attr = tf32;
+    return i;
+  }
+  default: break;
+  }
+  lang_internal_error(s->ctx, n->loc, "check_builtin: unhandled builtin %s", fname);
+  return poison(i);
+}
+
+static struct sema_info *check_cast(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                    ir_dtype to) {
+  const char *fname = ir_dtype_name(to);
+  if (n->list.n != 1 || n->list.v[0]->kind == AST_NAMED_ARG) {
+    for (uint32_t k = 0; k < n->list.n; k++) sema_expr(s, n->list.v[k]->kind == AST_NAMED_ARG ? n->list.v[k]->a : n->list.v[k]);
+    lang_error(s->ctx, n->loc, D_ARG_COUNT, "the conversion %s(x) takes exactly one value, found %u argument%s",
+               fname, n->list.n, n->list.n == 1 ? "" : "s");
+    return poison(i);
+  }
+  struct sema_info *x;
+  if (!value_arg(s, n->list.v[0], fname, "x", &x)) return poison(i);
+  i->builtin = BI_CAST;
+  i->ty = x->ty;
+  i->ty.dt = (uint8_t)to;
+  i->ty.weak = 0;
+  i->cv.dt = to;
+  if (x->is_const && x->ty.rank == 0 && (x->ty.dt == DT_BOOL || ir_dtype_is_int((ir_dtype)x->ty.dt) ||
+                                         ir_dtype_is_float((ir_dtype)x->ty.dt))) {
+    i->is_const = true;
+    i->cv = sema_convert_const(x->cv, (ir_dtype)x->ty.dt, to);
+    i->cv.dt = to;
+  }
+  return i;
+}
+
+struct sema_info *sema_call(struct sema *s, struct ast_node *n) {
+  struct sema_info *i = sema_info(s, n);
+  i->builtin = BI_NONE;
+  struct ast_node *callee = n->a;
+  if (callee->kind == AST_DTYPE) return check_cast(s, n, i, callee->dt);
+  if (callee->kind != AST_NAME) {
+    if (callee->kind != AST_ERROR)
+      lang_error(s->ctx, callee->loc, D_UNKNOWN_FUNCTION,
+                 "only builtins and dtypes can be called; this is not a function name");
+    return poison(i);
+  }
+  struct sema_sym *sym = sema_lookup(s, callee->name);
+  if (sym && sym->ty.kind == STY_DTYPE) {
+    sema_info(s, callee)->sym = sym;
+    return check_cast(s, n, i, sym->cv.dt);
+  }
+  int b = -1;
+  for (int k = 0; k < BI__COUNT; k++)
+    if (strcmp(builtin_names[k], callee->name) == 0) b = k;
+  if (b < 0) {
+    if (strcmp(callee->name, "range") == 0)
+      lang_error(s->ctx, callee->loc, D_UNKNOWN_FUNCTION,
+                 "range(...) can only be used in a for loop: for i in range(...)");
+    else if (sym)
+      lang_error(s->ctx, callee->loc, D_UNKNOWN_FUNCTION, "`%s` is %s, not a function", callee->name,
+                 sym->kind == SYM_CPARAM || sym->kind == SYM_CONST ? "a constant" : "a value");
+    else
+      lang_error(s->ctx, callee->loc, D_UNKNOWN_FUNCTION, "unknown function `%s`", callee->name);
+    for (uint32_t k = 0; k < n->list.n; k++)
+      sema_expr(s, n->list.v[k]->kind == AST_NAMED_ARG ? n->list.v[k]->a : n->list.v[k]);
+    return poison(i);
+  }
+  struct ast_node **slots = ARENA_NEWN(s->ctx->arena, struct ast_node *, MAX_BUILTIN_ARGS);
+  if (!bind_args(s, n, builtin_names[b], builtin_sigs[b], slots)) return poison(i);
+  i->builtin = b;
+  i->args = slots;
+  check_builtin(s, n, i, (enum builtin_id)b, slots);
+  /* sema_expr of the arguments may not touch this node's info, but keep the binding even if
+   * a nested check rewrote fields. */
+  i->builtin = is_err(i) ? BI_NONE : b;
+  i->args = slots;
+  return i;
+}
