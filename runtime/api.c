@@ -433,6 +433,7 @@ TILE_API tile_status tile_compile_file(tile_context *ctx, const char *path,
                                        const tile_compile_options *opts, tile_kernel **out) {
   if (!ctx) return TILE_INVALID_ARGUMENT;
   rt_clear_error(ctx);
+  reset_diags(ctx); /* a failed read leaves no diagnostics of an earlier compile behind */
   if (!path) return rt_error(ctx, TILE_INVALID_ARGUMENT, "path is NULL");
   size_t len = 0;
   errno = 0;
