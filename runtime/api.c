@@ -340,6 +340,10 @@ static tile_status resolve_arch(tile_context *ctx, const tile_compile_options *c
   return TILE_OK;
 }
 
+static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
+                               const tile_compile_options *cop, const char *arch, const uint64_t *key,
+                               tile_kernel **out);
+
 static tile_status compile(tile_context *ctx, const char *name, const char *src, size_t len,
                            const tile_compile_options *opts, tile_kernel **out) {
   if (!ctx) return TILE_INVALID_ARGUMENT;
@@ -367,8 +371,18 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
       }
     }
 
+  return compile_new(ctx, name, src, len, &co, arch, key, out);
+}
+
+/* The part of compile() under the out-of-memory recovery point; kept in its own function
+ * so that no local of the caller is live across setjmp. */
+static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
+                               const tile_compile_options *cop, const char *arch, const uint64_t *key,
+                               tile_kernel **out) {
+  tile_compile_options co = *cop;
+  tile_status st;
   jmp_buf oom;
-  tile_kernel *k = kernel_new(ctx, name, src, len, &oom);
+  tile_kernel *volatile k = kernel_new(ctx, name, src, len, &oom);
   if (!k) return rt_error(ctx, TILE_NOMEM, "out of memory");
   if (setjmp(oom)) {
     kernel_free(k);
@@ -376,7 +390,7 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
   }
   k->device = co.device;
   k->flags = co.flags;
-  memcpy(k->arch, arch, sizeof k->arch);
+  snprintf(k->arch, sizeof k->arch, "%s", arch);
   k->key[0] = key[0];
   k->key[1] = key[1];
   struct pass_options po = {0};

@@ -90,7 +90,8 @@ static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const char 
                                struct pass_options *po, struct arena *a, struct cg_result *res) {
   struct strbuf err;
   sb_init(&err, a);
-  if (!pass_pipeline_gpu(f, sm_of(arch), po, &err) || !ir_verify(f, "gpu pipeline", &err))
+  bool wgmma = strcmp(arch, "sm_90a") == 0 && !getenv("TILE_NO_WGMMA");
+  if (!pass_pipeline_gpu(f, sm_of(arch), wgmma, po, &err) || !ir_verify(f, "gpu pipeline", &err))
     return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
   if (!cg_compile(f, arch, out, a, res, &err))
     return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));

@@ -98,7 +98,7 @@ LLVMValueRef cg_intrinsic(struct cg *g, const char *name, LLVMTypeRef *ovl, unsi
 
 LLVMValueRef cg_asm(struct cg *g, LLVMTypeRef ret, const char *text, const char *cons,
                     LLVMValueRef *args, unsigned nargs, bool side_effects) {
-  LLVMTypeRef at[16];
+  LLVMTypeRef *at = ARENA_NEWN(g->arena, LLVMTypeRef, nargs + 1);
   for (unsigned i = 0; i < nargs; i++) at[i] = LLVMTypeOf(args[i]);
   LLVMTypeRef fty = LLVMFunctionType(ret, at, nargs, 0);
   LLVMValueRef ia = LLVMGetInlineAsm(fty, text, strlen(text), cons, strlen(cons), side_effects, 0,
@@ -578,8 +578,13 @@ static void gen_op(struct cg *g, uint32_t id) {
   case IR_ASYNC_WAIT: {
     LLVMValueRef n = cg_i32(g, op->i[0]);
     cg_intrinsic(g, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1);
+    /* cp.async writes are generic-proxy writes; wgmma reads through the async proxy */
+    if (g->uses_wgmma) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
     return;
   }
+  case IR_WGMMA:
+    cg_gen_wgmma(g, op);
+    return;
   case IR_BARRIER:
     cg_barrier(g);
     return;
@@ -604,6 +609,8 @@ void cg_gen_region(struct cg *g, uint32_t blk) { gen_block(g, blk); }
 
 static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, struct cg_result *res) {
   char *msg = NULL;
+  const char *dump = getenv("TILE_DUMP_LLVM_BEFORE_VERIFY"); /* debugging aid: the raw module */
+  if (dump) LLVMPrintModuleToFile(g->mod, dump, &msg), LLVMDisposeMessage(msg), msg = NULL;
   if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
     cg_fail(g, "internal error: invalid LLVM module: %s", msg ? msg : "");
     LLVMDisposeMessage(msg);
@@ -662,6 +669,8 @@ bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct 
   g->arch = arch;
   g->sm = atoi(arch + 3);
   g->vals = ARENA_NEWN(a, struct cgval, f->values.n + 1);
+  for (uint32_t i = 1; i < f->ops.n; i++)
+    if (f->ops.v[i].block && f->ops.v[i].code == IR_WGMMA) g->uses_wgmma = true;
   g->tensors = ARENA_NEWN(a, struct cg_tensor, f->params.n + 1);
 
   const char *triple = "nvptx64-nvidia-cuda";

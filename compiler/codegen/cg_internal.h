@@ -47,6 +47,7 @@ struct cg {
   struct coord_cache coord_cache[64];
   uint32_t ncoord_cache;
   uint32_t *buf_offset;      /* local_alloc op -> byte offset of its buffer */
+  bool uses_wgmma;           /* shared memory read by wgmma: proxy fences after writes */
 };
 
 void cg_fail(struct cg *g, const char *fmt, ...) TL_PRINTF(2, 3);
@@ -87,6 +88,7 @@ void cg_gen_local_alloc(struct cg *g, const struct ir_op *op);
 void cg_gen_local_store(struct cg *g, const struct ir_op *op);
 void cg_gen_local_load(struct cg *g, const struct ir_op *op);
 void cg_gen_async_copy(struct cg *g, const struct ir_op *op);
+void cg_gen_wgmma(struct cg *g, const struct ir_op *op);
 bool cg_dot_is_mma(struct cg *g, const struct ir_op *op);
 void cg_gen_mma_dot(struct cg *g, const struct ir_op *op);
 int64_t cg_divisibility(struct cg *g, ir_val v);

@@ -9,6 +9,7 @@
  * (gpu-facts.md section 2). Registers are found by their coordinates, so the order of the
  * repeat bits in the layouts does not matter here.                                       */
 #include <stdio.h>
+#include <string.h>
 
 #include "cg_internal.h"
 
@@ -48,22 +49,41 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
   uint32_t n = ll_num_regs(&lc);
   struct cgval *out = cg_new_val(g, op->res, n);
   for (uint32_t r = 0; r < n; r++) out->r[r] = C->r[r];
-  bool *done = ARENA_NEWN(g->arena, bool, n);
   const char *name = bf16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16" : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
+  /* the accumulator blocks of this thread */
+  typedef int32_t pair_t[2];
+  typedef int quad_t[4];
+  pair_t *blk = ARENA_NEWN(g->arena, pair_t, n);
+  quad_t *ci = ARENA_NEWN(g->arena, quad_t, n);
+  uint32_t nblk = 0;
+  bool *done = ARENA_NEWN(g->arena, bool, n);
   for (uint32_t r = 0; r < n; r++) {
     if (done[r]) continue;
     int32_t c[IR_MAX_RANK];
     ll_reg_coord(&lc, r, c);
     int32_t mb = c[0] & ~15, nb = c[1] & ~7;
-    int ci[4] = {find_reg(&lc, mb, nb), find_reg(&lc, mb, nb + 1), find_reg(&lc, mb + 8, nb), find_reg(&lc, mb + 8, nb + 1)};
-    for (int q = 0; q < 4; q++)
-      if (ci[q] < 0) {
+    int q4[4] = {find_reg(&lc, mb, nb), find_reg(&lc, mb, nb + 1), find_reg(&lc, mb + 8, nb), find_reg(&lc, mb + 8, nb + 1)};
+    for (int q = 0; q < 4; q++) {
+      if (q4[q] < 0) {
         cg_fail(g, "mma: accumulator block (%d,%d) is incomplete in the layout", mb, nb);
         return;
       }
-    LLVMValueRef acc[4];
-    for (int q = 0; q < 4; q++) acc[q] = out->r[ci[q]];
-    for (int kb = 0; kb < K; kb += 16) {
+      done[q4[q]] = true;
+      ci[nblk][q] = q4[q];
+    }
+    blk[nblk][0] = mb;
+    blk[nblk][1] = nb;
+    nblk++;
+  }
+  /* k outermost: consecutive mma instructions update different accumulators, so none
+   * waits for the previous one's result (a k-inner order makes a dependent chain) */
+  /* packed operands, cached by the index of their first register */
+  LLVMValueRef *afrag = ARENA_NEWN(g->arena, LLVMValueRef, 4 * A->n), *bfrag = ARENA_NEWN(g->arena, LLVMValueRef, 2 * B->n);
+  for (int kb = 0; kb < K; kb += 16) {
+    memset(afrag, 0, sizeof(LLVMValueRef) * 4 * A->n);
+    memset(bfrag, 0, sizeof(LLVMValueRef) * 2 * B->n);
+    for (uint32_t i = 0; i < nblk; i++) {
+      int32_t mb = blk[i][0], nb = blk[i][1];
       int ai[8] = {find_reg(&la, mb, kb), find_reg(&la, mb, kb + 1), find_reg(&la, mb + 8, kb), find_reg(&la, mb + 8, kb + 1),
                    find_reg(&la, mb, kb + 8), find_reg(&la, mb, kb + 9), find_reg(&la, mb + 8, kb + 8), find_reg(&la, mb + 8, kb + 9)};
       int bi[4] = {find_reg(&lb, kb, nb), find_reg(&lb, kb + 1, nb), find_reg(&lb, kb + 8, nb), find_reg(&lb, kb + 9, nb)};
@@ -72,17 +92,21 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
           cg_fail(g, "mma: operand fragment at m=%d n=%d k=%d is not in the thread's registers", mb, nb, kb);
           return;
         }
+      /* packed operands are shared by the blocks of one row (A) or column (B) */
       LLVMValueRef args[10];
-      for (int q = 0; q < 4; q++) args[q] = pack(g, A->r[ai[2 * q]], A->r[ai[2 * q + 1]], bf16);
-      args[4] = pack(g, B->r[bi[0]], B->r[bi[1]], bf16);
-      args[5] = pack(g, B->r[bi[2]], B->r[bi[3]], bf16);
-      for (int q = 0; q < 4; q++) args[6 + q] = acc[q];
+      for (int q = 0; q < 4; q++) {
+        LLVMValueRef *slot = &afrag[4 * (uint32_t)ai[0] + (uint32_t)q];
+        if (!*slot) *slot = pack(g, A->r[ai[2 * q]], A->r[ai[2 * q + 1]], bf16);
+        args[q] = *slot;
+      }
+      for (int q = 0; q < 2; q++) {
+        LLVMValueRef *slot = &bfrag[2 * (uint32_t)bi[0] + (uint32_t)q];
+        if (!*slot) *slot = pack(g, B->r[bi[2 * q]], B->r[bi[2 * q + 1]], bf16);
+        args[4 + q] = *slot;
+      }
+      for (int q = 0; q < 4; q++) args[6 + q] = out->r[ci[i][q]];
       LLVMValueRef res = cg_intrinsic(g, name, NULL, 0, args, 10);
-      for (int q = 0; q < 4; q++) acc[q] = LLVMBuildExtractValue(g->b, res, (unsigned)q, "");
-    }
-    for (int q = 0; q < 4; q++) {
-      out->r[ci[q]] = acc[q];
-      done[ci[q]] = true;
+      for (int q = 0; q < 4; q++) out->r[ci[i][q]] = LLVMBuildExtractValue(g->b, res, (unsigned)q, "");
     }
   }
 }

@@ -23,6 +23,7 @@ struct sbuf {
   LLVMValueRef base; /* i32 byte offset of the buffer */
   int slots, rows, cols, eb;
   int vec, per_phase, max_phase;
+  int panel;         /* elements per panel along the columns (cols when unpanelled) */
 };
 
 static void buffer_info(struct cg *g, ir_val buf, struct sbuf *s) {
@@ -36,17 +37,25 @@ static void buffer_info(struct cg *g, ir_val buf, struct sbuf *s) {
   s->vec = l->vec ? l->vec : 1;
   s->per_phase = l->per_phase ? l->per_phase : 1;
   s->max_phase = l->max_phase ? l->max_phase : 1;
+  s->panel = l->panel ? l->panel : s->cols;
 }
 
-/* Byte offset (i32) of element (row, col) of slot `slot`; row and col are i32 values. */
+/* Byte offset (i32) of element (row, col) of slot `slot`; row and col are i32 values.
+ * Panels of `panel` columns are stored one after another, each rows x panel. */
 static LLVMValueRef swizzled(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef row,
                              LLVMValueRef col) {
   LLVMBuilderRef b = g->b;
+  LLVMValueRef pidx = NULL;
+  if (s->panel != s->cols) {
+    pidx = LLVMBuildUDiv(b, col, cg_i32(g, s->panel), "");
+    col = LLVMBuildURem(b, col, cg_i32(g, s->panel), "");
+  }
   LLVMValueRef phase = LLVMBuildURem(b, LLVMBuildUDiv(b, row, cg_i32(g, s->per_phase), ""), cg_i32(g, s->max_phase), "");
   LLVMValueRef chunk = LLVMBuildXor(b, LLVMBuildUDiv(b, col, cg_i32(g, s->vec), ""), phase, "");
   LLVMValueRef within = LLVMBuildURem(b, col, cg_i32(g, s->vec), "");
-  LLVMValueRef e = LLVMBuildAdd(b, LLVMBuildMul(b, row, cg_i32(g, s->cols), ""),
+  LLVMValueRef e = LLVMBuildAdd(b, LLVMBuildMul(b, row, cg_i32(g, s->panel), ""),
                                 LLVMBuildAdd(b, LLVMBuildMul(b, chunk, cg_i32(g, s->vec), ""), within, ""), "");
+  if (pidx) e = LLVMBuildAdd(b, e, LLVMBuildMul(b, pidx, cg_i32(g, s->rows * s->panel), ""), "");
   if (slot) e = LLVMBuildAdd(b, e, LLVMBuildMul(b, slot, cg_i32(g, s->rows * s->cols), ""), "");
   return LLVMBuildAdd(b, s->base, LLVMBuildMul(b, e, cg_i32(g, s->eb), ""), "");
 }
@@ -59,7 +68,7 @@ void cg_plan_smem(struct cg *g) {
     const struct ir_op *op = &f->ops.v[i];
     if (op->code != IR_LOCAL_ALLOC || !op->block) continue;
     const struct ir_type *t = ir_vtype(f, op->res);
-    top = (top + 127) & ~127u;
+    top = (top + 1023) & ~1023u; /* swizzle atoms (and wgmma descriptors) need 1024 */
     g->buf_offset[i] = top;
     top += (unsigned)(ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype));
   }
@@ -94,6 +103,8 @@ void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
     LLVMValueRef st = LLVMBuildStore(g->b, to_store_bits(g, v->r[r], s.eb), cg_smem_at(g, off));
     LLVMSetAlignment(st, (unsigned)s.eb);
   }
+  /* ordinary stores read by wgmma (the async proxy) need a proxy fence before the barrier */
+  if (g->uses_wgmma) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
 }
 
 /* ---- ldmatrix ---- */
@@ -373,4 +384,152 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
       LLVMSetAlignment(st, (unsigned)eb);
     }
   }
+}
+
+/* ---- wgmma ---- */
+
+/* A shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address
+ * >> 4, leading and stride byte offsets >> 4, swizzle mode (1 = 128B, 2 = 64B, 3 = 32B). */
+static LLVMValueRef descriptor(struct cg *g, LLVMValueRef addr, int lbo, int sbo, int mode) {
+  LLVMValueRef a = LLVMBuildZExt(g->b, LLVMBuildLShr(g->b, LLVMBuildAnd(g->b, addr, cg_i32(g, 0x3FFFF), ""), cg_i32(g, 4), ""), g->i64, "");
+  uint64_t hi = ((uint64_t)(lbo >> 4) & 0x3FFF) << 16 | ((uint64_t)(sbo >> 4) & 0x3FFF) << 32 | (uint64_t)mode << 62;
+  return LLVMBuildOr(g->b, a, LLVMConstInt(g->i64, hi, 0), "");
+}
+
+static int swizzle_mode(int row_bytes) { return row_bytes >= 128 ? 1 : row_bytes == 64 ? 2 : 3; }
+
+/* Byte address of the (unswizzled) corner (r, c) of a buffer for a descriptor start:
+ * slot base + panel of c + row r + column within the panel. */
+static LLVMValueRef corner(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef r, int c) {
+  int p = c / s->panel, cc = c % s->panel;
+  LLVMValueRef e = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, r, cg_i32(g, s->panel), ""), cg_i32(g, (int64_t)p * s->rows * s->panel + cc), "");
+  if (s->slots > 1) e = LLVMBuildAdd(g->b, e, LLVMBuildMul(g->b, slot, cg_i32(g, s->rows * s->cols), ""), "");
+  LLVMValueRef byte = LLVMBuildAdd(g->b, s->base, LLVMBuildMul(g->b, e, cg_i32(g, s->eb), ""), "");
+  /* the descriptor takes the shared-window address of the byte */
+  LLVMValueRef ptr = cg_smem_at(g, byte);
+  return LLVMBuildTrunc(g->b, LLVMBuildPtrToInt(g->b, ptr, g->i64, ""), g->i32, "");
+}
+
+/* Descriptor of the 16-deep k slice `k0` of an operand buffer, for rows/columns starting
+ * at `mn0` (A: rows of M; B: columns of N). kmajor: the buffer is [MN, K] with K
+ * contiguous; otherwise [K, MN] with MN contiguous in 64-element panels. */
+static LLVMValueRef operand_desc(struct cg *g, const struct sbuf *s, LLVMValueRef slot, bool kmajor, LLVMValueRef mn0,
+                                 int k0) {
+  int row_bytes = s->panel * s->eb;
+  if (kmajor) {
+    /* rows are M (or N); 8-row swizzle atoms, SBO = 8 rows; k steps move within a row */
+    LLVMValueRef addr = corner(g, s, slot, mn0, k0);
+    return descriptor(g, addr, 16, 8 * row_bytes, swizzle_mode(row_bytes));
+  }
+  /* rows are K; MN in 64-element panels: LBO = distance between panels, SBO = 8 rows */
+  LLVMValueRef pnl = LLVMBuildUDiv(g->b, mn0, cg_i32(g, s->panel), "");
+  LLVMValueRef e = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, pnl, cg_i32(g, s->rows * s->panel), ""), cg_i32(g, (int64_t)k0 * s->panel), "");
+  if (s->slots > 1) e = LLVMBuildAdd(g->b, e, LLVMBuildMul(g->b, slot, cg_i32(g, s->rows * s->cols), ""), "");
+  LLVMValueRef byte = LLVMBuildAdd(g->b, s->base, LLVMBuildMul(g->b, e, cg_i32(g, s->eb), ""), "");
+  LLVMValueRef addr = LLVMBuildTrunc(g->b, LLVMBuildPtrToInt(g->b, cg_smem_at(g, byte), g->i64, ""), g->i32, "");
+  return descriptor(g, addr, s->rows * row_bytes, 8 * row_bytes, swizzle_mode(row_bytes));
+}
+
+static int reg_at2(const struct ll *l, int32_t a, int32_t b) { return reg_at(l, a, b); }
+
+void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
+  struct ir_func *f = g->f;
+  struct ll lc;
+  if (!cg_layout_of(g, op->res, &lc)) return;
+  const struct ir_type *ct = ir_vtype(f, op->res), *bt = ir_vtype(f, op->args[2]);
+  const struct ir_type *at = ir_vtype(f, op->args[0]);
+  bool a_smem = at->layout && f->layouts.v[at->layout].kind == IR_LAYOUT_SHARED;
+  bool a_trans = op->i[0] & 1, b_kmajor = (op->i[0] & 2) != 0;
+  bool bf16 = bt->dtype == DT_BF16;
+  int M = ct->dims[0], N = ct->dims[1];
+  int K = b_kmajor ? bt->dims[bt->rank - 1] : bt->dims[bt->rank - 2];
+  int W = f->warps, NI = N > 256 ? 256 : N;
+  struct sbuf sb, sa;
+  buffer_info(g, op->args[2], &sb);
+  LLVMValueRef bslot = cg_val(g, op->args[3])->r[0];
+  LLVMValueRef aslot = cg_val(g, op->args[1])->r[0];
+  struct cgval *C = cg_val(g, op->args[4]);
+  struct cgval *Areg = NULL;
+  struct ll la;
+  if (a_smem) {
+    buffer_info(g, op->args[0], &sa);
+  } else {
+    Areg = cg_val(g, op->args[0]);
+    if (!cg_layout_of(g, op->args[0], &la)) return;
+  }
+  if (g->failed) return;
+  uint32_t n = ll_num_regs(&lc);
+  struct cgval *out = cg_new_val(g, op->res, n);
+  for (uint32_t r = 0; r < n; r++) out->r[r] = C->r[r];
+  LLVMValueRef wg = LLVMBuildLShr(g->b, g->warp, cg_i32(g, 2), ""); /* warpgroup index */
+  int nacc = NI / 2;
+  /* the instruction text */
+  char *text = arena_alloc(g->arena, 8192), *cons = arena_alloc(g->arena, 4096);
+  const char *ty = bf16 ? "bf16" : "f16";
+  int t = 0, cn = 0;
+  t += snprintf(text + t, 8192 - (size_t)t, "{\n.reg .pred p;\nsetp.ne.b32 p, $%d, 0;\n", 2 * nacc + (a_smem ? 2 : 5));
+  t += snprintf(text + t, 8192 - (size_t)t, "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {", NI, ty, ty);
+  for (int i = 0; i < nacc; i++) t += snprintf(text + t, 8192 - (size_t)t, "%s$%d", i ? ", " : "", i);
+  if (a_smem)
+    t += snprintf(text + t, 8192 - (size_t)t, "}, $%d, $%d, p, 1, 1, %d, %d;\n}", 2 * nacc, 2 * nacc + 1, a_trans ? 1 : 0,
+                  b_kmajor ? 0 : 1);
+  else
+    t += snprintf(text + t, 8192 - (size_t)t, "}, {$%d, $%d, $%d, $%d}, $%d, p, 1, 1, %d;\n}", 2 * nacc, 2 * nacc + 1,
+                  2 * nacc + 2, 2 * nacc + 3, 2 * nacc + 4, b_kmajor ? 0 : 1);
+  for (int i = 0; i < nacc; i++) cn += snprintf(cons + cn, 4096 - (size_t)cn, "=f,");
+  for (int i = 0; i < nacc; i++) cn += snprintf(cons + cn, 4096 - (size_t)cn, "%d,", i);
+  cn += snprintf(cons + cn, 4096 - (size_t)cn, a_smem ? "l,l,r" : "r,r,r,r,l,r");
+  LLVMTypeRef *ft = ARENA_NEWN(g->arena, LLVMTypeRef, nacc);
+  for (int i = 0; i < nacc; i++) ft[i] = g->f32;
+  LLVMTypeRef rt = LLVMStructTypeInContext(g->ctx, ft, (unsigned)nacc, 0);
+  LLVMValueRef *args = ARENA_NEWN(g->arena, LLVMValueRef, nacc + 8);
+  int *idx = ARENA_NEWN(g->arena, int, nacc);
+  cg_intrinsic(g, "llvm.nvvm.wgmma.fence.sync.aligned", NULL, 0, NULL, 0);
+  int mrep = M / (16 * W);
+  for (int mr = 0; mr < mrep; mr++)
+    for (int nc = 0; nc < N; nc += NI) {
+      /* accumulator registers of this instruction: d[4j + q] */
+      int32_t rb = mr * 16 * W;
+      for (int j = 0; j < NI / 8; j++) {
+        int q4[4] = {reg_at2(&lc, rb, nc + 8 * j), reg_at2(&lc, rb, nc + 8 * j + 1), reg_at2(&lc, rb + 8, nc + 8 * j),
+                     reg_at2(&lc, rb + 8, nc + 8 * j + 1)};
+        for (int q = 0; q < 4; q++) {
+          if (q4[q] < 0) {
+            cg_fail(g, "wgmma: accumulator element (%d,%d) missing from the layout", rb, nc + 8 * j);
+            return;
+          }
+          idx[4 * j + q] = q4[q];
+        }
+      }
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        for (int i = 0; i < nacc; i++) args[i] = out->r[idx[i]];
+        int na = nacc;
+        /* A rows of this warpgroup and repeat */
+        LLVMValueRef arow = LLVMBuildAdd(g->b, cg_i32(g, rb), LLVMBuildMul(g->b, wg, cg_i32(g, 64), ""), "");
+        if (a_smem) {
+          args[na++] = operand_desc(g, &sa, aslot, !a_trans, arow, k0);
+        } else {
+          /* a0..a3 of the warp's 16 rows: the mma.sync A fragment */
+          int ai[8] = {reg_at2(&la, rb, k0), reg_at2(&la, rb, k0 + 1), reg_at2(&la, rb + 8, k0), reg_at2(&la, rb + 8, k0 + 1),
+                       reg_at2(&la, rb, k0 + 8), reg_at2(&la, rb, k0 + 9), reg_at2(&la, rb + 8, k0 + 8), reg_at2(&la, rb + 8, k0 + 9)};
+          for (int q = 0; q < 8; q++)
+            if (ai[q] < 0) {
+              cg_fail(g, "wgmma: A fragment (%d,%d) missing from the register layout", rb, k0);
+              return;
+            }
+          for (int q = 0; q < 4; q++) {
+            LLVMValueRef lo = LLVMBuildZExt(g->b, LLVMBuildBitCast(g->b, Areg->r[ai[2 * q]], g->i16, ""), g->i32, "");
+            LLVMValueRef hi = LLVMBuildZExt(g->b, LLVMBuildBitCast(g->b, Areg->r[ai[2 * q + 1]], g->i16, ""), g->i32, "");
+            args[na++] = LLVMBuildOr(g->b, lo, LLVMBuildShl(g->b, hi, cg_i32(g, 16), ""), "");
+          }
+        }
+        args[na++] = operand_desc(g, &sb, bslot, b_kmajor, cg_i32(g, nc), k0);
+        args[na++] = cg_i32(g, 1); /* scale-d: accumulate */
+        LLVMValueRef res = cg_asm(g, rt, text, cons, args, (unsigned)na, true);
+        for (int i = 0; i < nacc; i++) out->r[idx[i]] = LLVMBuildExtractValue(g->b, res, (unsigned)i, "");
+      }
+    }
+  cg_intrinsic(g, "llvm.nvvm.wgmma.commit_group.sync.aligned", NULL, 0, NULL, 0);
+  LLVMValueRef zero = LLVMConstInt(g->i64, 0, 0);
+  cg_intrinsic(g, "llvm.nvvm.wgmma.wait_group.sync.aligned", NULL, 0, &zero, 1);
 }

@@ -155,7 +155,9 @@ struct ir_block {
  *            (MMA: the register fragments of mma.sync; BLOCKED: the FMA operand layout,
  *            each thread holding its rows of A / columns of B for every k).
  *   SHARED   shared memory: `vec` elements per swizzle unit, rows of `per_phase`, `max_phase`
- *            XOR phases, `order` fastest dimension first.                                  */
+ *            XOR phases, `order` fastest dimension first; with `panel`, the contiguous
+ *            dimension is cut into panels of that many elements stored one after another
+ *            (the layout wgmma expects for rows wider than 128 bytes).                      */
 
 enum ir_layout_kind {
   IR_LAYOUT_NONE,
@@ -178,8 +180,9 @@ struct ir_layout {
   uint8_t threads_per_warp[IR_MAX_RANK];
   uint8_t warps_per_cta[IR_MAX_RANK];
   uint8_t order[IR_MAX_RANK];
-  uint8_t instr[3];                 /* MMA: m, n, k of the instruction */
+  uint8_t instr[3];                 /* MMA: m, n, k of the instruction (m = 64: wgmma) */
   uint8_t vec, per_phase, max_phase; /* SHARED */
+  uint16_t panel;                   /* SHARED: elements per panel along the contiguous dim (0: one panel) */
 };
 
 /* ---- kernel parameters ------------------------------------------------------------------ */
@@ -210,6 +213,7 @@ struct ir_func {
   const char *name;
   int warps;                     /* threads per program instance = 32 * warps */
   int sm;                        /* target compute capability x10 once lowered for a GPU (0: generic) */
+  int wgmma;                     /* the target has wgmma (sm_90a) */
   VEC(struct ir_type) types;     /* [0] unused */
   VEC(struct ir_value) values;   /* [0] unused */
   VEC(struct ir_op) ops;         /* [0] unused */

@@ -601,6 +601,7 @@ static void parse_layout(struct parser *ps) {
     l.max_phase = (uint8_t)parse_kv(ps, "max_phase");
     expect(ps, ",");
     l.rank = (uint8_t)parse_list(ps, "order", l.order, IR_MAX_RANK);
+    if (accept(ps, ",")) l.panel = (uint16_t)parse_kv(ps, "panel");
   } else {
     fail(ps, "unknown layout kind '%.*s'", (int)ps->tlen, ps->ts);
   }
@@ -667,7 +668,16 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
   f->warps = (int)w;
   if (accept(ps, "sm")) {
     expect(ps, "=");
-    f->sm = (int)parse_int(ps);
+    /* "90" or "90a": the number lexer keeps the suffix in the token */
+    if (ps->tok != T_INT || ps->tlen > 8) fail(ps, "expected a compute capability such as 90 or 90a");
+    char buf[16];
+    memcpy(buf, ps->ts, ps->tlen);
+    buf[ps->tlen] = 0;
+    char *endp;
+    f->sm = (int)strtol(buf, &endp, 10);
+    if (strcmp(endp, "a") == 0) f->wgmma = 1;
+    else if (*endp) fail(ps, "bad compute capability '%s'", buf);
+    next(ps);
   }
   if (accept(ps, "div16")) {
     expect(ps, "(");

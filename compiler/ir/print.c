@@ -280,6 +280,7 @@ void ir_print_layout(struct strbuf *sb, const struct ir_func *f, uint32_t i) {
   case IR_LAYOUT_SHARED:
     sb_printf(sb, "shared<vec=%d, per_phase=%d, max_phase=%d, ", l->vec, l->per_phase, l->max_phase);
     print_list(sb, "order", l->order, l->rank);
+    if (l->panel) sb_printf(sb, ", panel=%d", l->panel);
     break;
   default:
     sb_printf(sb, "invalid<%d", l->kind);
@@ -307,7 +308,7 @@ void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
       print_facts(&p, par, ir_vtype(f, par->value)->rank);
   }
   sb_printf(sb, ") warps=%d", f->warps);
-  if (f->sm) sb_printf(sb, " sm=%d", f->sm);
+  if (f->sm) sb_printf(sb, " sm=%d%s", f->sm, f->wgmma ? "a" : "");
   bool any_div = false;
   for (uint32_t i = 0; i < f->params.n; i++)
     any_div |= f->params.v[i].kind == IR_PARAM_SHAPE && f->params.v[i].div16;

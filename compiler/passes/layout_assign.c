@@ -138,7 +138,27 @@ static uint16_t mma_layout(struct assign *A, uint32_t id) {
   const struct ir_type *c = T(A, op->res);
   int M = c->dims[0], N = c->dims[1], W = A->f->warps;
   int wm = 1, wn = 1;
+  struct ir_layout l = {0};
+  l.kind = IR_LAYOUT_MMA;
+  l.rank = 2;
+  l.instr[0] = 16;
+  l.instr[1] = 8;
+  l.instr[2] = 16;
+  /* wgmma (sm_90a): warpgroups of four warps along M, each owning 64-row blocks; the
+   * same register layout as mma.sync with all warps along M, so a dot that cannot use
+   * wgmma after all (smem-stage decides) still runs correctly with mma.sync */
   bool chain = feeds_dot_a(A, op->res, 0) || from_dot(A, op->args[0], 0);
+  /* chains of dots (attention) stay on mma.sync for now: wgmma here is synchronous (each
+   * dot waits for its own completion), which removes the overlap of softmax and matrix
+   * work that the register-level mma.sync schedule keeps (measured: 132 vs 207 TFLOP/s,
+   * hd64, H200; see PERF.md) */
+  if (A->f->wgmma && !chain && W % 4 == 0 && M % (16 * W) == 0 && N % 8 == 0) {
+    l.warps_per_cta[0] = (uint8_t)W;
+    l.warps_per_cta[1] = 1;
+    l.instr[0] = 64;
+    l.instr[1] = (uint8_t)(N > 256 ? 0 : N); /* 256 does not fit a byte: 0 means 256 */
+    return ir_layout_intern(A->f, &l);
+  }
   while (wm * wn < W) {
     if (chain || (M / wm >= N / wn && M / (16 * wm) >= 2))
       wm *= 2;
@@ -147,14 +167,8 @@ static uint16_t mma_layout(struct assign *A, uint32_t id) {
     else
       wm *= 2;
   }
-  struct ir_layout l = {0};
-  l.kind = IR_LAYOUT_MMA;
-  l.rank = 2;
   l.warps_per_cta[0] = (uint8_t)wm;
   l.warps_per_cta[1] = (uint8_t)wn;
-  l.instr[0] = 16;
-  l.instr[1] = 8;
-  l.instr[2] = 16;
   return ir_layout_intern(A->f, &l);
 }
 

@@ -75,8 +75,9 @@ bool pass_pipeline_generic(struct ir_func *f, struct pass_options *o, struct str
   return true;
 }
 
-bool pass_pipeline_gpu(struct ir_func *f, int sm, struct pass_options *o, struct strbuf *err) {
+bool pass_pipeline_gpu(struct ir_func *f, int sm, bool wgmma, struct pass_options *o, struct strbuf *err) {
   f->sm = sm;
+  f->wgmma = wgmma;
   /* layout assignment needs the generic pipeline's output: constants folded and dead
    * values gone, so no layout (and no conversion) is spent on them. */
   if (!pass_run(PASS_LAYOUT, f, o, err)) return false;

@@ -189,15 +189,20 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
     ir_op_remove(f, copies[i]);
     remove_if(f, nbody, pos - 1, IR_BARRIER);
   }
-  /* local loads read the current slot */
+  /* readers of the buffers (local_load, wgmma) read the current slot */
   for (uint32_t i = 1; i < f->ops.n; i++) {
     struct ir_op *op = &f->ops.v[i];
-    if (!op->block || op->code != IR_LOCAL_LOAD) continue;
-    for (uint32_t k = 0; k < ncopies; k++)
-      if (op->args[0] == f->ops.v[copies[k]].args[0] && in_block_tree(f, op->res, nbody)) {
-        ir_val a[2] = {op->args[0], rd};
-        ir_op_set_args(f, i, a, 2);
-      }
+    if (!op->block || (op->code != IR_LOCAL_LOAD && op->code != IR_WGMMA) || !in_block_tree(f, op->res, nbody))
+      continue;
+    ir_val a[5];
+    memcpy(a, op->args, sizeof(ir_val) * op->nargs);
+    bool changed = false;
+    for (uint32_t k = 0; k < ncopies; k++) {
+      ir_val buf = f->ops.v[copies[k]].args[0];
+      if (a[0] == buf) a[1] = rd, changed = true;
+      if (op->code == IR_WGMMA && a[2] == buf) a[3] = rd, changed = true;
+    }
+    if (changed) ir_op_set_args(f, i, a, op->nargs);
   }
   /* top of the body: wait, barrier, issue the copies of iteration i + S - 1 */
   struct ir_block *nb = &f->blocks.v[nbody];

@@ -37,6 +37,10 @@ static uint16_t shared_layout(struct ir_func *f, const struct ir_type *t) {
   l.kind = IR_LAYOUT_SHARED;
   l.rank = 2;
   l.vec = (uint8_t)(16 / eb);
+  if (row_bytes > 128) { /* 128-byte panels, one after another (wgmma's canonical form) */
+    l.panel = (uint16_t)(128 / eb);
+    row_bytes = 128;
+  }
   l.per_phase = (uint8_t)(row_bytes >= 128 ? 1 : 128 / row_bytes);
   l.max_phase = (uint8_t)(8 / l.per_phase > 1 ? 8 / l.per_phase : 1);
   if (row_bytes < 16) l.vec = (uint8_t)t->dims[1], l.max_phase = 1;
@@ -56,85 +60,158 @@ static bool defined_in(struct ir_func *f, ir_val v, uint32_t blk) {
   return false;
 }
 
+/* True when convert op `id` only renames registers (no data crosses threads). */
+static bool register_renaming(struct ir_func *f, uint32_t id) {
+  const struct ir_op *op = &f->ops.v[id];
+  struct ll ls, ld;
+  static uint32_t map_storage[1u << LL_MAX_REG_BITS];
+  if (!ll_of_type(f, T(f, op->args[0]), f->warps, &ls) || !ll_of_type(f, T(f, op->res), f->warps, &ld)) return false;
+  return ll_num_regs(&ld) <= TL_ARRAY_LEN(map_storage) && ll_register_map(&ld, &ls, map_storage);
+}
+
+struct staged {
+  ir_val buf, slot;
+  int trans;         /* the buffer holds the operand transposed */
+  ir_val root;       /* the tile stored in the buffer */
+};
+
+/* The root tile of a conversion into an operand layout: a load, possibly under a
+ * transpose (q @ k.T keeps K's loaded orientation in the buffer). */
+static void find_root(struct ir_func *f, uint32_t conv, struct staged *st) {
+  ir_val root = f->ops.v[conv].args[0];
+  uint32_t d = ir_def_op(f, root);
+  st->trans = 0;
+  if (d && f->ops.v[d].code == IR_TRANS) {
+    st->trans = 1;
+    root = f->ops.v[d].args[0];
+  }
+  st->root = root;
+}
+
+/* Moves the operand of convert op `conv` into a shared buffer: an async copy at the
+ * load's position when the load moves with its loop, a register store otherwise.
+ * `where` is the op before which the operand is needed. */
+static void stage(struct ir_func *f, uint32_t conv, uint32_t where, struct staged *st) {
+  find_root(f, conv, st);
+  uint32_t d = ir_def_op(f, st->root);
+  const struct ir_type *tt = T(f, st->root);
+  struct ir_type bt = *tt;
+  bt.layout = shared_layout(f, tt);
+  ir_type_id buf_type = ir_type_intern(f, &bt);
+  uint32_t blk = f->ops.v[conv].block;
+  uint32_t loop = f->blocks.v[blk].parent;
+  bool in_loop = loop && f->ops.v[loop].code == IR_FOR;
+  bool async = false;
+  if (d && f->ops.v[d].code == IR_LOAD && in_loop && f->ops.v[d].block == blk && f->ops.v[d].f == 0) {
+    const struct ir_op *ld_op = &f->ops.v[d];
+    for (uint32_t k = 1; k < ld_op->nargs; k++)
+      if (defined_in(f, ld_op->args[k], blk)) async = true;
+  }
+  struct ir_builder b;
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  if (async) {
+    ir_builder_before(&b, f, loop);
+    st->buf = ir_build1(&b, IR_LOCAL_ALLOC, buf_type, NULL, 0);
+    ir_builder_before(&b, f, d);
+    st->slot = ir_const_int(&b, i32, 0);
+    ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+    const struct ir_op *lo = &f->ops.v[d];
+    ir_val args[2 + 1 + IR_MAX_RANK];
+    uint32_t n = 0;
+    args[n++] = st->buf;
+    args[n++] = st->slot;
+    for (uint32_t k = 0; k < lo->nargs; k++) args[n++] = lo->args[k];
+    uint32_t cp = ir_build(&b, IR_ASYNC_COPY, args, n, NULL, 0);
+    f->ops.v[cp].i[0] = f->ops.v[d].i[0];
+    ir_build(&b, IR_ASYNC_COMMIT, NULL, 0, NULL, 0);
+    uint32_t w = ir_build(&b, IR_ASYNC_WAIT, NULL, 0, NULL, 0);
+    f->ops.v[w].i[0] = 0;
+    ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+  } else {
+    ir_builder_before(&b, f, where);
+    st->buf = ir_build1(&b, IR_LOCAL_ALLOC, buf_type, NULL, 0);
+    st->slot = ir_const_int(&b, i32, 0);
+    ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+    ir_val sa[3] = {st->buf, st->slot, st->root};
+    ir_build(&b, IR_LOCAL_STORE, sa, 3, NULL, 0);
+    ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+  }
+}
+
+static uint32_t convert_into(struct ir_func *f, ir_val v) {
+  uint32_t d = ir_def_op(f, v);
+  return d && f->ops.v[d].code == IR_CONVERT_LAYOUT ? d : 0;
+}
+
+/* wgmma reads B (and A unless A is a register renaming of an accumulator) straight from
+ * shared memory. Conditions: B's buffer is K-major (from a transposed load) or MN-major
+ * with whole 64-element panels; A likewise; the dot is in the warpgroup layout. */
+static bool try_wgmma(struct ir_func *f, uint32_t dot) {
+  const struct ir_op *op = &f->ops.v[dot];
+  const struct ir_type *ct = T(f, op->res);
+  const struct ir_layout *cl = &f->layouts.v[ct->layout];
+  if (!f->wgmma || cl->kind != IR_LAYOUT_MMA || cl->instr[0] != 64) return false;
+  int M = ct->dims[0], N = ct->dims[1], K = T(f, op->args[0])->dims[1];
+  int W = f->warps;
+  if (W % 4 || M % (16 * W) || K % 16 || N % 8) return false;
+  if (N > 256 && N % 256) return false;
+  uint32_t cb = convert_into(f, op->args[1]), ca = convert_into(f, op->args[0]);
+  if (!cb || register_renaming(f, cb)) return false;
+  struct staged sb, sa;
+  find_root(f, cb, &sb);
+  if (!sb.trans && N % 64) return false; /* MN-major B needs whole 128-byte panels */
+  bool a_regs = !ca || register_renaming(f, ca);
+  if (!a_regs) {
+    find_root(f, ca, &sa);
+    if (sa.trans && (M / (W / 4)) % 64) return false;
+  }
+  /* stage the operands, then replace the dot */
+  stage(f, cb, dot, &sb);
+  ir_val a = op->args[0], aslot;
+  int trans = sb.trans ? 2 : 0;
+  struct ir_builder b;
+  if (a_regs) {
+    ir_builder_before(&b, f, dot);
+    aslot = ir_const_int(&b, ir_type_scalar(f, DT_I32), 0);
+  } else {
+    stage(f, ca, dot, &sa);
+    a = sa.buf;
+    aslot = sa.slot;
+    trans |= sa.trans;
+  }
+  op = &f->ops.v[dot];
+  ir_val args[5] = {a, aslot, sb.buf, sb.slot, op->args[2]};
+  ir_builder_before(&b, f, dot);
+  ir_val r = ir_build1(&b, IR_WGMMA, f->values.v[op->res].type, args, 5);
+  f->ops.v[ir_def_op(f, r)].i[0] = trans;
+  ir_replace_uses(f, f->ops.v[dot].res, r);
+  ir_op_remove(f, dot);
+  ir_op_remove(f, cb); /* the conversions fed only the dot */
+  if (!a_regs) ir_op_remove(f, ca);
+  return true;
+}
+
 void pass_smem_stage(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   uint32_t nops = f->ops.n;
+  for (uint32_t id = 1; id < nops; id++)
+    if (f->ops.v[id].block && f->ops.v[id].code == IR_DOT && try_wgmma(f, id)) pc->changed = true;
+  nops = f->ops.n;
   for (uint32_t id = 1; id < nops; id++) {
     struct ir_op *op = &f->ops.v[id];
     if (!op->block || op->code != IR_CONVERT_LAYOUT) continue;
     const struct ir_type *rt = T(f, op->res);
     const struct ir_layout *dl = &f->layouts.v[rt->layout];
     if (dl->kind != IR_LAYOUT_DOT_OP || f->layouts.v[dl->parent].kind != IR_LAYOUT_MMA) continue;
-    ir_val src = op->args[0];
-    struct ll ls, ld;
-    if (ll_of_type(f, T(f, src), f->warps, &ls) && ll_of_type(f, rt, f->warps, &ld)) {
-      uint32_t map_storage[1u << LL_MAX_REG_BITS];
-      if (ll_num_regs(&ld) <= TL_ARRAY_LEN(map_storage) && ll_register_map(&ld, &ls, map_storage)) continue;
-    }
-    /* find the root tile: a load, possibly under a transpose */
-    int trans = 0;
-    ir_val root = src;
-    uint32_t d = ir_def_op(f, root);
-    if (d && f->ops.v[d].code == IR_TRANS) {
-      trans = 1;
-      root = f->ops.v[d].args[0];
-      d = ir_def_op(f, root);
-    }
-    const struct ir_type *tt = T(f, root);
-    ir_type_id buf_type;
-    {
-      struct ir_type bt = *tt;
-      bt.layout = shared_layout(f, tt);
-      buf_type = ir_type_intern(f, &bt);
-    }
-    uint32_t blk = op->block;
-    uint32_t loop = f->blocks.v[blk].parent;
-    bool in_loop = loop && f->ops.v[loop].code == IR_FOR;
-    bool async = false;
-    if (d && f->ops.v[d].code == IR_LOAD && in_loop && f->ops.v[d].block == blk && f->ops.v[d].f == 0) {
-      /* the load must move with the loop: some index defined inside the loop body */
-      const struct ir_op *ld_op = &f->ops.v[d];
-      for (uint32_t k = 1; k < ld_op->nargs; k++)
-        if (defined_in(f, ld_op->args[k], blk)) async = true;
-    }
+    /* only conversions feeding an mma.sync dot; wgmma's buffers are staged above */
+    if (register_renaming(f, id)) continue;
+    struct staged st;
+    stage(f, id, id, &st);
     struct ir_builder b;
-    ir_type_id i32 = ir_type_scalar(f, DT_I32);
-    ir_val frag;
-    if (async) {
-      /* buffer before the loop */
-      ir_builder_before(&b, f, loop);
-      ir_val buf = ir_build1(&b, IR_LOCAL_ALLOC, buf_type, NULL, 0);
-      /* copy at the load's position (the load's operands are available there) */
-      ir_builder_before(&b, f, d);
-      ir_val slot = ir_const_int(&b, i32, 0);
-      ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
-      const struct ir_op *lo = &f->ops.v[d];
-      ir_val args[2 + 1 + IR_MAX_RANK];
-      uint32_t n = 0;
-      args[n++] = buf;
-      args[n++] = slot;
-      for (uint32_t k = 0; k < lo->nargs; k++) args[n++] = lo->args[k];
-      uint32_t cp = ir_build(&b, IR_ASYNC_COPY, args, n, NULL, 0);
-      f->ops.v[cp].i[0] = f->ops.v[d].i[0];
-      ir_build(&b, IR_ASYNC_COMMIT, NULL, 0, NULL, 0);
-      uint32_t w = ir_build(&b, IR_ASYNC_WAIT, NULL, 0, NULL, 0);
-      f->ops.v[w].i[0] = 0;
-      ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
-      ir_builder_before(&b, f, id);
-      ir_val la[2] = {buf, slot};
-      frag = ir_build1(&b, IR_LOCAL_LOAD, f->values.v[op->res].type, la, 2);
-    } else {
-      ir_builder_before(&b, f, id);
-      ir_val buf = ir_build1(&b, IR_LOCAL_ALLOC, buf_type, NULL, 0);
-      ir_val slot = ir_const_int(&b, i32, 0);
-      ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
-      ir_val sa[3] = {buf, slot, root};
-      ir_build(&b, IR_LOCAL_STORE, sa, 3, NULL, 0);
-      ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
-      ir_val la[2] = {buf, slot};
-      frag = ir_build1(&b, IR_LOCAL_LOAD, f->values.v[op->res].type, la, 2);
-    }
-    f->ops.v[ir_def_op(f, frag)].i[0] = trans;
+    ir_builder_before(&b, f, id);
+    ir_val la[2] = {st.buf, st.slot};
+    ir_val frag = ir_build1(&b, IR_LOCAL_LOAD, f->values.v[f->ops.v[id].res].type, la, 2);
+    f->ops.v[ir_def_op(f, frag)].i[0] = st.trans;
     ir_replace_uses(f, f->ops.v[id].res, frag);
     ir_op_remove(f, id);
     pc->changed = true;

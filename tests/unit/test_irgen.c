@@ -105,6 +105,7 @@ Test(irgen, loop_carries_the_accumulator) {
       const struct ir_type *t = ir_vtype(f, op->res);
       cr_assert(t->dtype == DT_F32 && t->dims[0] == 128 && t->dims[1] == 64);
       cr_assert_eq(op->loc.line, 10);
+      cr_assert_eq(op->loc.col, 33, "the `@` operator");
     }
     if (op->code == IR_STORE) {
       const struct ir_type *v = ir_vtype(f, op->args[op->nargs - 1]);

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# ptxas.sh - assemble the PTX of every lib kernel (and a few non-default configurations) with
+# NVIDIA's ptxas for sm_80 and sm_90a, and record each kernel's registers, stack frame and
+# spills per target in a table.
+#
+#   bash tests/cli/ptxas.sh BUILD_DIR SOURCE_DIR        (ctest runs it so)
+#
+# Needs BUILD_DIR/tilec and ptxas ($PTXAS, /usr/local/cuda/bin/ptxas, or ptxas on PATH);
+# without ptxas it exits 77 (skipped). It fails when tilec cannot emit a kernel's PTX or
+# ptxas rejects it; spills are recorded, not failures. The table is printed and written to
+# BUILD_DIR/ptxas_report.txt. No GPU is needed. (smem is the static shared memory ptxas
+# reports; "-" when the kernel only uses dynamic shared memory, sized at launch.)
+set -uo pipefail
+BUILD=${1:?usage: ptxas.sh BUILD_DIR SOURCE_DIR}
+SRC=${2:?usage: ptxas.sh BUILD_DIR SOURCE_DIR}
+TILEC=$BUILD/tilec
+ARCHS="sm_80 sm_90a"
+
+PTXAS=${PTXAS:-}
+[ -z "$PTXAS" ] && [ -x /usr/local/cuda/bin/ptxas ] && PTXAS=/usr/local/cuda/bin/ptxas
+[ -z "$PTXAS" ] && PTXAS=$(command -v ptxas || true)
+if [ -z "$PTXAS" ]; then
+  echo "SKIP: ptxas not found (set PTXAS, or install the CUDA toolkit in /usr/local/cuda)"
+  exit 77
+fi
+[ -x "$TILEC" ] || { echo "FAIL: $TILEC not found"; exit 1; }
+export LD_LIBRARY_PATH="$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+REPORT=$BUILD/ptxas_report.txt
+
+# The configurations: "FILE KERNEL DEFINES" (DEFINES: comma-separated, "-" for the defaults).
+# Every kernel of every lib file with its defaults first ...
+configs=()
+for f in "$SRC"/lib/*.tile; do
+  while read -r k; do
+    configs+=("${f##*/} $k -")
+  done < <(sed -n 's/^[[:space:]]*kernel[[:space:]]\{1,\}\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$f")
+done
+# ... then non-default ones: other element types, epilogues, tile shapes, head sizes.
+configs+=(
+  "gemm.tile gemm T=bf16"
+  "gemm.tile gemm T=f32"
+  "gemm.tile gemm T=f32,TF32=true"
+  "gemm.tile gemm SCALED=true,HAS_BIAS=true,ACT=gelu,HAS_RESIDUAL=true"
+  "gemm.tile gemm BM=256,BN=128,NW=8"
+  "gemm.tile gemm BM=64,BN=64,BK=64,STAGES=4"
+  "gemm.tile bmm T=bf16"
+  "attention.tile attention D=128,CAUSAL=true"
+  "attention.tile attention T=bf16,HAS_LSE=true"
+  "attention.tile attention D=256,BM=32,BN=32"
+  "softmax.tile softmax T=f16,BN=4096,NW=16"
+  "layernorm.tile layernorm T=bf16"
+  "rmsnorm.tile rmsnorm T=f16"
+)
+
+fails=0
+rows=()
+for c in "${configs[@]}"; do
+  read -r file kernel defs <<<"$c"
+  dargs=()
+  if [ "$defs" != - ]; then
+    IFS=, read -ra items <<<"$defs"
+    for d in "${items[@]}"; do dargs+=(-D "$d"); done
+  fi
+  for arch in $ARCHS; do
+    ptx=$TMP/$kernel.$arch.ptx
+    if ! "$TILEC" "$SRC/lib/$file" -k "$kernel" "${dargs[@]}" --emit=ptx --arch="$arch" -o "$ptx" 2>"$TMP/err"; then
+      echo "FAIL: tilec $file -k $kernel ${dargs[*]} --arch=$arch did not emit PTX:"
+      sed 's/^/  /' "$TMP/err"
+      fails=$((fails + 1))
+      continue
+    fi
+    if ! "$PTXAS" -v -arch="$arch" "$ptx" -o "$TMP/out.cubin" >"$TMP/log" 2>&1; then
+      echo "FAIL: ptxas -arch=$arch rejected $kernel [$defs]:"
+      grep -v '^ptxas info' "$TMP/log" | head -20 | sed 's/^/  /'
+      fails=$((fails + 1))
+      continue
+    fi
+    regs=$(sed -n 's/.*Used \([0-9]*\) registers.*/\1/p' "$TMP/log" | head -1)
+    smem=$(sed -n 's/.*Used .* \([0-9]*\) bytes smem.*/\1/p' "$TMP/log" | head -1)
+    read -r stack sst sld < <(sed -n \
+      's/^[[:space:]]*\([0-9]*\) bytes stack frame, \([0-9]*\) bytes spill stores, \([0-9]*\) bytes spill loads.*/\1 \2 \3/p' \
+      "$TMP/log" | head -1)
+    ms=$(sed -n 's/.*Compile time = \([0-9.]*\) ms.*/\1/p' "$TMP/log" | head -1)
+    if [ -z "$regs" ] || [ -z "${stack:-}" ]; then
+      echo "FAIL: could not read the ptxas -v report for $kernel [$defs] $arch:"
+      sed 's/^/  /' "$TMP/log"
+      fails=$((fails + 1))
+      continue
+    fi
+    note=""
+    if [ "$sst" != 0 ] || [ "$sld" != 0 ]; then note="spills"; fi
+    rows+=("$(printf '%-10s %-58s %-7s %5s %7s %7s %7s %7s %9s  %s' "$kernel" "$defs" "$arch" "$regs" \
+      "${smem:--}" "$stack" "$sst" "$sld" "${ms:--}" "$note")")
+  done
+done
+
+{
+  echo "ptxas: $("$PTXAS" --version | tail -1)"
+  echo "tilec: $("$TILEC" --version)"
+  printf '%-10s %-58s %-7s %5s %7s %7s %7s %7s %9s\n' kernel "config (- = defaults)" arch regs smem \
+    stack spill_st spill_ld ptxas_ms
+  printf '%s\n' "${rows[@]}"
+} | tee "$REPORT"
+
+echo "ptxas: ${#rows[@]} kernel builds assembled, $fails failed (table: $REPORT)"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# tilec_errors.sh - how tilec reports errors, and that its IR output parses back.
+#
+#   bash tests/cli/tilec_errors.sh BUILD_DIR SOURCE_DIR        (ctest runs it so)
+#
+# Checks that
+#  - a malformed .tile program gets "FILE:LINE:COL: error: ..." on stderr, followed by the
+#    source line and a caret line whose '^' sits under column COL, and exit status 1;
+#  - other failures (a missing file, an unknown kernel or parameter, malformed IR) exit 1
+#    with a message, and usage errors exit 2 with the usage text; --help and --version exit 0;
+#  - `tilec FILE --emit=ir` of every lib kernel (and a few non-default configurations)
+#    re-parses: `tilec x.ir --emit=ir` prints the same text.
+# No GPU is needed. Prints one line per failed check; exit status 1 if any failed.
+set -uo pipefail
+BUILD=$(cd "${1:?usage: tilec_errors.sh BUILD_DIR SOURCE_DIR}" && pwd) || exit 1
+SRC=$(cd "${2:?usage: tilec_errors.sh BUILD_DIR SOURCE_DIR}" && pwd) || exit 1
+TILEC=$BUILD/tilec
+[ -x "$TILEC" ] || { echo "FAIL: $TILEC not found"; exit 1; }
+export LD_LIBRARY_PATH="$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || exit 1
+
+fails=0 checks=0
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+
+# run_tilec ARGS...: runs tilec, leaving its status in $rc, stdout in out.txt, stderr in err.txt
+run_tilec() {
+  "$TILEC" "$@" >out.txt 2>err.txt
+  rc=$?
+  checks=$((checks + 1))
+}
+
+# ---- malformed programs --------------------------------------------------------------------
+
+# bad NAME LINE "SOURCE": SOURCE (printf format) has its first error on line LINE.
+bad() {
+  local name=$1 line=$2
+  # shellcheck disable=SC2059 # the source is a printf format on purpose
+  printf "$3" >"$name.tile"
+  run_tilec "$name.tile"
+  if [ "$rc" -ne 1 ]; then
+    fail "$name.tile: exit status $rc, expected 1"
+    sed 's/^/  /' err.txt
+    return
+  fi
+  # the first diagnostic: FILE:LINE:COL: error: MESSAGE
+  local first col
+  first=$(grep -m1 -E "^$name\\.tile:[0-9]+:[0-9]+: error: " err.txt)
+  if [ -z "$first" ]; then
+    fail "$name.tile: no '$name.tile:LINE:COL: error:' line in:"
+    sed 's/^/  /' err.txt
+    return
+  fi
+  if [ "$(echo "$first" | cut -d: -f2)" != "$line" ]; then
+    fail "$name.tile: error reported on the wrong line (expected $line): $first"
+  fi
+  col=$(echo "$first" | cut -d: -f3)
+  # then the source line, then the caret line: spaces, '^', optional '~'s
+  local src caret
+  src=$(grep -A2 -m1 -F "$first" err.txt | sed -n 2p)
+  caret=$(grep -A2 -m1 -F "$first" err.txt | sed -n 3p)
+  if [ "$src" != "$(sed -n "${line}p" "$name.tile")" ]; then
+    fail "$name.tile: the line after the diagnostic is not source line $line: '$src'"
+  fi
+  if ! [[ "$caret" =~ ^\ *\^~*$ ]]; then
+    fail "$name.tile: no caret line under the source line: '$caret'"
+  else
+    local lead=${caret%%^*}
+    [ $((${#lead} + 1)) -eq "$col" ] || fail "$name.tile: caret at column $((${#lead} + 1)), diagnostic says $col"
+  fi
+}
+
+# (a missing token is reported just after the token before it, as C compilers do)
+HEAD='kernel k(X: f32[N], Y: out f32[N]) grid(1) warps(4) {\n'
+bad missing_semicolon 2 "$HEAD  let x = X[0 : +16]\n  Y[0 : +16] = x;\n}\n"
+bad undeclared_name 2 "$HEAD  Y[0 : +16] = undefined_name;\n}\n"
+bad stray_character 3 "$HEAD  let a = 1;\n  Y[0 : +16] = X[0 : +16] \$ 2;\n}\n"
+bad unterminated_string 2 "$HEAD  let y = \"unterminated;\n}\n"
+bad bad_slice_length 2 "$HEAD  Y[0 : +12] = X[0 : +12];\n}\n"
+bad unknown_function 2 "$HEAD  Y[0 : +16] = frobnicate(X[0 : +16]);\n}\n"
+bad missing_brace 2 "$HEAD  Y[0 : +16] = X[0 : +16];\n\n"
+
+# a kernel with no error must compile (so the cases above fail for the reason intended)
+printf '%b  Y[0 : +16] = X[0 : +16];\n}\n' "$HEAD" >good.tile
+run_tilec good.tile
+[ "$rc" -eq 0 ] || { fail "good.tile: exit status $rc, expected 0"; sed 's/^/  /' err.txt; }
+
+# ---- other failures: exit status 1 and a message ---------------------------------------------
+
+# expect STATUS PATTERN ARGS...: tilec ARGS exits STATUS and stderr (or stdout) matches PATTERN.
+expect() {
+  local want=$1 pattern=$2
+  shift 2
+  run_tilec "$@"
+  if [ "$rc" -ne "$want" ]; then
+    fail "tilec $*: exit status $rc, expected $want"
+    sed 's/^/  /' err.txt | head -5
+  elif ! grep -qE -- "$pattern" err.txt out.txt; then
+    fail "tilec $*: output does not match '$pattern':"
+    sed 's/^/  /' err.txt | head -5
+  fi
+}
+
+expect 1 "cannot read '$TMP/no_such_file.tile'" "$TMP/no_such_file.tile"
+expect 1 "no kernel named .nokernel." "$SRC/lib/gemm.tile" -k nokernel
+expect 1 "has kernels gemm, bmm" "$SRC/lib/gemm.tile"
+expect 1 "has no compile-time parameter .NOPE." "$SRC/lib/softmax.tile" -D NOPE=1
+expect 1 "defines no kernel" /dev/null
+printf 'kernel @k(%%X: tensor<f32[%%N]>) warps=4 {\ngrid:\n  %%0 = bogus_op\n}\n' >bad.ir
+expect 1 "^bad\\.ir:[0-9]+:[0-9]+: error: " bad.ir --emit=ir
+
+# ---- usage errors: exit status 2 and the usage text ----------------------------------------
+
+expect 2 "usage: tilec" # no input file
+expect 2 "unknown option '--bogus'" good.tile --bogus
+expect 2 "unknown --emit value" good.tile --emit=bogus
+expect 2 "-D needs NAME=VALUE" good.tile -D NOVALUE
+expect 2 "-k needs a kernel name" good.tile -k
+expect 2 "more than one input file" good.tile good.tile
+expect 2 "unknown device" run good.tile --device=tpu
+expect 2 "bad size" run good.tile --size N=-3
+expect 2 "unknown target architecture" good.tile --emit=ptx --arch=sm_70
+expect 0 "usage: tilec" --help
+expect 0 "^tile [0-9]" --version
+
+# ---- the IR printer and parser agree -------------------------------------------------------
+
+roundtrip() { # roundtrip FILE KERNEL [-D ...]
+  local file=$1 kernel=$2 tag
+  shift 2
+  tag=$kernel$(printf '_%s' "$@" | tr -c 'A-Za-z0-9_\n' _)
+  run_tilec "$SRC/lib/$file" -k "$kernel" "$@" --emit=ir -o "$tag.ir"
+  if [ "$rc" -ne 0 ]; then
+    fail "tilec $file -k $kernel $* --emit=ir: exit status $rc"
+    sed 's/^/  /' err.txt | head -5
+    return
+  fi
+  run_tilec "$tag.ir" --emit=ir -o "$tag.2.ir"
+  if [ "$rc" -ne 0 ]; then
+    fail "the IR of $kernel $* does not parse back:"
+    sed 's/^/  /' err.txt | head -5
+  elif ! cmp -s "$tag.ir" "$tag.2.ir"; then
+    fail "the IR of $kernel $* prints differently after a round trip:"
+    diff "$tag.ir" "$tag.2.ir" | head -10 | sed 's/^/  /'
+  fi
+}
+for f in "$SRC"/lib/*.tile; do
+  while read -r k; do
+    roundtrip "${f##*/}" "$k"
+  done < <(sed -n 's/^[[:space:]]*kernel[[:space:]]\{1,\}\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$f")
+done
+roundtrip gemm.tile gemm -D T=bf16 -D SCALED=true -D HAS_BIAS=true -D ACT=gelu -D HAS_RESIDUAL=true
+roundtrip gemm.tile gemm -D T=f32 -D TF32=true
+roundtrip attention.tile attention -D D=128 -D CAUSAL=true -D HAS_LSE=true
+roundtrip softmax.tile softmax -D BN=64
+
+echo "tilec_errors: $checks tilec runs, $fails failed checks"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,389 @@
+#!/usr/bin/env bash
+# gpu_check.sh - every GPU check of the project in one run, with a PASS/FAIL table at the end.
+#
+# Meant for the GPU machine, which cannot build libtile.so (no LLVM, flex or bison there): it
+# runs binaries built elsewhere by tools/carry.sh, and the kernels in lib/. From the
+# repository root:
+#
+#   here:              tools/carry.sh                       (fills ./.carry)
+#   on the GPU:        bash tools/gpu_check.sh [CARRY_DIR]   (default ./.carry)
+#
+# What it runs, in order:
+#   1. cuda_smoke: the Driver API layer on its own (no GPU: everything else is skipped);
+#   2. the examples (on the GPU; each compares with its own C loop);
+#   3. every lib kernel with `tilec run --device=cuda --check` (the GPU result against the
+#      CPU interpreter on the same random inputs), over ragged and aligned shapes (sizes 1,
+#      7, 33, 1000, 4095 in the relevant dimensions), T=f32/f16/bf16 where the kernel takes
+#      them, the GEMM epilogues and tile configurations, attention with causal masking,
+#      grouped-query heads, LSE output and other head sizes;
+#   4. a few of those under compute-sanitizer memcheck (out-of-bounds accesses on ragged
+#      edges that a result check can miss), if compute-sanitizer is installed;
+#   5. bench_compile (cold and cached compile times) and a few `tilec run --bench` timings.
+# It takes a few minutes on an H200. Checks that would start after TIME_BUDGET seconds are
+# not run (listed as SKIP), so that the table is printed within a 10-minute command limit.
+#
+# Environment:
+#   OUT=dir          write the full log (every command and all its output) to dir/gpu_check.log
+#                    and the final table to dir/gpu_check_table.txt (else a temporary folder)
+#   ONLY=regex       run only the checks whose "kernel config" matches (ONLY='^attention')
+#   DEVICE=cpu       dry run on the CPU interpreter (no GPU needed; the checks compare the
+#                    interpreter with itself, so this tests the script, not the kernels)
+#   SANITIZE=0       skip the compute-sanitizer runs;  BENCH=0  skip the timings
+#   CHECK_TIMEOUT=s  the time limit of one check (default 120)
+#   TIME_BUDGET=s    start no check after this many seconds (default 450; with the
+#                    check time limit that ends the script inside 10 minutes)
+#   SEED=n           the inputs' random seed (default 1)
+#
+# Exit status: 0 when every check passed, 1 when any failed (or timed out), 77 when none
+# failed but some were skipped (no GPU), 2 when the carried binaries are missing.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+CARRY=$(cd "${1:-.carry}" 2>/dev/null && pwd) || {
+  echo "gpu_check: no folder '${1:-.carry}': build it with tools/carry.sh" >&2
+  exit 2
+}
+for f in libtile.so tilec bench_compile cuda_smoke; do
+  [ -e "$CARRY/$f" ] || { echo "gpu_check: $CARRY/$f is missing: run tools/carry.sh" >&2; exit 2; }
+done
+export LD_LIBRARY_PATH="$CARRY${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TILE_LIB_DIR="$PWD/lib" # where the examples and bench_compile find the kernels
+export TILE_CACHE_DIR=""        # no on-disk kernel cache: every run compiles
+TILEC=$CARRY/tilec
+DEVICE=${DEVICE:-cuda}
+ONLY=${ONLY:-}
+SEED=${SEED:-1}
+CHECK_TIMEOUT=${CHECK_TIMEOUT:-120}
+TIME_BUDGET=${TIME_BUDGET:-450}
+
+LOG_DIR=${OUT:-$(mktemp -d /tmp/gpu_check.XXXXXX)}
+mkdir -p "$LOG_DIR"
+LOG=$LOG_DIR/gpu_check.log
+TABLE=$LOG_DIR/gpu_check_table.txt
+: >"$LOG"
+
+# ---- running one check ---------------------------------------------------------------------
+
+# One row per check: result, kernel, config, shape, dtype, error (the worst measured error,
+# a timing, or the last line of output on failure).
+R_RESULT=() R_KERNEL=() R_CONFIG=() R_SHAPE=() R_DTYPE=() R_ERROR=()
+
+with_timeout() {
+  if command -v timeout >/dev/null 2>&1; then timeout -k 10 "$CHECK_TIMEOUT" "$@"; else "$@"; fi
+}
+
+# The "error" column from a command's output.
+summarize() {
+  local out=$1 rc=$2 s
+  # tilec --check: "check NAME rel_l2=... max_abs=... nan=..." per output; keep the worst
+  s=$(printf '%s\n' "$out" | awk '
+    $1 == "check" { for (i = 2; i <= NF; i++) if ($i ~ /^rel_l2=/) { v = substr($i, 8);
+      if (n == 0 || v + 0 > m + 0) m = v; n++ }; if ($0 ~ /nan=[1-9]/) nan = 1 }
+    END { if (n) printf "rel_l2 %s%s", m, nan ? " (NaN)" : "" }')
+  # the examples: "relative L2 error X"
+  [ -z "$s" ] && s=$(printf '%s\n' "$out" | awk '
+    { for (i = 1; i + 3 <= NF; i++) if ($i == "relative" && $(i+1) == "L2" && $(i+2) == "error") {
+        v = $(i+3); sub(/,$/, "", v); if (n == 0 || v + 0 > m + 0) m = v; n++ } }
+    END { if (n) printf "rel_l2 %s", m }')
+  # tilec --bench: "time median X ms (min ...), T TFLOP/s, G GB/s"
+  [ -z "$s" ] && s=$(printf '%s\n' "$out" | sed -n 's/^ *time median \([0-9.]*\) ms.* runs)\(.*\)/\1 ms\2/p' | head -1)
+  # bench_compile: the cold compile of the first gemm and attention rows
+  [ -z "$s" ] && s=$(printf '%s\n' "$out" | awk -F'|' '
+    /^(gemm|attention) / && NF == 3 { split($1, a, " "); split($2, b, " ");
+      if (!(a[1] in seen) && b[3] != "-") { seen[a[1]] = 1; printf "%s%s cold %s ms", sep, a[1], b[3]; sep = ", " } }')
+  # cuda_smoke: "PASS name" / "FAIL name" lines
+  [ -z "$s" ] && s=$(printf '%s\n' "$out" | awk '$1 == "PASS" { p++ } $1 == "FAIL" { f++ }
+    END { if (p + f) printf "%d of %d smoke checks passed", p, p + f }')
+  # compute-sanitizer: "ERROR SUMMARY: n errors"
+  [ -z "$s" ] && s=$(printf '%s\n' "$out" | grep -o 'ERROR SUMMARY: [0-9]* error[s]*' | head -1)
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
+    local last
+    last=$(printf '%s\n' "$out" | grep -v '^[[:space:]]*$' | tail -1 | sed 's/^[[:space:]]*//' | cut -c1-90)
+    s="${s:+$s; }$last"
+  elif [ "$rc" -eq 77 ] && [ -z "$s" ]; then
+    s=$(printf '%s\n' "$out" | grep -v '^[[:space:]]*$' | tail -1 | cut -c1-90)
+  fi
+  printf '%s' "$s"
+}
+
+# check KERNEL CONFIG SHAPE DTYPE COMMAND [ARGS...]: runs the command, logs it, records a row.
+check() {
+  local kernel=$1 config=$2 shape=$3 dtype=$4
+  shift 4
+  if [ -n "$ONLY" ] && ! [[ "$kernel $config" =~ $ONLY ]]; then return 0; fi
+  local start=$SECONDS out rc result err
+  if [ "$SECONDS" -ge "$TIME_BUDGET" ]; then
+    R_RESULT+=(SKIP) R_KERNEL+=("$kernel") R_CONFIG+=("$config") R_SHAPE+=("$shape")
+    R_DTYPE+=("$dtype") R_ERROR+=("not run: the time budget ($TIME_BUDGET s) was used up")
+    printf '\n=== %s | %s | %s | %s\nnot run: time budget\n' "$kernel" "$config" "$shape" "$dtype" >>"$LOG"
+    return 0
+  fi
+  printf '\n=== %s | %s | %s | %s\n$ %s\n' "$kernel" "$config" "$shape" "$dtype" "$*" >>"$LOG"
+  out=$(with_timeout "$@" 2>&1)
+  rc=$?
+  printf '%s\n--- exit status %d after %d s\n' "$out" "$rc" $((SECONDS - start)) >>"$LOG"
+  case $rc in
+  0) result=PASS ;;
+  77) result=SKIP ;;
+  124 | 137) result=TIMEOUT ;;
+  *) result=FAIL ;;
+  esac
+  err=$(summarize "$out" "$rc")
+  [ "$result" = TIMEOUT ] && err="over ${CHECK_TIMEOUT} s; $err"
+  R_RESULT+=("$result") R_KERNEL+=("$kernel") R_CONFIG+=("$config") R_SHAPE+=("$shape")
+  R_DTYPE+=("$dtype") R_ERROR+=("$err")
+  printf '%-7s %-10s %-44s %-30s %-5s %s (%d s)\n' "$result" "$kernel" "$config" "$shape" "$dtype" \
+    "$err" $((SECONDS - start))
+}
+
+# The element type a kernel uses when T is not set.
+default_dtype() {
+  case $1 in
+  gemm | bmm | attention) echo f16 ;;
+  *) echo f32 ;;
+  esac
+}
+
+# Expands "A=1,B=2" into repeated "FLAG A=1 FLAG B=2" words in the array named by $3.
+expand() {
+  local -n into=$3
+  local item items
+  IFS=, read -ra items <<<"$2"
+  for item in "${items[@]}"; do [ -n "$item" ] && into+=("$1" "$item"); done
+}
+
+# tk FILE KERNEL DEFINES SIZES [SCALARS] [EXTRA tilec ARGS...]: one `tilec run --check`.
+# DEFINES and SCALARS are comma-separated NAME=VALUE lists ("" for none).
+tk() {
+  local file=$1 kernel=$2 defs=$3 sizes=$4 scalars=${5:-}
+  shift 5 2>/dev/null || shift $#
+  local args=() dtype config
+  expand -D "$defs" args
+  expand -a "$scalars" args
+  dtype=$(printf '%s\n' "$defs" | tr ',' '\n' | sed -n 's/^T=//p')
+  config=$(printf '%s\n' "$defs" | tr ',' '\n' | grep -v '^T=' | paste -sd, -)
+  check "$kernel" "${config:-default}" "$sizes" "${dtype:-$(default_dtype "$kernel")}" \
+    "$TILEC" run "lib/$file" -k "$kernel" "${args[@]}" --size "$sizes" --device="$DEVICE" \
+    --check --seed="$SEED" "$@"
+}
+
+# ---- header --------------------------------------------------------------------------------
+
+{
+  echo "gpu_check: $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(uname -n), device=$DEVICE"
+  echo "binaries:  $CARRY ($("$TILEC" --version 2>&1))"
+  [ -f "$CARRY/MANIFEST" ] && sed 's/^/           /' "$CARRY/MANIFEST"
+  command -v nvidia-smi >/dev/null 2>&1 &&
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu:       /'
+  echo "log:       $LOG"
+} | tee -a "$LOG"
+echo
+
+# ---- 1. the driver layer -------------------------------------------------------------------
+
+only_saved=$ONLY ONLY="" # always run: it decides whether the rest can run
+check cuda_smoke driver-layer - - "$CARRY/cuda_smoke"
+ONLY=$only_saved
+if [ "${R_RESULT[0]}" = SKIP ] && [ "$DEVICE" = cuda ]; then
+  echo "gpu_check: no usable GPU here (cuda_smoke skipped): the GPU checks are skipped" | tee -a "$LOG"
+  ONLY='^$' # nothing more matches; the table below shows the one row
+fi
+
+# ---- 2. the examples (each checks itself against a C loop) -------------------------------
+
+for ex in "$CARRY"/example_*; do
+  [ -x "$ex" ] || continue
+  name=${ex##*/example_}
+  case $name in
+  gemm_bias_gelu | attention) dt=bf16 ;;
+  *) dt=f32 ;;
+  esac
+  if [ "$DEVICE" = cuda ]; then # an example falls back to the CPU by itself: not here
+    # shellcheck disable=SC2016 # expanded by the inner bash
+    check example "$name" default "$dt" bash -c 'out=$("$@" 2>&1); rc=$?; printf "%s\n" "$out"
+      if [ $rc -eq 0 ] && printf "%s" "$out" | grep -q "^device: CPU"; then
+        echo "FAIL: the example ran on the CPU interpreter, not the GPU"; exit 1; fi
+      exit $rc' example "$ex"
+  else
+    check example "$name" default "$dt" "$ex"
+  fi
+done
+
+# ---- 3. every lib kernel against the interpreter -------------------------------------------
+
+AB="alpha=1,beta=0"
+# gemm: sizes M,N,K. Ragged shapes keep the product modest (the interpreter costs ~1 s per
+# 1e9 multiply-adds); 1000^3 runs once.
+for s in M=1,N=1,K=1 M=7,N=33,K=1000 M=33,N=7,K=100 M=1000,N=1000,K=1000 M=4095,N=33,K=64 \
+  M=64,N=4095,K=33 M=33,N=64,K=4095 M=256,N=384,K=512; do
+  tk gemm.tile gemm T=f16 "$s" "$AB"
+done
+for s in M=1,N=1,K=1 M=7,N=33,K=1000 M=4095,N=33,K=64 M=64,N=4095,K=33 M=33,N=64,K=4095 \
+  M=256,N=384,K=512; do
+  tk gemm.tile gemm T=bf16 "$s" "$AB"
+done
+for s in M=1,N=1,K=1 M=33,N=7,K=100 M=64,N=4095,K=33 M=33,N=64,K=4095 M=256,N=384,K=512; do
+  tk gemm.tile gemm T=f32 "$s" "$AB"
+done
+tk gemm.tile gemm T=f32,TF32=true M=256,N=384,K=512 "$AB"
+tk gemm.tile gemm T=f32,TF32=true M=33,N=7,K=100 "$AB"
+# epilogues, on a ragged shape
+E=M=129,N=200,K=72
+for d in ACT=relu ACT=gelu ACT=silu SCALED=true HAS_BIAS=true HAS_RESIDUAL=true \
+  SCALED=true,HAS_BIAS=true,ACT=gelu,HAS_RESIDUAL=true; do
+  tk gemm.tile gemm "T=f16,$d" "$E" "alpha=0.5,beta=-1.5"
+done
+tk gemm.tile gemm T=bf16,ACT=gelu,HAS_BIAS=true "$E" "$AB"
+tk gemm.tile gemm T=bf16,SCALED=true,HAS_BIAS=true,ACT=silu,HAS_RESIDUAL=true "$E" "alpha=2,beta=0.25"
+tk gemm.tile gemm T=f32,ACT=silu,HAS_BIAS=true,HAS_RESIDUAL=true "$E" "$AB"
+# tile configurations
+for d in BM=64,BN=64,BK=16,STAGES=1 BM=64,BN=128,BK=64,STAGES=4,NW=8 BM=256,BN=128,NW=8 \
+  BM=32,BN=32,BK=16,STAGES=2,GROUP_M=1 GROUP_M=16 BM=128,BN=256,BK=64,NW=8; do
+  tk gemm.tile gemm "T=f16,$d" M=300,N=500,K=200 "$AB"
+done
+
+# bmm: sizes BATCH,M,N,K
+for s in BATCH=1,M=1,N=1,K=1 BATCH=3,M=33,N=7,K=100 BATCH=2,M=1000,N=64,K=64 \
+  BATCH=5,M=7,N=4095,K=33 BATCH=4,M=64,N=64,K=4095; do
+  tk gemm.tile bmm T=f16 "$s"
+done
+tk gemm.tile bmm T=bf16 BATCH=3,M=33,N=7,K=100
+tk gemm.tile bmm T=bf16 BATCH=2,M=256,N=128,K=64
+tk gemm.tile bmm T=f32 BATCH=3,M=33,N=7,K=100
+tk gemm.tile bmm T=f32,TF32=true BATCH=2,M=256,N=128,K=64
+tk gemm.tile bmm T=f16,BM=64,BN=64,BK=64,STAGES=2 BATCH=3,M=100,N=200,K=300
+
+# softmax, layernorm, rmsnorm: sizes M (rows), N (row length); N > BN takes the looped path
+for k in softmax layernorm rmsnorm; do
+  sc=""
+  [ "$k" != softmax ] && sc="eps=1e-5"
+  for s in M=1,N=1 M=7,N=33 M=33,N=1000 M=1000,N=1024 M=64,N=4095 M=7,N=8192 M=1000,N=4095; do
+    tk "$k.tile" "$k" T=f32 "$s" "$sc"
+  done
+  for s in M=1,N=1 M=33,N=1000 M=64,N=4095 M=7,N=8192; do tk "$k.tile" "$k" T=f16 "$s" "$sc"; done
+  for s in M=7,N=33 M=1000,N=1024 M=64,N=4095; do tk "$k.tile" "$k" T=bf16 "$s" "$sc"; done
+  tk "$k.tile" "$k" T=f32,BN=64 M=33,N=1000 "$sc"
+  tk "$k.tile" "$k" T=f16,BN=4096,NW=16 M=64,N=4095 "$sc"
+  tk "$k.tile" "$k" T=f32,NW=1 M=7,N=33 "$sc"
+  tk "$k.tile" "$k" T=bf16,BN=128,NW=8 M=1000,N=4095 "$sc"
+done
+
+# attention: sizes B,H,HKV (kv heads),N (queries),NK (keys); D is a define (default 64)
+SC="scale=0.125"
+for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=3,HKV=3,N=7,NK=33 B=1,H=2,HKV=2,N=1000,NK=1000 \
+  B=1,H=1,HKV=1,N=33,NK=4095 B=1,H=2,HKV=2,N=4095,NK=33 B=2,H=4,HKV=4,N=256,NK=256; do
+  tk attention.tile attention T=f16 "$s" "$SC"
+done
+for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=3,HKV=3,N=7,NK=33 B=1,H=1,HKV=1,N=33,NK=4095 \
+  B=2,H=4,HKV=4,N=256,NK=256; do
+  tk attention.tile attention T=bf16 "$s" "$SC"
+done
+# head sizes
+tk attention.tile attention T=f16,D=16 B=2,H=3,HKV=3,N=7,NK=33 "scale=0.25"
+tk attention.tile attention T=f16,D=32 B=1,H=2,HKV=2,N=1000,NK=1000 "scale=0.18"
+tk attention.tile attention T=f16,D=128 B=2,H=3,HKV=3,N=7,NK=33 "scale=0.088"
+tk attention.tile attention T=f16,D=128 B=1,H=2,HKV=2,N=1000,NK=1000 "scale=0.088"
+tk attention.tile attention T=bf16,D=256,BM=32,BN=32 B=1,H=2,HKV=2,N=100,NK=300 "scale=0.0625"
+# causal (key j visible to query i when j <= i), also with N != NK
+tk attention.tile attention T=f16,CAUSAL=true B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
+tk attention.tile attention T=f16,CAUSAL=true B=2,H=3,HKV=3,N=7,NK=33 "$SC"
+tk attention.tile attention T=f16,CAUSAL=true B=1,H=2,HKV=2,N=4095,NK=33 "$SC"
+tk attention.tile attention T=f16,CAUSAL=true,D=128 B=2,H=4,HKV=4,N=256,NK=256 "scale=0.088"
+tk attention.tile attention T=bf16,CAUSAL=true B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
+# grouped-query and multi-query heads
+tk attention.tile attention T=f16 B=1,H=8,HKV=2,N=300,NK=300 "$SC"
+tk attention.tile attention T=f16 B=2,H=6,HKV=3,N=33,NK=100 "$SC"
+tk attention.tile attention T=bf16 B=1,H=8,HKV=1,N=129,NK=257 "$SC"
+# the log-sum-exp output
+tk attention.tile attention T=f16,HAS_LSE=true B=2,H=3,HKV=3,N=7,NK=33 "$SC"
+tk attention.tile attention T=f16,HAS_LSE=true B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
+tk attention.tile attention T=bf16,HAS_LSE=true B=1,H=1,HKV=1,N=33,NK=4095 "$SC"
+# everything together
+tk attention.tile attention T=f16,CAUSAL=true,HAS_LSE=true,D=128 B=2,H=8,HKV=2,N=333,NK=333 "scale=0.088"
+tk attention.tile attention T=bf16,CAUSAL=true,HAS_LSE=true B=1,H=6,HKV=2,N=1000,NK=1000 "$SC"
+# tile configurations
+tk attention.tile attention T=f16,BM=128,BN=64,NW=8 B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
+tk attention.tile attention T=f16,BM=16,BN=16,STAGES=1 B=2,H=3,HKV=3,N=7,NK=33 "$SC"
+tk attention.tile attention T=f16,BM=64,BN=128,STAGES=3,CAUSAL=true B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
+
+# ---- 4. memory checking on ragged shapes ---------------------------------------------------
+
+SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
+  if [ -n "$SANITIZER" ]; then
+    # Runs the sanitizer; a device it cannot instrument (seen under gVisor) is a skip.
+    # shellcheck disable=SC2016 # expanded by the inner bash
+    wrap='out=$("$@" 2>&1); rc=$?; printf "%s\n" "$out"
+      if [ $rc -ne 0 ] && printf "%s" "$out" | grep -q "Device not supported"; then exit 77; fi
+      exit $rc'
+    memcheck() { # memcheck FILE KERNEL DEFINES SIZES SCALARS
+      local args=()
+      expand -D "$3" args
+      expand -a "$5" args
+      check "$2" "memcheck ${3:-default}" "$4" "$(printf '%s\n' "$3" | sed -n 's/.*T=\([a-z0-9]*\).*/\1/p')" \
+        bash -c "$wrap" memcheck "$SANITIZER" --tool memcheck --error-exitcode 1 --print-limit 5 \
+        "$TILEC" run "lib/$1" -k "$2" "${args[@]}" --size "$4" --device=cuda --seed="$SEED"
+    }
+    memcheck gemm.tile gemm T=f16,HAS_BIAS=true,HAS_RESIDUAL=true M=33,N=7,K=100 "$AB"
+    memcheck gemm.tile gemm T=f32 M=7,N=33,K=1000 "$AB"
+    memcheck gemm.tile bmm T=bf16 BATCH=3,M=33,N=7,K=100 ""
+    memcheck softmax.tile softmax T=f16 M=7,N=4095 ""
+    memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
+    memcheck rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"
+    memcheck attention.tile attention T=f16,CAUSAL=true,HAS_LSE=true B=1,H=2,HKV=1,N=33,NK=100 "$SC"
+  else
+    check memcheck compute-sanitizer - - sh -c 'echo "compute-sanitizer not found"; exit 77'
+  fi
+fi
+
+# ---- 5. compile times and kernel timings ---------------------------------------------------
+
+req=--require-gpu
+[ "$DEVICE" = cpu ] && req=""
+check bench_compile "gemm + attention" - - "$CARRY/bench_compile" --reps=3 $req
+
+if [ "${BENCH:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
+  bench() { # bench FILE KERNEL DEFINES SIZES SCALARS [tilec args]
+    local file=$1 kernel=$2 defs=$3 sizes=$4 scalars=$5 args=()
+    shift 5
+    expand -D "$defs" args
+    expand -a "$scalars" args
+    check "$kernel" "bench ${defs}" "$sizes" "$(printf '%s\n' "$defs" | sed -n 's/.*T=\([a-z0-9]*\).*/\1/p')" \
+      "$TILEC" run "lib/$file" -k "$kernel" "${args[@]}" --size "$sizes" --device=cuda --bench "$@"
+  }
+  bench gemm.tile gemm T=f16 M=4096,N=4096,K=4096 "$AB"
+  bench gemm.tile gemm T=bf16,ACT=gelu,HAS_BIAS=true M=4096,N=4096,K=4096 "$AB"
+  bench gemm.tile bmm T=f16 BATCH=16,M=1024,N=1024,K=1024 ""
+  bench attention.tile attention T=f16 B=4,H=16,HKV=16,N=4096,NK=4096 "$SC"
+  bench attention.tile attention T=f16,CAUSAL=true B=4,H=16,HKV=16,N=4096,NK=4096 "$SC" \
+    "--flops=2*B*H*N*NK*64"
+  bench softmax.tile softmax T=f16 M=8192,N=8192 ""
+  bench layernorm.tile layernorm T=bf16 M=8192,N=8192 "eps=1e-5"
+fi
+
+# ---- the table -------------------------------------------------------------------------------
+
+n=${#R_RESULT[@]}
+pass=0 fail=0 skip=0
+wk=6 wc=6 ws=5 wd=5
+for ((i = 0; i < n; i++)); do
+  case ${R_RESULT[$i]} in PASS) pass=$((pass + 1)) ;; SKIP) skip=$((skip + 1)) ;; *) fail=$((fail + 1)) ;; esac
+  [ ${#R_KERNEL[$i]} -gt "$wk" ] && wk=${#R_KERNEL[$i]}
+  [ ${#R_CONFIG[$i]} -gt "$wc" ] && wc=${#R_CONFIG[$i]}
+  [ ${#R_SHAPE[$i]} -gt "$ws" ] && ws=${#R_SHAPE[$i]}
+  [ ${#R_DTYPE[$i]} -gt "$wd" ] && wd=${#R_DTYPE[$i]}
+done
+{
+  echo
+  printf "%-${wk}s  %-${wc}s  %-${ws}s  %-${wd}s  %-7s  %s\n" kernel config shape dtype result error
+  for ((i = 0; i < n; i++)); do
+    printf "%-${wk}s  %-${wc}s  %-${ws}s  %-${wd}s  %-7s  %s\n" "${R_KERNEL[$i]}" "${R_CONFIG[$i]}" \
+      "${R_SHAPE[$i]}" "${R_DTYPE[$i]}" "${R_RESULT[$i]}" "${R_ERROR[$i]}"
+  done
+  echo
+  echo "gpu_check: $n checks: $pass passed, $fail failed, $skip skipped (log: $LOG)"
+} | tee "$TABLE" | tee -a "$LOG"
+
+if [ $fail -gt 0 ]; then exit 1; fi
+if [ $skip -gt 0 ]; then exit 77; fi
+exit 0
