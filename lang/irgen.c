@@ -32,9 +32,11 @@ struct irgen {
   bool failed;
 };
 
+/* Ops take the location of their AST node; a binary operator's ops point at the operator. */
 static void here(struct irgen *g, const struct ast_node *n) {
-  g->b.loc.line = n->loc.line;
-  g->b.loc.col = n->loc.col;
+  const struct lang_loc *l = n->kind == AST_BINARY && n->loc2.line ? &n->loc2 : &n->loc;
+  g->b.loc.line = l->line;
+  g->b.loc.col = l->col;
 }
 
 static void internal(struct irgen *g, const struct ast_node *n, const char *what) {

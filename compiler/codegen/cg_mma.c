@@ -27,10 +27,20 @@ static int find_reg(const struct ll *l, int32_t a, int32_t b) {
   return -1;
 }
 
-/* Two 16-bit elements as one 32-bit operand register, element `lo` in the low half. */
+/* Two 16-bit elements as one 32-bit operand register, element `lo` in the low half. When
+ * both halves were just rounded from f32 (attention's P), the pair is rounded together
+ * (cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32: one instruction instead of two plus packing). */
 static LLVMValueRef pack(struct cg *g, LLVMValueRef lo, LLVMValueRef hi, bool bf16) {
   LLVMTypeRef et = LLVMTypeOf(lo);
   LLVMTypeRef vt = LLVMVectorType(et, 2);
+  if (LLVMIsAFPTruncInst(lo) && LLVMIsAFPTruncInst(hi) && LLVMTypeOf(LLVMGetOperand(lo, 0)) == g->f32 &&
+      LLVMTypeOf(LLVMGetOperand(hi, 0)) == g->f32) {
+    LLVMValueRef f = LLVMGetUndef(LLVMVectorType(g->f32, 2));
+    f = LLVMBuildInsertElement(g->b, f, LLVMGetOperand(lo, 0), cg_i32(g, 0), "");
+    f = LLVMBuildInsertElement(g->b, f, LLVMGetOperand(hi, 0), cg_i32(g, 1), "");
+    LLVMValueRef v2 = LLVMBuildFPTrunc(g->b, f, vt, "");
+    return bf16 ? LLVMBuildBitCast(g->b, v2, g->i32, "") : v2;
+  }
   LLVMValueRef v = LLVMGetUndef(vt);
   v = LLVMBuildInsertElement(g->b, v, lo, cg_i32(g, 0), "");
   v = LLVMBuildInsertElement(g->b, v, hi, cg_i32(g, 1), "");
