@@ -307,12 +307,28 @@ static void fill_nan(void *buf, tile_dtype dt, size_t n) {
     memset(buf, 0x5a, n * tile_dtype_size(dt)); /* a recognisable pattern for ints */
 }
 
+static const char *config_text; /* "BM=128,D=64,...": compile-time values for --flops */
+
 static bool lookup_size(const struct options *o, const char *name, int64_t *v) {
   for (unsigned i = 0; i < o->nsizes; i++)
     if (strcmp(o->sizes[i].name, name) == 0) {
       *v = o->sizes[i].value;
       return true;
     }
+  /* compile-time parameters (head dim D, ...) from the specialized kernel's config */
+  size_t n = strlen(name);
+  for (const char *p = config_text; p && *p;) {
+    if (strncmp(p, name, n) == 0 && p[n] == '=') {
+      char *end;
+      long long x = strtoll(p + n + 1, &end, 10);
+      if (end != p + n + 1) {
+        *v = x;
+        return true;
+      }
+    }
+    p = strchr(p, ',');
+    if (p) p++;
+  }
   return false;
 }
 
@@ -469,6 +485,7 @@ static int run_cmd(tile_context *ctx, struct options *o) {
   int rc = 0;
   double bytes_moved = 0;
   printf("kernel %s [%s] on %s\n", tile_kernel_name(k), tile_kernel_config(k), info.name);
+  config_text = tile_kernel_config(k);
   for (unsigned i = 0; i < np && !rc; i++) {
     tile_param_info pi;
     tile_kernel_param(k, i, &pi);

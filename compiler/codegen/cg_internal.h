@@ -47,6 +47,7 @@ struct cg {
   struct coord_cache coord_cache[64];
   uint32_t ncoord_cache;
   uint32_t *buf_offset;      /* local_alloc op -> byte offset of its buffer */
+  bool *barrier_before;      /* op -> first write into reused shared memory: barrier first */
   bool uses_wgmma;           /* shared memory read by wgmma: proxy fences after writes */
 };
 

@@ -243,6 +243,9 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
   }
   uint32_t w0 = ir_build(&b, IR_ASYNC_WAIT, NULL, 0, NULL, 0);
   f->ops.v[w0].i[0] = 0;
+  /* the buffers may be reused by later allocations (smem is allocated by liveness): every
+   * thread must be done reading them first */
+  ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
   return true;
 }
 
