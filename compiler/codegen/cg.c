@@ -729,6 +729,7 @@ bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct 
   }
   setup_params(g, fn);
   cg_plan_smem(g);
+  cg_plan_lazy_loads(g);
   g->prologue_end = LLVMBuildBr(g->b, body);
   LLVMPositionBuilderAtEnd(g->b, body);
   gen_block(g, IR_BODY_BLOCK);

@@ -48,6 +48,7 @@ struct cg {
   uint32_t ncoord_cache;
   uint32_t *buf_offset;      /* local_alloc op -> byte offset of its buffer */
   bool *barrier_before;      /* op -> first write into reused shared memory: barrier first */
+  uint32_t *lazy_load;       /* value -> its local_load op when fragments load per k-slice in the dot */
   bool uses_wgmma;           /* shared memory read by wgmma: proxy fences after writes */
 };
 
@@ -90,6 +91,10 @@ void cg_gen_local_store(struct cg *g, const struct ir_op *op);
 void cg_gen_local_load(struct cg *g, const struct ir_op *op);
 void cg_gen_async_copy(struct cg *g, const struct ir_op *op);
 void cg_gen_wgmma(struct cg *g, const struct ir_op *op);
+/* Marks local_loads whose fragments the consuming mma.sync dot loads per k-slice. */
+void cg_plan_lazy_loads(struct cg *g);
+/* Loads the fragments of lazily loaded value v for the k-slice starting at kb. */
+void cg_load_k_slice(struct cg *g, ir_val v, int kb);
 bool cg_dot_is_mma(struct cg *g, const struct ir_op *op);
 void cg_gen_mma_dot(struct cg *g, const struct ir_op *op);
 int64_t cg_divisibility(struct cg *g, ir_val v);

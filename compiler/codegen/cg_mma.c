@@ -53,6 +53,7 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
     return;
   struct cgval *A = cg_val(g, op->args[0]), *B = cg_val(g, op->args[1]), *C = cg_val(g, op->args[2]);
   if (g->failed) return;
+  bool lazy_a = g->lazy_load[op->args[0]] != 0, lazy_b = g->lazy_load[op->args[1]] != 0;
   const struct ir_type *at = ir_vtype(g->f, op->args[0]);
   bool bf16 = at->dtype == DT_BF16;
   int K = at->dims[1];
@@ -90,6 +91,8 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
   /* packed operands, cached by the index of their first register */
   LLVMValueRef *afrag = ARENA_NEWN(g->arena, LLVMValueRef, 4 * A->n), *bfrag = ARENA_NEWN(g->arena, LLVMValueRef, 2 * B->n);
   for (int kb = 0; kb < K; kb += 16) {
+    if (lazy_a) cg_load_k_slice(g, op->args[0], kb);
+    if (lazy_b) cg_load_k_slice(g, op->args[1], kb);
     memset(afrag, 0, sizeof(LLVMValueRef) * 4 * A->n);
     memset(bfrag, 0, sizeof(LLVMValueRef) * 2 * B->n);
     for (uint32_t i = 0; i < nblk; i++) {

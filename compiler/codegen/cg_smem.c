@@ -236,7 +236,7 @@ static void unpack2(struct cg *g, LLVMValueRef w, LLVMTypeRef et, LLVMValueRef *
  * (trans swaps them), and the ldmatrix form is .trans when the operand's fast dimension in
  * registers (k for A, k for B) is not the buffer's contiguous dimension. */
 static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *l, const struct sbuf *s,
-                         LLVMValueRef slot, int op_idx, struct cgval *out) {
+                         LLVMValueRef slot, int op_idx, struct cgval *out, int kslice) {
   bool view_trans = op->i[0] != 0;
   LLVMTypeRef et = cg_reg_type(g, (ir_dtype)ir_vtype(g->f, op->res)->dtype);
   LLVMValueRef wc[IR_MAX_RANK];
@@ -254,6 +254,7 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
     ll_reg_coord(l, r, c);
     /* block origin: A: (row & ~15, k & ~15); B: (k & ~15, n & ~15) */
     int32_t o0 = c[0] & ~15, o1 = c[1] & ~15;
+    if (kslice >= 0 && (op_idx == 0 ? o1 : o0) != kslice) continue; /* another k-slice */
     /* four 8x8 matrices in register order, as (d0, d1) offsets of element pairs */
     int32_t m[4][2];
     if (op_idx == 0) { /* a0 (0,0) a1 (8,0) a2 (0,8) a3 (8,8) */
@@ -327,8 +328,9 @@ void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
   const struct ir_type *rt = ir_vtype(g->f, op->res);
   struct cgval *out = cg_new_val(g, op->res, ll_num_regs(&l));
   const struct ir_layout *e = &g->f->layouts.v[rt->layout];
+  if (e->kind == IR_LAYOUT_DOT_OP && g->lazy_load[op->res]) return; /* loaded by the dot */
   if (e->kind == IR_LAYOUT_DOT_OP && ir_dtype_bytes((ir_dtype)rt->dtype) == 2 && s.vec == 8 &&
-      gen_ldmatrix(g, op, &l, &s, slot, e->op_idx, out))
+      gen_ldmatrix(g, op, &l, &s, slot, e->op_idx, out, -1))
     return;
   /* generic: element by element */
   LLVMTypeRef et = cg_reg_type(g, (ir_dtype)rt->dtype);
@@ -615,4 +617,56 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   cg_intrinsic(g, "llvm.nvvm.wgmma.commit_group.sync.aligned", NULL, 0, NULL, 0);
   LLVMValueRef zero = LLVMConstInt(g->i64, 0, 0);
   cg_intrinsic(g, "llvm.nvvm.wgmma.wait_group.sync.aligned", NULL, 0, &zero, 1);
+}
+
+/* ---- fragments loaded per k-slice ----
+ * A local_load into an mma operand layout whose only user is an mma.sync dot in the same
+ * block, with no write to its buffer in between, is not emitted where it stands: the dot
+ * loads each 16-deep k-slice right before the mma instructions that use it, so only one
+ * slice of fragments is live at a time (FlashAttention-2's schedule). */
+
+void cg_plan_lazy_loads(struct cg *g) {
+  struct ir_func *f = g->f;
+  g->lazy_load = ARENA_NEWN(g->arena, uint32_t, f->values.n + 1);
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block || op->code != IR_LOCAL_LOAD) continue;
+    const struct ir_type *rt = ir_vtype(f, op->res);
+    const struct ir_layout *e = &f->layouts.v[rt->layout];
+    if (e->kind != IR_LAYOUT_DOT_OP || ir_dtype_bytes((ir_dtype)rt->dtype) != 2) continue;
+    uint32_t user = 0, nuses = 0;
+    for (uint32_t u = 1; u < f->ops.n; u++) {
+      const struct ir_op *o = &f->ops.v[u];
+      if (!o->block) continue;
+      for (uint32_t k = 0; k < o->nargs; k++)
+        if (o->args[k] == op->res) user = u, nuses++;
+    }
+    if (nuses != 1 || f->ops.v[user].code != IR_DOT || f->ops.v[user].block != op->block) continue;
+    /* no write to the buffer between the load and the dot */
+    const struct ir_block *b = &f->blocks.v[op->block];
+    bool between = false, clobbered = false;
+    for (uint32_t k = 0; k < b->ops.n; k++) {
+      uint32_t id = b->ops.v[k];
+      if (id == i) between = true;
+      else if (id == user) break;
+      else if (between) {
+        const struct ir_op *w = &f->ops.v[id];
+        if ((w->code == IR_ASYNC_COPY || w->code == IR_LOCAL_STORE) && w->args[0] == op->args[0]) clobbered = true;
+        if (w->nregions) clobbered = true; /* keep it simple: nothing nested in between */
+      }
+    }
+    if (!clobbered) g->lazy_load[op->res] = i;
+  }
+}
+
+void cg_load_k_slice(struct cg *g, ir_val v, int kb) {
+  const struct ir_op *op = &g->f->ops.v[g->lazy_load[v]];
+  struct sbuf s;
+  buffer_info(g, op->args[0], &s);
+  LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  struct ll l;
+  if (g->failed || !cg_layout_of(g, v, &l)) return;
+  struct cgval *out = &g->vals[v];
+  const struct ir_layout *e = &g->f->layouts.v[ir_vtype(g->f, v)->layout];
+  if (!gen_ldmatrix(g, op, &l, &s, slot, e->op_idx, out, kb)) cg_fail(g, "ldmatrix of a k-slice failed");
 }

@@ -354,11 +354,47 @@ static ir_val remat(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
   return f->ops.v[c].res;
 }
 
+/* Rebuilds op `d` (a broadcast, expand_dims or unary elementwise op, or a load) producing
+ * v in layout l, with its tile operand converted instead: converting a bias vector before
+ * broadcasting it moves BN elements through shared memory, not BM x BN; a load re-issued
+ * in the needed layout moves nothing at all. */
+static ir_val sink(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
+  struct ir_func *f = A->f;
+  uint32_t d = ir_def_op(f, v);
+  struct ir_op src = f->ops.v[d];
+  ir_val args[3 + IR_MAX_RANK];
+  for (uint32_t k = 0; k < src.nargs; k++) args[k] = src.args[k];
+  if (src.code != IR_LOAD) {
+    uint16_t need = src.code == IR_EXPAND_DIMS ? slice_of(A, l, (int)src.i[0]) : l;
+    args[0] = in_layout(A, args[0], need, before);
+  }
+  struct ir_builder b;
+  ir_builder_before(&b, f, before);
+  ir_type_id nt = with_layout(f, f->values.v[v].type, l);
+  uint32_t c = ir_build(&b, (ir_opcode)src.code, args, src.nargs, &nt, 1);
+  memcpy(f->ops.v[c].i, src.i, sizeof src.i);
+  f->ops.v[c].f = src.f;
+  return f->ops.v[c].res;
+}
+
+static bool sinkable(struct assign *A, ir_val v, uint16_t l) {
+  struct ir_func *f = A->f;
+  uint32_t d = ir_def_op(f, v);
+  if (!d) return false;
+  const struct ir_op *op = &f->ops.v[d];
+  const struct ir_layout *e = &f->layouts.v[l];
+  if (op->code == IR_LOAD) return e->kind != IR_LAYOUT_DOT_OP; /* operands are staged instead */
+  if (op->code == IR_BROADCAST || op->code == IR_EXPAND_DIMS) return is_tile(A, op->args[0]);
+  return (ir_ops[op->code].flags & OPF_ELEM) && op->nargs == 1 && is_tile(A, op->args[0]) &&
+         e->kind != IR_LAYOUT_DOT_OP;
+}
+
 /* Returns a value equal to v in layout l, inserted before op `before`. */
 static ir_val in_layout(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
   struct ir_func *f = A->f;
   if (!l || T(A, v)->layout == l) return v;
   if (cheap(A, v, 0)) return remat(A, v, l, before);
+  if (sinkable(A, v, l)) return sink(A, v, l, before);
   struct ir_builder b;
   ir_builder_before(&b, f, before);
   ir_type_id nt = with_layout(f, f->values.v[v].type, l);

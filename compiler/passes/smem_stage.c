@@ -208,11 +208,36 @@ void pass_smem_stage(struct pass_ctx *pc) {
     struct staged st;
     stage(f, id, id, &st);
     struct ir_builder b;
-    ir_builder_before(&b, f, id);
     ir_val la[2] = {st.buf, st.slot};
-    ir_val frag = ir_build1(&b, IR_LOCAL_LOAD, f->values.v[f->ops.v[id].res].type, la, 2);
+    ir_type_id ft = f->values.v[f->ops.v[id].res].type;
+    /* A large loop-invariant operand (attention's Q at 32 rows per warp and D=128: 64
+     * registers) stays in shared memory and is read again at each use inside a loop, as
+     * FlashAttention-2 does; holding it in registers across the loop would spill. */
+    struct ll lf;
+    bool reload = f->blocks.v[f->ops.v[id].block].parent == 0 && ll_of_type(f, rt, f->warps, &lf) &&
+                  ll_num_regs(&lf) > 64;
+    ir_val res = f->ops.v[id].res;
+    bool placed_in_loops = false;
+    if (reload) {
+      for (uint32_t u = 1; u < f->ops.n; u++) {
+        struct ir_op *use = &f->ops.v[u];
+        if (!use->block || !f->blocks.v[use->block].parent) continue;
+        for (uint32_t k = 0; k < use->nargs; k++)
+          if (use->args[k] == res) {
+            ir_builder_before(&b, f, u);
+            ir_val frag = ir_build1(&b, IR_LOCAL_LOAD, ft, la, 2);
+            f->ops.v[ir_def_op(f, frag)].i[0] = st.trans;
+            use = &f->ops.v[u];
+            use->args[k] = frag;
+            placed_in_loops = true;
+          }
+      }
+    }
+    ir_builder_before(&b, f, id);
+    ir_val frag = ir_build1(&b, IR_LOCAL_LOAD, ft, la, 2);
     f->ops.v[ir_def_op(f, frag)].i[0] = st.trans;
-    ir_replace_uses(f, f->ops.v[id].res, frag);
+    ir_replace_uses(f, res, frag); /* remaining uses outside loops; dead if none */
+    (void)placed_in_loops;
     ir_op_remove(f, id);
     pc->changed = true;
   }
