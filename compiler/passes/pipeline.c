@@ -88,6 +88,9 @@ bool pass_pipeline_gpu(struct ir_func *f, int sm, bool wgmma, struct pass_option
   /* hoisting before staging: a conversion of a loop-invariant tile (attention's Q) must be
    * outside the loop when smem-stage decides between async copies and a register store */
   if (!pass_run(PASS_LICM, f, o, err)) return false;
+  /* conversions hoisted out of two loops (attention's two key ranges) become identical
+   * neighbours: merge them so the operand is staged once */
+  if (!pass_run(PASS_CSE, f, o, err)) return false;
   if (sm >= 80) {
     if (!pass_run(PASS_SMEM_STAGE, f, o, err)) return false;
     /* pipelining needs smem-stage's copy groups; it multi-buffers them per loop */
