@@ -20,6 +20,9 @@
  *   --selftest no GPU needed: runs our GEMM on the CPU interpreter against a host reference
  *              (checks this tool's inputs, conversions and references), and loads cuBLASLt
  *              and builds every descriptor this tool uses (checks its declarations). Exit 0/1.
+ *   --dry-run-cpu  a test of this tool without a GPU: the whole benchmark loop on the CPU
+ *              interpreter, a naive host GEMM standing in for cuBLASLt and a host clock for
+ *              the timings (use tiny --shapes; the numbers mean nothing).
  *
  * What one row does, for one (shape, dtype, epilogue):
  *   inputs   A[M,K], B[K,N], bias[N]: uniform in [-1, 1), rounded to the dtype, generated on
@@ -65,6 +68,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cudrv.h"
@@ -329,6 +333,12 @@ static double gelu_tanh(double x) {
 
 /* ---- small utilities -------------------------------------------------------------------- */
 
+static double host_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -392,7 +402,7 @@ struct options {
   bool epi_on[EPI__COUNT];
   struct our_cfg cfgs[MAX_CFGS];
   int ncfgs;
-  bool quick, selftest;
+  bool quick, selftest, dry_run_cpu;
   const char *csv, *lib, *cublaslt;
   uint64_t seed;
   int samples;
@@ -499,6 +509,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
       o->quick = true;
     } else if (!strcmp(name, "--selftest")) {
       o->selftest = true;
+    } else if (!strcmp(name, "--dry-run-cpu")) {
+      o->dry_run_cpu = true;
     } else if (!strcmp(name, "--shapes")) {
       char buf[2048], *save = NULL;
       snprintf(buf, sizeof buf, "%s", val);
@@ -744,6 +756,7 @@ static void compare_full(int dt, const void *x, const void *y, size_t n, struct 
 /* ---- timing ------------------------------------------------------------------------------- */
 
 struct timer {
+  bool host; /* --dry-run-cpu: a host clock, no events and no flush */
   struct rt_cuda *cu;
   CUevent ev[2 * MAX_REPS + 2];
   int nev;
@@ -767,6 +780,21 @@ static int time_launches(struct timer *tm, launch_fn fn, void *ud, struct timing
   memset(out, 0, sizeof *out);
   for (int i = 0; i < tm->warmup; i++)
     if (fn(ud, err, errlen)) return 1;
+  double t[MAX_REPS];
+  if (tm->host) {
+    double start = host_ms();
+    int n = 0;
+    while (n < tm->max_reps && (n < tm->min_reps || host_ms() - start < tm->budget_ms)) {
+      double t0 = host_ms();
+      if (fn(ud, err, errlen)) return 1;
+      t[n++] = host_ms() - t0;
+    }
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    out->median_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    out->min_ms = t[0];
+    out->reps = n;
+    return 0;
+  }
   if (rt_cuda_stream_sync(tm->cu, tm->stream, err, errlen)) return 1;
   /* estimate one run (flushed, like the timed ones) to fit the budget */
   float est = 0;
@@ -787,7 +815,6 @@ static int time_launches(struct timer *tm, launch_fn fn, void *ud, struct timing
       return 1;
   }
   if (rt_cuda_stream_sync(tm->cu, tm->stream, err, errlen)) return 1;
-  double t[MAX_REPS];
   for (int i = 0; i < reps; i++) {
     float ms = 0;
     if (rt_cuda_event_elapsed(tm->cu, tm->ev[2 * i], tm->ev[2 * i + 1], &ms, err, errlen)) return 1;
@@ -902,6 +929,28 @@ static int lt_setup(struct lt_call *c, const struct lt_api *lt, lt_handle h, int
   }
   c->algo = res[0].algo;
 #undef LT_TRY
+  return 0;
+}
+
+/* --dry-run-cpu: a naive host GEMM (same epilogue, output rounded to the dtype) standing in
+ * for cuBLASLt; pointers are host memory there. */
+struct host_call {
+  int dt, epi;
+  int64_t M, N, K;
+  const void *A, *B, *bias;
+  void *C;
+};
+static int launch_host(void *ud, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  struct host_call *c = ud;
+  for (int64_t i = 0; i < c->M; i++)
+    for (int64_t j = 0; j < c->N; j++) {
+      double v = ref_elem(c->dt, c->A, c->B, c->bias, c->epi, c->N, c->K, i, j);
+      size_t at = (size_t)(i * c->N + j);
+      if (c->dt == DT_F16) ((uint16_t *)c->C)[at] = f16_from_float((float)v);
+      else if (c->dt == DT_BF16) ((uint16_t *)c->C)[at] = bf16_from_float((float)v);
+      else ((float *)c->C)[at] = (float)v;
+    }
   return 0;
 }
 
@@ -1166,11 +1215,15 @@ int main(int argc, char **argv) {
   }
 
   tile_device_info info;
-  if (tile_device_query(ctx, TILE_DEVICE_CUDA, &info) != TILE_OK) {
+  const tile_device dev = o.dry_run_cpu ? TILE_DEVICE_CPU : TILE_DEVICE_CUDA;
+  if (tile_device_query(ctx, dev, &info) != TILE_OK) {
     printf("bench_gemm: SKIP: no CUDA GPU available (%s)\n", tile_errmsg(ctx));
     tile_context_destroy(ctx);
     return 77;
   }
+  if (o.dry_run_cpu)
+    printf("bench_gemm: DRY RUN on the CPU interpreter: 'cuBLASLt' is a naive host GEMM, times are"
+           " host-clock and meaningless\n");
   printf("device: %s, sm_%d%d, %d SMs, driver %d, target %s\n", info.name, info.cc_major, info.cc_minor,
          info.sm_count, info.driver_version, info.arch);
 
@@ -1190,6 +1243,8 @@ int main(int argc, char **argv) {
   FILE *csv = NULL;
   tile_status st;
 
+  memset(&cu, 0, sizeof cu);
+  if (o.dry_run_cpu) goto skip_cuda;
   /* our own handle on the driver, for events and the memset (same primary context) */
   if (rt_cuda_load(&cu, err, sizeof err)) {
     fprintf(stderr, "bench_gemm: loading the CUDA driver for events: %s\n", err);
@@ -1227,8 +1282,10 @@ int main(int argc, char **argv) {
     }                                                                                        \
   } while (0)
 
-  GTRY("workspace", tile_mem_alloc(ctx, TILE_DEVICE_CUDA, ws_bytes, &d_ws));
-  GTRY("L2 flush buffer", tile_mem_alloc(ctx, TILE_DEVICE_CUDA, flush_bytes, &d_flush));
+  GTRY("workspace", tile_mem_alloc(ctx, dev, ws_bytes, &d_ws));
+  GTRY("L2 flush buffer", tile_mem_alloc(ctx, dev, flush_bytes, &d_flush));
+skip_cuda:
+  tm.host = o.dry_run_cpu;
   tm.cu = &cu;
   tm.flush = (CUdeviceptr)(uintptr_t)d_flush;
   tm.flush_bytes = flush_bytes;
@@ -1237,15 +1294,18 @@ int main(int argc, char **argv) {
   tm.max_reps = o.max_reps;
   tm.min_reps = o.min_reps;
   tm.budget_ms = o.budget_ms;
-  for (tm.nev = 0; tm.nev < 2 * o.max_reps + 2; tm.nev++)
+  for (tm.nev = 0; !tm.host && tm.nev < 2 * o.max_reps + 2; tm.nev++)
     if (rt_cuda_event_create(&cu, CU_EVENT_DEFAULT, &tm.ev[tm.nev], err, sizeof err)) {
       fprintf(stderr, "bench_gemm: %s\n", err);
       exit_code = 1;
       goto out;
     }
-  printf("timing: warm-up %d, then up to %d runs (at least %d unless past %.0f ms), each after a"
-         " %zu MiB memset that flushes L2, CUDA events, median\n",
-         o.warmup, o.max_reps, o.min_reps, o.budget_ms, flush_bytes >> 20);
+  if (tm.host)
+    printf("timing: host clock (dry run), warm-up %d, up to %d runs, median\n", o.warmup, o.max_reps);
+  else
+    printf("timing: warm-up %d, then up to %d runs (at least %d unless past %.0f ms), each after a"
+           " %zu MiB memset that flushes L2, CUDA events, median\n",
+           o.warmup, o.max_reps, o.min_reps, o.budget_ms, flush_bytes >> 20);
 
   if (o.csv) {
     csv = fopen(o.csv, "w");
@@ -1286,14 +1346,14 @@ int main(int argc, char **argv) {
       fill_random(dt, hA, na, seed + 1);
       fill_random(dt, hB, nb, seed + 2);
       fill_random(dt, hbias, (size_t)N, seed + 3);
-      if ((st = tile_mem_alloc(ctx, TILE_DEVICE_CUDA, na * es, &dA)) ||
-          (st = tile_mem_alloc(ctx, TILE_DEVICE_CUDA, nb * es, &dB)) ||
-          (st = tile_mem_alloc(ctx, TILE_DEVICE_CUDA, (size_t)N * es, &dbias)) ||
-          (st = tile_mem_alloc(ctx, TILE_DEVICE_CUDA, nc * es, &dO)) ||
-          (st = tile_mem_alloc(ctx, TILE_DEVICE_CUDA, nc * es, &dL)) ||
-          (st = tile_mem_upload(ctx, TILE_DEVICE_CUDA, dA, hA, na * es)) ||
-          (st = tile_mem_upload(ctx, TILE_DEVICE_CUDA, dB, hB, nb * es)) ||
-          (st = tile_mem_upload(ctx, TILE_DEVICE_CUDA, dbias, hbias, (size_t)N * es))) {
+      if ((st = tile_mem_alloc(ctx, dev, na * es, &dA)) ||
+          (st = tile_mem_alloc(ctx, dev, nb * es, &dB)) ||
+          (st = tile_mem_alloc(ctx, dev, (size_t)N * es, &dbias)) ||
+          (st = tile_mem_alloc(ctx, dev, nc * es, &dO)) ||
+          (st = tile_mem_alloc(ctx, dev, nc * es, &dL)) ||
+          (st = tile_mem_upload(ctx, dev, dA, hA, na * es)) ||
+          (st = tile_mem_upload(ctx, dev, dB, hB, nb * es)) ||
+          (st = tile_mem_upload(ctx, dev, dbias, hbias, (size_t)N * es))) {
         fprintf(stderr, "bench_gemm: device buffers for %lldx%lldx%lld %s: %s: %s\n", (long long)M,
                 (long long)N, (long long)K, dtypes[dt].name, tile_status_name(st), tile_errmsg(ctx));
         exit_code = 1;
@@ -1310,14 +1370,25 @@ int main(int argc, char **argv) {
         char lt_note[1024] = "";
         struct lt_call lc;
         memset(&lc, 0, sizeof lc);
-        if (have_lt) {
+        if (o.dry_run_cpu) {
+          struct host_call hc = {dt, epi, M, N, K, hA, hB, hbias, hL};
+          struct timing t;
+          memset(hL, 0xff, nc * es);
+          launch_host(&hc, err, sizeof err);
+          ref_lt = sampled_error(dt, hA, hB, hbias, epi, hL, M, N, K, o.samples, seed);
+          if (time_launches(&tm, launch_host, &hc, &t, err, sizeof err) == 0) {
+            lt_ok = true;
+            lt_ms = t.median_ms;
+            lt_reps = t.reps;
+          }
+        } else if (have_lt) {
           err[0] = 0;
           if (lt_setup(&lc, &lt, lth, dt, epi, M, N, K, dA, dB, dbias, dL, d_ws, ws_bytes, NULL, err,
                        sizeof err)) {
             snprintf(lt_note, sizeof lt_note, "cuBLASLt n/a: %.900s", err);
-          } else if (tile_mem_fill(ctx, TILE_DEVICE_CUDA, dL, 0xff, nc * es) || launch_lt(&lc, err, sizeof err) ||
-                     rt_cuda_ctx_sync(&cu, err, sizeof err) ||
-                     tile_mem_download(ctx, TILE_DEVICE_CUDA, hL, dL, nc * es)) {
+          } else if (tile_mem_fill(ctx, dev, dL, 0xff, nc * es) || launch_lt(&lc, err, sizeof err) ||
+                     tile_synchronize(ctx, dev) ||
+                     tile_mem_download(ctx, dev, hL, dL, nc * es)) {
             snprintf(lt_note, sizeof lt_note, "cuBLASLt run failed: %.900s", err[0] ? err : tile_errmsg(ctx));
             fatal = strstr(lt_note, "CUDA_ERROR") != NULL; /* a fault poisons the context */
           } else {
@@ -1350,7 +1421,7 @@ int main(int argc, char **argv) {
           r->ref_lt = ref_lt;
           snprintf(r->config, sizeof r->config, "%.63s", o.cfgs[ci].text);
           if (lt_note[0]) note_add(r, lt_note);
-          if (have_lt && lt_ok && !(ref_lt < dtypes[dt].tol)) {
+          if (lt_ok && !(ref_lt < dtypes[dt].tol)) {
             char m[160];
             snprintf(m, sizeof m, "cuBLASLt disagrees with the host reference (%.2e)", ref_lt);
             note_add(r, m);
@@ -1359,7 +1430,7 @@ int main(int argc, char **argv) {
           if (have_lt && !lt_ok && strstr(lt_note, "failed")) r->fail = true;
 
           const char *msg = "";
-          tile_kernel *k = get_kernel(ctx, path, TILE_DEVICE_CUDA, dt, epi, &o.cfgs[ci], ci, &msg);
+          tile_kernel *k = get_kernel(ctx, path, dev, dt, epi, &o.cfgs[ci], ci, &msg);
           if (!k) {
             note_add(r, msg);
             r->fail = true;
@@ -1373,7 +1444,7 @@ int main(int argc, char **argv) {
           oc.k = k;
           oc.lo.stream = NULL;
           make_args(oc.args, dt, M, N, K, dA, dB, dO, dbias, epi);
-          if ((st = tile_mem_fill(ctx, TILE_DEVICE_CUDA, dO, 0xff, nc * es))) {
+          if ((st = tile_mem_fill(ctx, dev, dO, 0xff, nc * es))) {
             note_add(r, tile_errmsg(ctx));
             r->fail = true;
             goto row_done;
@@ -1384,8 +1455,8 @@ int main(int argc, char **argv) {
             fatal = strstr(err, "CUDA_ERROR") != NULL;
             goto row_done;
           }
-          if ((st = tile_synchronize(ctx, TILE_DEVICE_CUDA)) ||
-              (st = tile_mem_download(ctx, TILE_DEVICE_CUDA, hO, dO, nc * es))) {
+          if ((st = tile_synchronize(ctx, dev)) ||
+              (st = tile_mem_download(ctx, dev, hO, dO, nc * es))) {
             char m[1200];
             snprintf(m, sizeof m, "our kernel failed: %s: %s", tile_status_name(st), tile_errmsg(ctx));
             note_add(r, m);
@@ -1445,7 +1516,7 @@ int main(int argc, char **argv) {
           r->ours_ms = t.median_ms;
           r->ours_reps = t.reps;
           /* the many timed runs wrote C again: it must be bitwise what the first run wrote */
-          if ((st = tile_mem_download(ctx, TILE_DEVICE_CUDA, hO2, dO, nc * es))) {
+          if ((st = tile_mem_download(ctx, dev, hO2, dO, nc * es))) {
             note_add(r, tile_errmsg(ctx));
             r->fail = true;
             fatal = true;
@@ -1464,11 +1535,11 @@ int main(int argc, char **argv) {
         }
       }
     next_dtype:
-      tile_mem_free(ctx, TILE_DEVICE_CUDA, dA);
-      tile_mem_free(ctx, TILE_DEVICE_CUDA, dB);
-      tile_mem_free(ctx, TILE_DEVICE_CUDA, dbias);
-      tile_mem_free(ctx, TILE_DEVICE_CUDA, dO);
-      tile_mem_free(ctx, TILE_DEVICE_CUDA, dL);
+      tile_mem_free(ctx, dev, dA);
+      tile_mem_free(ctx, dev, dB);
+      tile_mem_free(ctx, dev, dbias);
+      tile_mem_free(ctx, dev, dO);
+      tile_mem_free(ctx, dev, dL);
       free(hA), free(hB), free(hbias), free(hO), free(hL), free(hO2);
       if (fatal) goto summary;
     }
@@ -1484,20 +1555,20 @@ summary:
     nfail += rows[i].fail;
   }
   printf("%d row%s, %d failed%s\n", nrows, nrows == 1 ? "" : "s", nfail,
-         have_lt ? "" : "; cuBLASLt was NOT available: exit status 3");
+         (have_lt || o.dry_run_cpu) ? "" : "; cuBLASLt was NOT available: exit status 3");
 
 out:
   if (csv) fclose(csv);
   for (int i = 0; i < tm.nev; i++) rt_cuda_event_destroy(&cu, tm.ev[i], err, sizeof err);
-  if (d_ws) tile_mem_free(ctx, TILE_DEVICE_CUDA, d_ws);
-  if (d_flush) tile_mem_free(ctx, TILE_DEVICE_CUDA, d_flush);
+  if (d_ws) tile_mem_free(ctx, dev, d_ws);
+  if (d_flush) tile_mem_free(ctx, dev, d_flush);
   if (lth) lt.Destroy(lth);
   for (int i = 0; i < nkcache; i++) tile_kernel_release(kcache[i].k);
   tile_context_destroy(ctx);
   if (cdev_open) rt_cuda_device_close(&cu, &cdev, err, sizeof err);
   if (cu_loaded) rt_cuda_unload(&cu);
   free(rows);
-  if (exit_code == 0 && !have_lt) exit_code = 3;
+  if (exit_code == 0 && !have_lt && !o.dry_run_cpu) exit_code = 3;
   return exit_code;
 #undef GTRY
 }
