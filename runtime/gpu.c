@@ -58,7 +58,7 @@ static int pow2_align(uint64_t x) {
 
 /* Fills the facts of every tensor and shape parameter of `f` from the bound arguments and
  * encodes them into key. */
-static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t *key, uint32_t cap) {
+static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t *key, uint32_t cap, bool apply) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < f->params.n && n + 12 < cap; i++) {
     struct ir_param *p = &f->params.v[i];
@@ -66,20 +66,23 @@ static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t 
     if (p->kind == IR_PARAM_TENSOR) {
       const struct interp_tensor *t = &a->tensor;
       int eb = ir_dtype_bytes((ir_dtype)ir_vtype(f, p->value)->dtype);
-      p->facts.align = (uint8_t)(t->data ? pow2_align((uint64_t)(uintptr_t)t->data) : 16);
+      struct ir_tensor_facts fa = {0};
+      fa.align = (uint8_t)(t->data ? pow2_align((uint64_t)(uintptr_t)t->data) : 16);
       uint8_t bits = 0;
       for (int d = 0; d < t->rank; d++) {
         bool size1 = t->shape[d] <= 1;
-        p->facts.stride1[d] = t->strides[d] == 1;
-        p->facts.div16[d] = size1 || (t->strides[d] * eb) % 16 == 0;
-        bits |= (uint8_t)((p->facts.stride1[d] ? 1 : 0) << (2 * d));
-        bits |= (uint8_t)((p->facts.div16[d] ? 2 : 0) << (2 * d));
+        fa.stride1[d] = t->strides[d] == 1;
+        fa.div16[d] = size1 || (t->strides[d] * eb) % 16 == 0;
+        bits |= (uint8_t)((fa.stride1[d] ? 1 : 0) << (2 * d));
+        bits |= (uint8_t)((fa.div16[d] ? 2 : 0) << (2 * d));
       }
-      key[n++] = p->facts.align;
+      if (apply) p->facts = fa;
+      key[n++] = fa.align;
       key[n++] = bits;
     } else if (p->kind == IR_PARAM_SHAPE) {
-      p->div16 = a->scalar.i % 16 == 0;
-      key[n++] = p->div16;
+      uint8_t d16 = a->scalar.i % 16 == 0;
+      if (apply) p->div16 = d16;
+      key[n++] = d16;
     }
   }
   return n;
@@ -129,18 +132,19 @@ tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const char *arch, 
 static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
                                           tile_status *st) {
   uint8_t key[64];
-  struct arena scratch;
-  arena_init(&scratch, &ctx->alloc, NULL);
-  struct ir_func *probe = k->ir;
-  /* facts are computed on a clone so the generic IR stays untouched */
-  struct ir_func *f = ir_func_clone(probe, &scratch);
-  uint32_t klen = spec_facts(f, b, key, sizeof key);
+  /* the key first, without touching the IR: this is every launch's path, so it must cost
+   * microseconds (cloning the kernel's IR here made small launches measurably slower) */
+  uint32_t klen = spec_facts(k->ir, b, key, sizeof key, false);
   for (uint32_t i = 0; i < k->specs.n; i++)
     if (k->specs.v[i].facts_len == klen && memcmp(k->specs.v[i].facts, key, klen) == 0) {
-      arena_free(&scratch);
       *st = TILE_OK;
       return &k->specs.v[i];
     }
+  struct arena scratch;
+  arena_init(&scratch, &ctx->alloc, NULL);
+  /* a new specialization: facts go on a clone so the generic IR stays untouched */
+  struct ir_func *f = ir_func_clone(k->ir, &scratch);
+  spec_facts(f, b, key, sizeof key, true);
   double t0 = tl_now_ms();
   struct cg_result res;
   *st = compile_ptx(ctx, f, k->arch, CG_OUT_PTX, NULL, &scratch, &res);
@@ -188,12 +192,18 @@ static tile_status check_device_args(tile_context *ctx, tile_kernel *k, const st
     if (addr % (uintptr_t)eb)
       return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): pointer %p is not aligned to %d bytes", u,
                       p->name, t->data, eb);
+    /* the residency check costs a driver call; pointers seen in the previous launch of
+     * this kernel were already checked */
+    bool seen = false;
+    for (unsigned c = 0; c < TL_ARRAY_LEN(k->checked_ptrs); c++) seen |= k->checked_ptrs[c] == addr;
+    if (seen) continue;
     int is_dev = 0, ordinal = -1;
     char err[512];
     if (rt_cuda_pointer_info(&ctx->cuda, (CUdeviceptr)addr, &is_dev, &ordinal, err, sizeof err) == 0 &&
         (!is_dev || (ordinal >= 0 && ordinal != ctx->cuda_ordinal)))
       return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): %p is not memory of CUDA device %d%s", u,
                       p->name, t->data, ctx->cuda_ordinal, is_dev ? "" : " (a host pointer?)");
+    k->checked_ptrs[k->next_checked++ % TL_ARRAY_LEN(k->checked_ptrs)] = addr;
   }
   return TILE_OK;
 }

@@ -406,19 +406,57 @@ static bool frame_init(struct frame *fr, const struct ir_func *f, const struct i
   return true;
 }
 
+/* The grid block holds only scalar ops (the verifier ensures it), so it is evaluated here
+ * with one ir_scalar per value and no tile buffers: this runs on every launch. */
+static ir_scalar grid_value(const struct ir_func *f, const struct interp_arg *args, const ir_scalar *vals, ir_val v) {
+  const struct ir_value *val = &f->values.v[v];
+  if (val->kind == IR_VAL_PARAM) return args[val->index].scalar;
+  return vals[v];
+}
+
+static void eval_grid_block(const struct ir_func *f, const struct interp_arg *args, ir_scalar *vals, uint32_t blk) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    ir_scalar a[3] = {{0}, {0}, {0}}, r = {0};
+    for (uint32_t k = 0; k < op->nargs && k < 3; k++) a[k] = grid_value(f, args, vals, op->args[k]);
+    if (op->code == IR_CONST) {
+      if (ir_dtype_is_float(ir_vtype(f, op->res)->dtype))
+        r.f = op->f;
+      else
+        r.i = op->i[0];
+    } else if (op->code == IR_CAST) {
+      r = ir_eval_cast((ir_dtype)ir_vtype(f, op->args[0])->dtype, (ir_dtype)ir_vtype(f, op->res)->dtype, a[0]);
+    } else if (op->code == IR_SELECT) {
+      r = a[0].i ? a[1] : a[2];
+    } else if (op->code == IR_IF) {
+      uint32_t region = op->region + (a[0].i ? 0 : 1);
+      eval_grid_block(f, args, vals, region);
+      const struct ir_block *rb = &f->blocks.v[region];
+      const struct ir_op *y = &f->ops.v[VEC_LAST(rb->ops)];
+      for (uint32_t k = 0; k < op->nres; k++) vals[op->res + k] = grid_value(f, args, vals, y->args[k]);
+      continue;
+    } else if (ir_ops[op->code].flags & OPF_ELEM) {
+      ir_eval_elem((ir_opcode)op->code, (ir_dtype)ir_vtype(f, op->args[0])->dtype, a, &r);
+    } else {
+      continue; /* grid, yield */
+    }
+    if (op->nres) vals[op->res] = r;
+  }
+}
+
 void interp_grid(const struct ir_func *f, const struct interp_arg *args, int64_t grid[3]) {
-  struct frame fr = {0};
-  ir_scalar *mem;
-  size_t bytes;
   grid[0] = grid[1] = grid[2] = 0;
-  if (!frame_init(&fr, f, args, &tl_default_alloc, &mem, &bytes)) return;
-  exec_block(&fr, IR_GRID_BLOCK);
+  ir_scalar small[256];
+  ir_scalar *vals = f->values.n <= 256 ? small : malloc(sizeof(ir_scalar) * f->values.n);
+  if (!vals) return;
+  eval_grid_block(f, args, vals, IR_GRID_BLOCK);
   const struct ir_block *g = &f->blocks.v[IR_GRID_BLOCK];
   if (g->ops.n) {
     const struct ir_op *op = &f->ops.v[VEC_LAST(g->ops)];
-    for (int i = 0; i < 3 && i < (int)op->nargs; i++) grid[i] = fr.val[op->args[i]][0].i;
+    for (int i = 0; i < 3 && i < (int)op->nargs; i++) grid[i] = grid_value(f, args, vals, op->args[i]).i;
   }
-  tl_raw_free(&tl_default_alloc, mem, bytes);
+  if (vals != small) free(vals);
 }
 
 struct worker {

@@ -71,6 +71,8 @@ struct tile_kernel {
   unsigned nparams;
   VEC(struct rt_spec) specs;
   tile_kernel_stats stats;
+  uintptr_t checked_ptrs[16];   /* device pointers already verified (launch fast path) */
+  unsigned next_checked;
 };
 
 void rt_clear_error(tile_context *ctx);

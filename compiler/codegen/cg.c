@@ -87,6 +87,7 @@ void cg_fail(struct cg *g, const char *fmt, ...) {
 LLVMValueRef cg_intrinsic(struct cg *g, const char *name, LLVMTypeRef *ovl, unsigned novl,
                           LLVMValueRef *args, unsigned nargs) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  if (id && LLVMIntrinsicIsOverloaded(id) != (novl > 0)) id = 0; /* a misspelt overload */
   if (!id) {
     cg_fail(g, "unknown intrinsic %s", name);
     return LLVMGetUndef(g->i32);
@@ -232,9 +233,12 @@ static LLVMValueRef from_f32(struct cg *g, LLVMValueRef v, ir_dtype dt) {
 
 static LLVMValueRef fconst(struct cg *g, double x) { return LLVMConstReal(g->f32, x); }
 
+/* exp2 as ex2.approx.ftz: without .ftz ptxas wraps MUFU.EX2 in a denormal fix-up
+ * (compare, scale, select) that costs more than the instruction itself; results below
+ * 2^-126 become 0, which no softmax or activation can tell apart. */
 static LLVMValueRef exp2f_(struct cg *g, LLVMValueRef x) {
   LLVMTypeRef t = g->f32;
-  return cg_intrinsic(g, "llvm.exp2", &t, 1, &x, 1);
+  return cg_intrinsic(g, "llvm.nvvm.ex2.approx.ftz", &t, 1, &x, 1);
 }
 
 /* Float arithmetic may contract a * b + c into one fma, as nvcc does by default: one
@@ -293,8 +297,8 @@ static LLVMValueRef emit_float_op(struct cg *g, ir_opcode op, LLVMValueRef a, LL
   case IR_ABS: return fabs_(g, a);
   case IR_EXP: return exp2f_(g, f_mul(g, a, fconst(g, 1.4426950408889634)));
   case IR_EXP2: return exp2f_(g, a);
-  case IR_LOG2: return cg_intrinsic(g, "llvm.nvvm.lg2.approx.f", NULL, 0, &a, 1);
-  case IR_LOG: return f_mul(g, cg_intrinsic(g, "llvm.nvvm.lg2.approx.f", NULL, 0, &a, 1), fconst(g, 0.6931471805599453));
+  case IR_LOG2: return cg_intrinsic(g, "llvm.nvvm.lg2.approx.ftz.f", NULL, 0, &a, 1);
+  case IR_LOG: return f_mul(g, cg_intrinsic(g, "llvm.nvvm.lg2.approx.ftz.f", NULL, 0, &a, 1), fconst(g, 0.6931471805599453));
   case IR_SQRT: return cg_intrinsic(g, "llvm.sqrt", &t, 1, &a, 1);
   case IR_RSQRT: return cg_intrinsic(g, "llvm.nvvm.rsqrt.approx.f", NULL, 0, &a, 1);
   case IR_TANH: return tanh_f32(g, a);

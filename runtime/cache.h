@@ -1,0 +1,83 @@
+/* cache.h - the on-disk cache (runtime/cache.c): content hashing, entry files written
+ * atomically and verified on every read, and the compiler's identity for cache keys.
+ *
+ * An entry is one file named <kind>-<hex BLAKE3 of kind and key> in the cache directory. It
+ * holds a header (magic, format version, lengths, a BLAKE3 checksum of everything else), the
+ * full key text and up to RT_CACHE_MAX_PARTS payloads. A file is trusted only when all of
+ * these check out and its key equals the one asked for; anything else (truncated, torn,
+ * corrupted, foreign, a directory, a link) is a miss and is replaced by the next store.
+ * Stores write a temporary file in the same directory (mkstemp), fsync it and rename() it
+ * over the entry, so readers see the old file or the new one, never a mixture; several
+ * processes storing the same key all succeed (the last rename wins). Nothing here keeps
+ * state except the compiler identity, computed once; every function may be called from
+ * any thread.                                                                           */
+#ifndef TL_CACHE_H
+#define TL_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum { RT_HASH_LEN = 32, RT_CACHE_MAX_PARTS = 4, RT_CACHE_NAME_MAX = 80 };
+
+/* BLAKE3 (LLVM's copy) of n bytes. */
+void rt_hash(const void *p, size_t n, uint8_t out[RT_HASH_LEN]);
+/* Lower-case hex of n bytes into out (2n + 1 bytes). */
+void rt_hex(const uint8_t *h, size_t n, char *out);
+
+/* The compiler's identity for cache keys: the version string and the GNU build id of the
+ * object holding this code (libtile.so, or the executable it is linked into), so that any
+ * rebuild with changed code invalidates every entry. Never NULL. */
+const char *rt_compiler_id(void);
+
+/* The cache directory for a context: `opt` when not NULL, else $TILE_CACHE_DIR when set,
+ * else $XDG_CACHE_HOME/tile, else $HOME/.cache/tile; "" (off) when none applies. Returns a
+ * malloc'd string ("" = disabled), NULL only when out of memory. */
+char *rt_cache_resolve_dir(const char *opt);
+
+struct rt_cache_part {
+  const void *data;
+  size_t len;
+};
+
+/* A verified entry: parts point into buf. */
+struct rt_cache_entry {
+  void *buf;
+  size_t size;
+  struct rt_cache_part parts[RT_CACHE_MAX_PARTS];
+  unsigned nparts;
+};
+
+enum rt_cache_result {
+  RT_CACHE_HIT,  /* verified; *out filled */
+  RT_CACHE_MISS, /* no entry */
+  RT_CACHE_BAD   /* something is there but failed verification (why says what) */
+};
+
+/* The entry file name for (kind, key): "<kind>-<64 hex digits>". */
+void rt_cache_file_name(const char *kind, const char *key, size_t key_len,
+                        char out[RT_CACHE_NAME_MAX]);
+
+/* Looks up (kind, key) in dir. Never trusts what it cannot verify; never crashes on any file
+ * content. `why` (may be NULL) says why an entry was rejected. */
+enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char *key, size_t key_len,
+                                   struct rt_cache_entry *out, char *why, size_t whylen);
+void rt_cache_entry_free(struct rt_cache_entry *e);
+
+/* Stores (kind, key) -> parts atomically (creating dir if needed). 0 on success; otherwise
+ * -1 with a message in err, and nothing but possibly a stray temporary file is left (it is
+ * never read as an entry; rt_cache_clear removes it). TILE_CACHE_TEST_DELAY_MS (test hook)
+ * sleeps that long between writing the temporary file and renaming it. */
+int rt_cache_store(const char *dir, const char *kind, const char *key, size_t key_len,
+                   const struct rt_cache_part *parts, unsigned nparts, char *err, size_t errlen);
+
+/* Verifies a whole file's framing (not its key); on success the key text and parts are
+ * returned in *out. For listings. */
+enum rt_cache_result rt_cache_read_file(const char *path, struct rt_cache_entry *out, const char **key,
+                                        size_t *key_len, char *why, size_t whylen);
+
+/* Which cache file a directory entry name is: "module", "tune", "temp" (a temporary file of
+ * an interrupted store) or NULL (not ours; left alone). */
+const char *rt_cache_classify(const char *name);
+
+#endif
