@@ -34,7 +34,7 @@ struct options {
   const char *passes;
   const char *flops;
   tile_emit_kind emit;
-  bool time_passes, verify_each, check, bench, device_auto;
+  bool time_passes, verify_each, check, bench, device_auto, unaligned;
   tile_device device;
   tile_define defines[MAX_DEFINES];
   unsigned ndefines;
@@ -55,7 +55,7 @@ struct options {
 static void usage(FILE *f) {
   fputs("usage: tilec FILE.tile [--emit=ast|ir|llvm|ptx] [-k KERNEL] [-D NAME=VALUE]... [-o OUT]\n"
         "                   [--arch=sm_80|sm_86|sm_89|sm_90|sm_90a] [--dump-after=PASS|all]\n"
-        "                   [--time-passes] [--verify-each]\n"
+        "                   [--time-passes] [--verify-each] [--unaligned]\n"
         "       tilec opt FILE.ir [--passes=P1,P2,...] [-o OUT]\n"
         "       tilec run FILE.tile [-k KERNEL] [-D NAME=VALUE]... [--size NAME=N[,NAME=N...]]\n"
         "                   [-a NAME=VALUE]... [--device=auto|cpu|cuda] [--check] [--bench]\n"
@@ -173,6 +173,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
       o->time_passes = true;
     } else if (strcmp(a, "--verify-each") == 0) {
       o->verify_each = true;
+    } else if (strcmp(a, "--unaligned") == 0) {
+      o->unaligned = true;
     } else if (starts(a, "--passes=")) {
       o->passes = a + 9;
     } else if (strcmp(a, "--size") == 0 || starts(a, "--size=")) {
@@ -246,6 +248,7 @@ static int compile_cmd(tile_context *ctx, struct options *o) {
   eo.passes = o->passes;
   eo.dump_after = o->dump_after;
   eo.time_passes = o->time_passes;
+  eo.assume_unaligned = o->unaligned;
   eo.report = report;
   char *out = NULL;
   size_t out_len = 0;

@@ -534,6 +534,7 @@ static void gen_block(struct cg *g, uint32_t blk);
 
 static void gen_op(struct cg *g, uint32_t id) {
   const struct ir_op *op = &g->f->ops.v[id];
+  cg_scratch_at(g, id); /* where this op's scratch may start, if it needs any */
   switch (op->code) {
   case IR_CONST: gen_const(g, op); return;
   case IR_SPLAT: gen_splat(g, op); return;

@@ -9,6 +9,8 @@
 #include "layout.h"
 
 /* The registers of one tile value in the current thread. */
+struct interval;
+
 struct cgval {
   LLVMValueRef *r;
   uint32_t n;
@@ -48,6 +50,9 @@ struct cg {
   uint32_t ncoord_cache;
   uint32_t *buf_offset;      /* local_alloc op -> byte offset of its buffer */
   bool *barrier_before;      /* op -> first write into reused shared memory: barrier first */
+  struct interval *intervals; /* buffer lifetimes and offsets (cg_smem.c) */
+  uint32_t nintervals;
+  uint32_t *op_pos;          /* op -> position in program order */
   uint32_t *lazy_load;       /* value -> its local_load op when fragments load per k-slice in the dot */
   bool uses_wgmma;           /* shared memory read by wgmma: proxy fences after writes */
 };
@@ -86,6 +91,7 @@ void cg_smem_reserve(struct cg *g, unsigned bytes);
 
 /* cg_smem.c: buffers, async copies, ldmatrix; cg_mma.c: Tensor Core dots */
 void cg_plan_smem(struct cg *g);
+void cg_scratch_at(struct cg *g, uint32_t op);
 void cg_gen_local_alloc(struct cg *g, const struct ir_op *op);
 void cg_gen_local_store(struct cg *g, const struct ir_op *op);
 void cg_gen_local_load(struct cg *g, const struct ir_op *op);

@@ -72,6 +72,7 @@ struct interval {
   unsigned bytes, offset;
 };
 
+
 static uint32_t number_ops(struct ir_func *f, uint32_t blk, uint32_t pos, uint32_t *first, uint32_t *last) {
   const struct ir_block *b = &f->blocks.v[blk];
   for (uint32_t i = 0; i < b->ops.n; i++) {
@@ -155,6 +156,21 @@ void cg_plan_smem(struct cg *g) {
   }
   g->smem_scratch = (top + 127) & ~127u;
   g->smem_bytes = top;
+  g->intervals = iv;
+  g->nintervals = nint;
+  g->op_pos = first;
+}
+
+/* Scratch for a layout change or reduction at op `id` may overlap every buffer that is
+ * dead there: it starts after the highest byte of the buffers still live. */
+void cg_scratch_at(struct cg *g, uint32_t id) {
+  unsigned top = 0;
+  uint32_t pos = g->op_pos[id];
+  for (uint32_t j = 0; j < g->nintervals; j++) {
+    const struct interval *x = &g->intervals[j];
+    if (x->start <= pos && pos <= x->end && x->offset + x->bytes > top) top = x->offset + x->bytes;
+  }
+  g->smem_scratch = (top + 127) & ~127u;
 }
 
 void cg_gen_local_alloc(struct cg *g, const struct ir_op *op) {

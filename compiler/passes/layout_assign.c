@@ -366,7 +366,8 @@ static ir_val sink(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
   for (uint32_t k = 0; k < src.nargs; k++) args[k] = src.args[k];
   if (src.code != IR_LOAD) {
     uint16_t need = src.code == IR_EXPAND_DIMS ? slice_of(A, l, (int)src.i[0]) : l;
-    args[0] = in_layout(A, args[0], need, before);
+    for (uint32_t k = 0; k < src.nargs; k++)
+      if (is_tile(A, args[k])) args[k] = in_layout(A, args[k], need, before);
   }
   struct ir_builder b;
   ir_builder_before(&b, f, before);
@@ -385,8 +386,13 @@ static bool sinkable(struct assign *A, ir_val v, uint16_t l) {
   const struct ir_layout *e = &f->layouts.v[l];
   if (op->code == IR_LOAD) return e->kind != IR_LAYOUT_DOT_OP; /* operands are staged instead */
   if (op->code == IR_BROADCAST || op->code == IR_EXPAND_DIMS) return is_tile(A, op->args[0]);
-  return (ir_ops[op->code].flags & OPF_ELEM) && op->nargs == 1 && is_tile(A, op->args[0]) &&
-         e->kind != IR_LAYOUT_DOT_OP;
+  if (!(ir_ops[op->code].flags & OPF_ELEM) || e->kind == IR_LAYOUT_DOT_OP) return false;
+  /* elementwise: worth it when at most one operand has to move (beta * C: the splat of
+   * beta is re-created, C is loaded in the needed layout) */
+  int moving = 0;
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (is_tile(A, op->args[k]) && !cheap(A, op->args[k], 0)) moving++;
+  return moving <= 1;
 }
 
 /* Returns a value equal to v in layout l, inserted before op `before`. */
