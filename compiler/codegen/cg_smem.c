@@ -363,6 +363,87 @@ void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
   }
 }
 
+
+/* One 16-byte load of an aligned block, predicated (zeros when p is false). */
+static LLVMValueRef load_block(struct cg *g, LLVMValueRef addr, LLVMValueRef pred) {
+  LLVMTypeRef ts[4] = {g->i32, g->i32, g->i32, g->i32};
+  LLVMTypeRef rt = LLVMStructTypeInContext(g->ctx, ts, 4, 0);
+  const char *text = "{\n .reg .pred p;\n setp.ne.b32 p, $5, 0;\n mov.b32 $0, 0;\n mov.b32 $1, 0;\n"
+                     " mov.b32 $2, 0;\n mov.b32 $3, 0;\n @p ld.global.v4.b32 {$0, $1, $2, $3}, [$4];\n}";
+  LLVMValueRef args[2] = {addr, LLVMBuildZExt(g->b, pred, g->i32, "")};
+  return cg_asm(g, rt, text, "=r,=r,=r,=r,l,r", args, 2, true);
+}
+
+static void gen_shifted_copy(struct cg *g, const struct sbuf *s, LLVMValueRef slot, struct cg_tensor *t,
+                             LLVMValueRef *start, LLVMValueRef *size, int drow, int dcol, LLVMValueRef fixed_ok,
+                             LLVMValueRef fixed_off, LLVMValueRef tid, int threads) {
+  LLVMBuilderRef b = g->b;
+  int chunks_per_row = s->cols / 8, total = s->rows * chunks_per_row;
+  LLVMValueRef base_int = LLVMBuildPtrToInt(b, t->ptr, g->i64, "");
+  for (int i0 = 0; i0 < total; i0 += threads) {
+    LLVMValueRef chunk = LLVMBuildAdd(b, tid, cg_i32(g, i0), "");
+    LLVMValueRef row = LLVMBuildUDiv(b, chunk, cg_i32(g, chunks_per_row), "");
+    LLVMValueRef col = LLVMBuildMul(b, LLVMBuildURem(b, chunk, cg_i32(g, chunks_per_row), ""), cg_i32(g, 8), "");
+    LLVMValueRef grow = LLVMBuildAdd(b, start[drow], LLVMBuildZExt(b, row, g->i64, ""), "");
+    LLVMValueRef gcol = LLVMBuildAdd(b, start[dcol], LLVMBuildZExt(b, col, g->i64, ""), "");
+    LLVMValueRef rok = LLVMBuildAnd(b, fixed_ok, LLVMBuildICmp(b, LLVMIntULT, grow, size[drow], ""), "");
+    if (total - i0 < threads) rok = LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntULT, tid, cg_i32(g, total - i0), ""), "");
+    LLVMValueRef ok0 = LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntULT, gcol, size[dcol], ""), "");
+    LLVMValueRef off = LLVMBuildAdd(b, fixed_off, LLVMBuildAdd(b, LLVMBuildMul(b, grow, t->stride[drow], ""), gcol, ""), "");
+    LLVMValueRef a = LLVMBuildAdd(b, base_int, LLVMBuildMul(b, off, cg_i64(g, 2), ""), "");
+    LLVMValueRef lo = LLVMBuildAnd(b, a, cg_i64(g, ~(int64_t)15), "");
+    LLVMValueRef sh = LLVMBuildTrunc(b, LLVMBuildAnd(b, a, cg_i64(g, 15), ""), g->i32, ""); /* even, 0..14 */
+    /* the second block holds elements from (16 - sh) / 2 on: load it only if one exists */
+    LLVMValueRef first_in_b1 = LLVMBuildAdd(b, gcol, LLVMBuildZExt(b, LLVMBuildLShr(b, LLVMBuildSub(b, cg_i32(g, 16), sh, ""), cg_i32(g, 1), ""), g->i64, ""), "");
+    LLVMValueRef ok1 = LLVMBuildAnd(b, LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntNE, sh, cg_i32(g, 0), ""), ""),
+                                    LLVMBuildICmp(b, LLVMIntULT, first_in_b1, size[dcol], ""), "");
+    LLVMValueRef b0 = load_block(g, lo, ok0);
+    LLVMValueRef b1 = load_block(g, LLVMBuildAdd(b, lo, cg_i64(g, 16), ""), ok1);
+    LLVMValueRef w[9];
+    for (int k = 0; k < 4; k++) {
+      w[k] = LLVMBuildExtractValue(b, b0, (unsigned)k, "");
+      w[4 + k] = LLVMBuildExtractValue(b, b1, (unsigned)k, "");
+    }
+    w[8] = cg_i32(g, 0);
+    LLVMValueRef q = LLVMBuildLShr(b, sh, cg_i32(g, 2), ""); /* word offset 0..3 */
+    LLVMValueRef bits = LLVMBuildMul(b, LLVMBuildAnd(b, sh, cg_i32(g, 3), ""), cg_i32(g, 8), ""); /* 0 or 16 */
+    LLVMValueRef out[4];
+    LLVMTypeRef i32t = g->i32;
+    for (int j = 0; j < 4; j++) {
+      /* words j+q and j+q+1 of the window, chosen by q */
+      LLVMValueRef wl = w[j], wh = w[j + 1];
+      for (int c = 1; c < 4; c++) {
+        LLVMValueRef is = LLVMBuildICmp(b, LLVMIntEQ, q, cg_i32(g, c), "");
+        wl = LLVMBuildSelect(b, is, w[j + c], wl, "");
+        wh = LLVMBuildSelect(b, is, w[j + c + 1], wh, "");
+      }
+      LLVMValueRef fa[3] = {wh, wl, bits};
+      LLVMValueRef word = cg_intrinsic(g, "llvm.fshr", &i32t, 1, fa, 3);
+      /* zero the halves past the end of the row */
+      LLVMValueRef e0 = LLVMBuildAdd(b, gcol, cg_i64(g, 2 * j), "");
+      LLVMValueRef v0 = LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntULT, e0, size[dcol], ""), "");
+      LLVMValueRef v1 = LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntULT, LLVMBuildAdd(b, e0, cg_i64(g, 1), ""), size[dcol], ""), "");
+      LLVMValueRef m = LLVMBuildOr(b, LLVMBuildSelect(b, v0, cg_i32(g, 0xFFFF), cg_i32(g, 0), ""),
+                                   LLVMBuildSelect(b, v1, cg_i32(g, (int64_t)0xFFFF0000u), cg_i32(g, 0), ""), "");
+      out[j] = LLVMBuildAnd(b, word, m, "");
+    }
+    LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(g->i32, 4));
+    for (int j = 0; j < 4; j++) vec = LLVMBuildInsertElement(b, vec, out[j], cg_i32(g, j), "");
+    LLVMValueRef dst = cg_smem_at(g, swizzled(g, s, s->slots > 1 ? slot : NULL, row, col));
+    if (total - i0 < threads) {
+      LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "sh.tail");
+      LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "sh.cont");
+      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, tid, cg_i32(g, total - i0), ""), doit, cont);
+      LLVMPositionBuilderAtEnd(b, doit);
+      LLVMSetAlignment(LLVMBuildStore(b, vec, dst), 16);
+      LLVMBuildBr(b, cont);
+      LLVMPositionBuilderAtEnd(b, cont);
+    } else {
+      LLVMSetAlignment(LLVMBuildStore(b, vec, dst), 16);
+    }
+  }
+}
+
 /* ---- async copies ---- */
 
 void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
@@ -445,6 +526,13 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
         cg_intrinsic(g, "llvm.nvvm.cp.async.cg.shared.global.16.s", NULL, 0, args, 3);
       }
     }
+    return;
+  }
+  /* 16-bit elements in rows that are only 2-byte aligned (a 4095-wide matrix): each
+   * 8-element chunk is cut out of the two aligned 16-byte blocks around it with funnel
+   * shifts, then masked and stored as one 16-byte vector */
+  if (eb == 2 && p->facts.stride1[dcol] && p->facts.align >= 16 && s.cols % 8 == 0) {
+    gen_shifted_copy(g, &s, slot, t, start, size, drow, dcol, fixed_ok, fixed_off, tid, threads);
     return;
   }
   /* element by element through registers (unaligned rows) */
