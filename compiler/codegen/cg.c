@@ -535,6 +535,17 @@ static void gen_block(struct cg *g, uint32_t blk);
 static void gen_op(struct cg *g, uint32_t id) {
   const struct ir_op *op = &g->f->ops.v[id];
   cg_scratch_at(g, id); /* where this op's scratch may start, if it needs any */
+  /* deferred shared-memory stores of synchronous copies land before anything that orders
+   * shared memory or leaves the current loop iteration */
+  switch (op->code) {
+  case IR_BARRIER: case IR_ASYNC_WAIT: case IR_FOR: case IR_IF: case IR_YIELD:
+  case IR_CONVERT_LAYOUT: case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
+  case IR_LOCAL_STORE:
+    cg_flush_stores(g);
+    break;
+  default:
+    break;
+  }
   switch (op->code) {
   case IR_CONST: gen_const(g, op); return;
   case IR_SPLAT: gen_splat(g, op); return;
@@ -738,6 +749,7 @@ bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct 
   g->prologue_end = LLVMBuildBr(g->b, body);
   LLVMPositionBuilderAtEnd(g->b, body);
   gen_block(g, IR_BODY_BLOCK);
+  cg_flush_stores(g);
   if (!g->failed) LLVMBuildRetVoid(g->b);
 
   bool ok = !g->failed && emit(g, tm, out, res);

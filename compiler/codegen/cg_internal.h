@@ -11,6 +11,13 @@
 /* The registers of one tile value in the current thread. */
 struct interval;
 
+/* A shared-memory store of a synchronous copy, deferred until the next barrier, wait or
+ * end of a loop body, so the global loads before it overlap the matrix work after it. */
+struct pending_store {
+  LLVMValueRef ptr, value, pred; /* pred: NULL = always */
+  unsigned align;
+};
+
 struct cgval {
   LLVMValueRef *r;
   uint32_t n;
@@ -55,6 +62,7 @@ struct cg {
   uint32_t *op_pos;          /* op -> position in program order */
   uint32_t *lazy_load;       /* value -> its local_load op when fragments load per k-slice in the dot */
   bool uses_wgmma;           /* shared memory read by wgmma: proxy fences after writes */
+  VEC(struct pending_store) pending;
 };
 
 void cg_fail(struct cg *g, const char *fmt, ...) TL_PRINTF(2, 3);
@@ -91,6 +99,8 @@ void cg_smem_reserve(struct cg *g, unsigned bytes);
 
 /* cg_smem.c: buffers, async copies, ldmatrix; cg_mma.c: Tensor Core dots */
 void cg_plan_smem(struct cg *g);
+void cg_defer_store(struct cg *g, LLVMValueRef ptr, LLVMValueRef value, LLVMValueRef pred, unsigned align);
+void cg_flush_stores(struct cg *g);
 void cg_scratch_at(struct cg *g, uint32_t op);
 void cg_gen_local_alloc(struct cg *g, const struct ir_op *op);
 void cg_gen_local_store(struct cg *g, const struct ir_op *op);

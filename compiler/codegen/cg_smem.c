@@ -161,6 +161,30 @@ void cg_plan_smem(struct cg *g) {
   g->op_pos = first;
 }
 
+void cg_defer_store(struct cg *g, LLVMValueRef ptr, LLVMValueRef value, LLVMValueRef pred, unsigned align) {
+  struct pending_store ps = {ptr, value, pred, align};
+  VEC_PUSH(g->arena, g->pending, ps);
+}
+
+void cg_flush_stores(struct cg *g) {
+  for (uint32_t i = 0; i < g->pending.n; i++) {
+    struct pending_store *ps = &g->pending.v[i];
+    if (ps->pred) {
+      LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "st.deferred");
+      LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "st.cont");
+      LLVMBuildCondBr(g->b, ps->pred, doit, cont);
+      LLVMPositionBuilderAtEnd(g->b, doit);
+      LLVMSetAlignment(LLVMBuildStore(g->b, ps->value, ps->ptr), ps->align);
+      LLVMBuildBr(g->b, cont);
+      LLVMPositionBuilderAtEnd(g->b, cont);
+    } else {
+      LLVMSetAlignment(LLVMBuildStore(g->b, ps->value, ps->ptr), ps->align);
+    }
+  }
+  if (g->pending.n && g->uses_wgmma) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
+  g->pending.n = 0;
+}
+
 /* Scratch for a layout change or reduction at op `id` may overlap every buffer that is
  * dead there: it starts after the highest byte of the buffers still live. */
 void cg_scratch_at(struct cg *g, uint32_t id) {
@@ -430,17 +454,7 @@ static void gen_shifted_copy(struct cg *g, const struct sbuf *s, LLVMValueRef sl
     LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(g->i32, 4));
     for (int j = 0; j < 4; j++) vec = LLVMBuildInsertElement(b, vec, out[j], cg_i32(g, j), "");
     LLVMValueRef dst = cg_smem_at(g, swizzled(g, s, s->slots > 1 ? slot : NULL, row, col));
-    if (total - i0 < threads) {
-      LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "sh.tail");
-      LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "sh.cont");
-      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntULT, tid, cg_i32(g, total - i0), ""), doit, cont);
-      LLVMPositionBuilderAtEnd(b, doit);
-      LLVMSetAlignment(LLVMBuildStore(b, vec, dst), 16);
-      LLVMBuildBr(b, cont);
-      LLVMPositionBuilderAtEnd(b, cont);
-    } else {
-      LLVMSetAlignment(LLVMBuildStore(b, vec, dst), 16);
-    }
+    cg_defer_store(g, dst, vec, total - i0 < threads ? LLVMBuildICmp(b, LLVMIntULT, tid, cg_i32(g, total - i0), "") : NULL, 16);
   }
 }
 
@@ -559,19 +573,9 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
     LLVMValueRef args[2] = {src, LLVMBuildZExt(g->b, ok, g->i32, "")};
     LLVMValueRef val = cg_asm(g, rt, text, cons, args, 2, true);
     if (rt != it) val = LLVMBuildTrunc(g->b, val, it, "");
-    if (total - i0 < threads) {
-      LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "st.tail");
-      LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "st.cont");
-      LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntULT, tid, cg_i32(g, total - i0), ""), doit, cont);
-      LLVMPositionBuilderAtEnd(g->b, doit);
-      LLVMValueRef st = LLVMBuildStore(g->b, val, cg_smem_at(g, swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col)));
-      LLVMSetAlignment(st, (unsigned)eb);
-      LLVMBuildBr(g->b, cont);
-      LLVMPositionBuilderAtEnd(g->b, cont);
-    } else {
-      LLVMValueRef st = LLVMBuildStore(g->b, val, cg_smem_at(g, swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col)));
-      LLVMSetAlignment(st, (unsigned)eb);
-    }
+    LLVMValueRef dst = cg_smem_at(g, swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col));
+    cg_defer_store(g, dst, val, total - i0 < threads ? LLVMBuildICmp(g->b, LLVMIntULT, tid, cg_i32(g, total - i0), "") : NULL,
+                   (unsigned)eb);
   }
 }
 
