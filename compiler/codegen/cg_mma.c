@@ -1,4 +1,5 @@
-/* cg_mma.c - dots on Tensor Cores with mma.sync.m16n8k16 (f16 or bf16 in, f32 accumulate).
+/* cg_mma.c - dots on Tensor Cores with mma.sync.m16n8k16 (f16 or bf16 in, f32 accumulate)
+ * and mma.sync.m16n8k8 (tf32 in: f32 operands rounded with cvt.rna.tf32.f32).
  *
  * The operands arrive in the DOT_OP layouts and the accumulator in the MMA layout built
  * from the same warp tiling (layout.c), so every fragment is a fixed set of registers of
@@ -47,6 +48,38 @@ static LLVMValueRef pack(struct cg *g, LLVMValueRef lo, LLVMValueRef hi, bool bf
   return bf16 ? LLVMBuildBitCast(g->b, v, g->i32, "") : v;
 }
 
+/* An f32 element as a tf32 operand register (rounded to nearest, ties away: cvt.rna). */
+static LLVMValueRef to_tf32(struct cg *g, LLVMValueRef x) {
+  return cg_intrinsic(g, "llvm.nvvm.f2tf32.rna", NULL, 0, &x, 1);
+}
+
+/* One m16n8k8 tf32 instruction for accumulator block (mb, nb) and k-slice kb: a0..a3 =
+ * A(mb + {0,8}, kb + {0,4}) (row offset first), b0, b1 = B(kb + {0,4}, nb). Converted
+ * operands are cached by register index like the packed 16-bit ones. */
+static bool tf32_operands(struct cg *g, struct cgval *A, struct cgval *B, const struct ll *la, const struct ll *lb,
+                          LLVMValueRef *afrag, LLVMValueRef *bfrag, int32_t mb, int32_t nb, int kb,
+                          struct cgval *out, const int *ci) {
+  int ai[4] = {find_reg(la, mb, kb), find_reg(la, mb + 8, kb), find_reg(la, mb, kb + 4), find_reg(la, mb + 8, kb + 4)};
+  int bi[2] = {find_reg(lb, kb, nb), find_reg(lb, kb + 4, nb)};
+  LLVMValueRef args[10];
+  for (int q = 0; q < 4; q++) {
+    if (ai[q] < 0 || (q < 2 && bi[q] < 0)) {
+      cg_fail(g, "mma: tf32 operand fragment at m=%d n=%d k=%d is not in the thread's registers", mb, nb, kb);
+      return false;
+    }
+    if (!afrag[ai[q]]) afrag[ai[q]] = to_tf32(g, A->r[ai[q]]);
+    args[q] = afrag[ai[q]];
+  }
+  for (int q = 0; q < 2; q++) {
+    if (!bfrag[bi[q]]) bfrag[bi[q]] = to_tf32(g, B->r[bi[q]]);
+    args[4 + q] = bfrag[bi[q]];
+  }
+  for (int q = 0; q < 4; q++) args[6 + q] = out->r[ci[q]];
+  LLVMValueRef res = cg_intrinsic(g, "llvm.nvvm.mma.m16n8k8.row.col.tf32", NULL, 0, args, 10);
+  for (int q = 0; q < 4; q++) out->r[ci[q]] = LLVMBuildExtractValue(g->b, res, (unsigned)q, "");
+  return true;
+}
+
 void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
   struct ll la, lb, lc;
   if (!cg_layout_of(g, op->args[0], &la) || !cg_layout_of(g, op->args[1], &lb) || !cg_layout_of(g, op->res, &lc))
@@ -55,12 +88,14 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
   if (g->failed) return;
   bool lazy_a = g->lazy_load[op->args[0]] != 0, lazy_b = g->lazy_load[op->args[1]] != 0;
   const struct ir_type *at = ir_vtype(g->f, op->args[0]);
-  bool bf16 = at->dtype == DT_BF16;
-  int K = at->dims[1];
+  bool bf16 = at->dtype == DT_BF16, tf32 = at->dtype == DT_F32;
+  int K = at->dims[1], kstep = tf32 ? 8 : 16;
   uint32_t n = ll_num_regs(&lc);
   struct cgval *out = cg_new_val(g, op->res, n);
   for (uint32_t r = 0; r < n; r++) out->r[r] = C->r[r];
-  const char *name = bf16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16" : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
+  const char *name = tf32   ? "llvm.nvvm.mma.m16n8k8.row.col.tf32"
+                     : bf16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16"
+                            : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
   /* the accumulator blocks of this thread */
   typedef int32_t pair_t[2];
   typedef int quad_t[4];
@@ -90,13 +125,17 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
    * waits for the previous one's result (a k-inner order makes a dependent chain) */
   /* packed operands, cached by the index of their first register */
   LLVMValueRef *afrag = ARENA_NEWN(g->arena, LLVMValueRef, 4 * A->n), *bfrag = ARENA_NEWN(g->arena, LLVMValueRef, 2 * B->n);
-  for (int kb = 0; kb < K; kb += 16) {
+  for (int kb = 0; kb < K; kb += kstep) {
     if (lazy_a) cg_load_k_slice(g, op->args[0], kb);
     if (lazy_b) cg_load_k_slice(g, op->args[1], kb);
     memset(afrag, 0, sizeof(LLVMValueRef) * 4 * A->n);
     memset(bfrag, 0, sizeof(LLVMValueRef) * 2 * B->n);
     for (uint32_t i = 0; i < nblk; i++) {
       int32_t mb = blk[i][0], nb = blk[i][1];
+      if (tf32) {
+        if (!tf32_operands(g, A, B, &la, &lb, afrag, bfrag, mb, nb, kb, out, ci[i])) return;
+        continue;
+      }
       int ai[8] = {find_reg(&la, mb, kb), find_reg(&la, mb, kb + 1), find_reg(&la, mb + 8, kb), find_reg(&la, mb + 8, kb + 1),
                    find_reg(&la, mb, kb + 8), find_reg(&la, mb, kb + 9), find_reg(&la, mb + 8, kb + 8), find_reg(&la, mb + 8, kb + 9)};
       int bi[4] = {find_reg(&lb, kb, nb), find_reg(&lb, kb + 1, nb), find_reg(&lb, kb + 8, nb), find_reg(&lb, kb + 9, nb)};

@@ -112,18 +112,36 @@ static bool build_mma(const struct ir_layout *e, struct ll *l) {
   return true;
 }
 
-/* mma.sync operands for 16-bit elements. A (16x16): a0 (g, 2t..2t+1), a1 (g+8, ..),
+/* mma.sync operands. 16-bit elements (m16n8k16): A (16x16): a0 (g, 2t..2t+1), a1 (g+8, ..),
  * a2 (g, 2t+8..), a3 (g+8, 2t+8..): register bits k+1, row+8, k+8; lanes k+2, k+4, row+1,
  * row+2, row+4. B (16x8): b0 (k 2t..2t+1, n g), b1 (k 2t+8.., n g): register bits k+1,
  * k+8; lanes k+2, k+4, n+1, n+2, n+4. Repeats along k come first, then along M (A) or N
- * (B); warps follow the parent accumulator, replicated along the other dimension. */
+ * (B); warps follow the parent accumulator, replicated along the other dimension.
+ * 32-bit elements (tf32, m16n8k8; k_width 1): A (16x8) a0 (g, t), a1 (g+8, t), a2 (g, t+4),
+ * a3 (g+8, t+4); B (8x8) b0 (k t, n g), b1 (k t+4, n g). */
 static bool build_dot_op(const struct ir_func *f, const struct ir_layout *e, struct ll *l) {
   const struct ir_layout *p = &f->layouts.v[e->parent];
   if (p->kind != IR_LAYOUT_MMA || l->rank != 2) return false;
   int wm = p->warps_per_cta[0], wn = p->warps_per_cta[1];
   int32_t ext[2];
   uint8_t order[2];
-  if (e->op_idx == 0) {
+  if (e->k_width == 1) { /* 32-bit elements (tf32, m16n8k8) */
+    const int32_t la[5][2] = {{0, 1}, {0, 2}, {1, 0}, {2, 0}, {4, 0}}, lb[5][2] = {{1, 0}, {2, 0}, {0, 1}, {0, 2}, {0, 4}};
+    if (e->op_idx == 0) {
+      add_reg(l, 0, 8);
+      add_reg(l, 1, 4);
+      for (int i = 0; i < 5; i++) l->lane[i][0] = la[i][0], l->lane[i][1] = la[i][1];
+      for (int b = 1; b < wm; b *= 2) set_basis(l->warp[l->nwarp++], 2, 0, 16 * b);
+      for (int b = 1; b < wn; b *= 2) set_basis(l->warp[l->nwarp++], 2, 0, 0);
+      ext[0] = 16 * wm, ext[1] = 8, order[0] = 1, order[1] = 0;
+    } else {
+      add_reg(l, 0, 4);
+      for (int i = 0; i < 5; i++) l->lane[i][0] = lb[i][0], l->lane[i][1] = lb[i][1];
+      for (int b = 1; b < wm; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, 0);
+      for (int b = 1; b < wn; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, 8 * b);
+      ext[0] = 8, ext[1] = 8 * wn, order[0] = 0, order[1] = 1;
+    }
+  } else if (e->op_idx == 0) {
     add_reg(l, 1, 1);
     add_reg(l, 0, 8);
     add_reg(l, 1, 8);

@@ -95,8 +95,10 @@ static uint16_t elementwise_want(struct assign *A, const struct ir_op *op) {
 static bool mma_eligible(struct assign *A, const struct ir_op *op) {
   const struct ir_type *a = T(A, op->args[0]), *c = T(A, op->res);
   if (A->f->sm < 80) return false;
-  if (a->dtype != DT_F16 && a->dtype != DT_BF16) return false;
   if (c->dtype != DT_F32) return false;
+  if (a->dtype == DT_F32 && op->i[0]) /* tf32 when the dot opts in: m16n8k8 */
+    return a->dims[0] >= 16 && a->dims[1] >= 8 && c->dims[1] >= 8;
+  if (a->dtype != DT_F16 && a->dtype != DT_BF16) return false;
   return a->dims[0] >= 16 && a->dims[1] >= 16 && c->dims[1] >= 8;
 }
 
@@ -152,7 +154,9 @@ static uint16_t mma_layout(struct assign *A, uint32_t id) {
    * dot waits for its own completion), which removes the overlap of softmax and matrix
    * work that the register-level mma.sync schedule keeps (measured: 132 vs 207 TFLOP/s,
    * hd64, H200; see PERF.md) */
-  if (A->f->wgmma && !chain && W % 4 == 0 && M % (16 * W) == 0 && N % 8 == 0) {
+  bool tf32 = T(A, op->args[0])->dtype == DT_F32;
+  if (tf32) l.instr[2] = 8;
+  if (A->f->wgmma && !chain && !tf32 && W % 4 == 0 && M % (16 * W) == 0 && N % 8 == 0) {
     l.warps_per_cta[0] = (uint8_t)W;
     l.warps_per_cta[1] = 1;
     l.instr[0] = 64;
@@ -172,13 +176,13 @@ static uint16_t mma_layout(struct assign *A, uint32_t id) {
   return ir_layout_intern(A->f, &l);
 }
 
-static uint16_t dot_operand(struct assign *A, uint16_t parent, int idx) {
+static uint16_t dot_operand(struct assign *A, uint16_t parent, int idx, int k_width) {
   struct ir_layout l = {0};
   l.kind = IR_LAYOUT_DOT_OP;
   l.rank = 2;
   l.op_idx = (int8_t)idx;
   l.parent = parent;
-  l.k_width = 2;
+  l.k_width = (uint8_t)k_width;
   return ir_layout_intern(A->f, &l);
 }
 
@@ -230,8 +234,9 @@ static void analyze_op(struct assign *A, uint32_t id) {
   case IR_DOT:
     if (mma_eligible(A, op)) {
       l = mma_layout(A, id);
-      A->opreq[id] = dot_operand(A, l, 0);
-      A->opreq1[id] = dot_operand(A, l, 1);
+      int kw = T(A, op->args[0])->dtype == DT_F32 ? 1 : 2;
+      A->opreq[id] = dot_operand(A, l, 0, kw);
+      A->opreq1[id] = dot_operand(A, l, 1, kw);
     } else {
       l = default_layout(A, rt);
     }
