@@ -225,8 +225,11 @@ done
 for s in M=1,N=1,K=1 M=33,N=7,K=100 M=64,N=4095,K=33 M=33,N=64,K=4095 M=256,N=384,K=512; do
   tk gemm.tile gemm T=f32 "$s" "$AB"
 done
-tk gemm.tile gemm T=f32,TF32=true M=256,N=384,K=512 "$AB"
-tk gemm.tile gemm T=f32,TF32=true M=33,N=7,K=100 "$AB"
+for s in M=1,N=1,K=1 M=33,N=7,K=100 M=7,N=33,K=1000 M=64,N=4095,K=33 M=33,N=64,K=4095 \
+  M=1000,N=1000,K=1000 M=256,N=384,K=512; do
+  tk gemm.tile gemm T=f32,TF32=true "$s" "$AB"
+done
+tk gemm.tile gemm T=f32,TF32=true,BM=64,BN=128,BK=16,NW=4 M=129,N=200,K=72 "$AB"
 # epilogues, on a ragged shape
 E=M=129,N=200,K=72
 for d in ACT=relu ACT=gelu ACT=silu SCALED=true HAS_BIAS=true HAS_RESIDUAL=true \
