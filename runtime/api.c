@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "lang.h"
 #include "passes.h"
 #include "rt.h"
@@ -74,14 +75,11 @@ TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_
   }
   arena_init(&ctx->diag_arena, &ctx->alloc, NULL);
   arena_init(&ctx->cache_arena, &ctx->alloc, NULL);
-  const char *dir = opts && opts->cache_dir ? opts->cache_dir : getenv("TILE_CACHE_DIR");
-  ctx->cache_dir = NULL;
-  if (dir) {
-    ctx->cache_dir = strdup(dir);
-    if (!ctx->cache_dir) {
-      free(ctx);
-      return TILE_NOMEM;
-    }
+  /* the option, else $TILE_CACHE_DIR, else the XDG cache directory; "" = off */
+  ctx->cache_dir = rt_cache_resolve_dir(opts ? opts->cache_dir : NULL);
+  if (!ctx->cache_dir) {
+    free(ctx);
+    return TILE_NOMEM;
   }
   *out = ctx;
   return TILE_OK;
@@ -89,6 +87,7 @@ TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_
 
 static void kernel_free(tile_kernel *k) {
   tile_context *ctx = k->ctx;
+  rt_autotune_release(k); /* the tuned kernels it launches */
   if (ctx && ctx->cuda_ok) {
     char err[256];
     for (uint32_t i = 0; i < k->specs.n; i++)
@@ -100,6 +99,9 @@ static void kernel_free(tile_kernel *k) {
 
 TILE_API void tile_context_destroy(tile_context *ctx) {
   if (!ctx) return;
+  /* tuned kernels held by TILE_AUTOTUNE kernels are in this list too: drop those
+   * references first, so that every kernel is freed exactly once below */
+  for (uint32_t i = 0; i < ctx->kernels.n; i++) ctx->kernels.v[i]->tuned.n = 0;
   for (uint32_t i = 0; i < ctx->kernels.n; i++) kernel_free(ctx->kernels.v[i]);
   if (ctx->cuda_ok) {
     char err[256];
@@ -393,6 +395,14 @@ static tile_status compile_new(tile_context *ctx, const char *name, const char *
   snprintf(k->arch, sizeof k->arch, "%s", arch);
   k->key[0] = key[0];
   k->key[1] = key[1];
+  /* the compile options, for TILE_AUTOTUNE (defines are checked for NULL by front_end) */
+  k->kernel_opt = co.kernel ? arena_strdup(&k->arena, co.kernel) : NULL;
+  k->defines = ARENA_NEWN(&k->arena, tile_define, co.ndefines + 1);
+  for (unsigned i = 0; i < co.ndefines; i++) {
+    k->defines[i].name = co.defines[i].name ? arena_strdup(&k->arena, co.defines[i].name) : NULL;
+    k->defines[i].value = co.defines[i].value ? arena_strdup(&k->arena, co.defines[i].value) : NULL;
+  }
+  k->ndefines = co.ndefines;
   struct pass_options po = {0};
   po.verify_each = (co.flags & TILE_VERIFY_EACH) || getenv("TILE_VERIFY_EACH") != NULL;
   st = front_end(ctx, k, &co, NULL, &po);
@@ -469,6 +479,11 @@ TILE_API void tile_kernel_release(tile_kernel *k) {
 TILE_API const char *tile_kernel_name(const tile_kernel *k) { return k ? k->name : NULL; }
 TILE_API unsigned tile_kernel_param_count(const tile_kernel *k) { return k ? k->nparams : 0; }
 TILE_API const char *tile_kernel_config(const tile_kernel *k) { return k ? k->config : NULL; }
+TILE_API const char *tile_kernel_tuned_config(const tile_kernel *k) {
+  if (!k) return NULL;
+  if (k->last_config) return k->last_config;
+  return k->flags & TILE_AUTOTUNE ? NULL : k->config;
+}
 
 TILE_API tile_status tile_kernel_param(const tile_kernel *k, unsigned i, tile_param_info *out) {
   if (!k || !out || i >= k->nparams) return TILE_INVALID_ARGUMENT;

@@ -377,6 +377,81 @@ int rt_cuda_module_load(const struct rt_cuda *cu, const void *image, CUmodule *m
   return 0;
 }
 
+int rt_cuda_link_ptx(const struct rt_cuda *cu, const char *ptx, size_t ptx_len, int jit_target,
+                     void **cubin, size_t *cubin_len, char *info_log, size_t info_len, char *err,
+                     size_t errlen) {
+  REQUIRE_LOADED(cu);
+  if (cubin) *cubin = NULL;
+  if (cubin_len) *cubin_len = 0;
+  if (info_log && info_len) info_log[0] = '\0';
+  if (!ptx || !cubin || !cubin_len)
+    return fail(RT_CUDA_FAILED, err, errlen, "rt_cuda_link_ptx: ptx or output is NULL");
+  if (!cu->cuLinkCreate || !cu->cuLinkAddData || !cu->cuLinkComplete || !cu->cuLinkDestroy)
+    return fail(RT_CUDA_FAILED, err, errlen, "the CUDA driver has no cuLink entry points");
+
+  /* The same options as rt_cuda_module_load; the log buffers must outlive the link state. */
+  char scratch_info[1024];
+  char error_log[16384];
+  char *ilog = info_log && info_len ? info_log : scratch_info;
+  size_t ilen = info_log && info_len ? info_len : sizeof scratch_info;
+  if (ilen > UINT_MAX) ilen = UINT_MAX;
+  ilog[0] = '\0';
+  error_log[0] = '\0';
+  CUjit_option options[] = {CU_JIT_INFO_LOG_BUFFER,  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                            CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                            CU_JIT_LOG_VERBOSE,      CU_JIT_OPTIMIZATION_LEVEL,
+                            CU_JIT_TARGET};
+  void *values[] = {ilog,
+                    (void *)(uintptr_t)ilen,
+                    error_log,
+                    (void *)(uintptr_t)sizeof error_log,
+                    (void *)(uintptr_t)1,
+                    (void *)(uintptr_t)4,
+                    (void *)(uintptr_t)(unsigned)jit_target};
+  _Static_assert(sizeof options / sizeof options[0] == sizeof values / sizeof values[0],
+                 "one value per JIT option");
+  unsigned nopt = (unsigned)(sizeof options / sizeof options[0]) - (jit_target ? 0 : 1);
+  CUlinkState state = NULL;
+  CUresult r = cu->cuLinkCreate(nopt, options, values, &state);
+  if (r != CUDA_SUCCESS) return rt_cuda_check(cu, r, "cuLinkCreate", err, errlen);
+  /* the PTX is passed with its terminating NUL, as the driver expects for text input */
+  const char *what = "cuLinkAddData(PTX)";
+  r = cu->cuLinkAddData(state, CU_JIT_INPUT_PTX, (void *)(uintptr_t)ptx, ptx_len + 1, "tile.ptx", 0, NULL,
+                        NULL);
+  void *image = NULL;
+  size_t size = 0;
+  if (r == CUDA_SUCCESS) {
+    what = "cuLinkComplete";
+    r = cu->cuLinkComplete(state, &image, &size);
+  }
+  if (r == CUDA_SUCCESS && (!image || size == 0)) {
+    cu->cuLinkDestroy(state);
+    return fail(RT_CUDA_FAILED, err, errlen, "cuLinkComplete returned an empty image");
+  }
+  if (r == CUDA_SUCCESS) {
+    *cubin = malloc(size);
+    if (*cubin) {
+      memcpy(*cubin, image, size);
+      *cubin_len = size;
+    }
+  }
+  size_t info_used = (unsigned)(uintptr_t)values[1];
+  size_t error_used = (unsigned)(uintptr_t)values[3];
+  ilog[info_used < ilen ? info_used : ilen - 1] = '\0';
+  error_log[error_used < sizeof error_log ? error_used : sizeof error_log - 1] = '\0';
+  cu->cuLinkDestroy(state); /* frees image */
+  if (r != CUDA_SUCCESS) {
+    rt_cuda_check(cu, r, what, err, errlen);
+    if (error_log[0]) {
+      append(err, errlen, ": ");
+      append_log_one_line(err, errlen, error_log);
+    }
+    return r;
+  }
+  if (!*cubin) return fail(RT_CUDA_FAILED, err, errlen, "rt_cuda_link_ptx: out of memory (%zu bytes)", size);
+  return 0;
+}
+
 int rt_cuda_module_unload(const struct rt_cuda *cu, CUmodule mod, char *err, size_t errlen) {
   if (!mod) return 0;
   REQUIRE_LOADED(cu);

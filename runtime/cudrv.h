@@ -44,10 +44,12 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUlinkState_st *CUlinkState;
 
 typedef int CUdevice_attribute;
 typedef int CUfunction_attribute;
 typedef int CUjit_option;
+typedef int CUjitInputType;
 typedef int CUpointer_attribute;
 typedef int CUdriverProcAddressQueryResult;
 
@@ -113,7 +115,20 @@ enum {
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
   CU_JIT_OPTIMIZATION_LEVEL = 7,
+  CU_JIT_TARGET = 9,
   CU_JIT_LOG_VERBOSE = 12
+};
+
+/* enum CUjit_target_enum: the accelerated ("a") targets are CU_COMPUTE_ACCELERATED_TARGET_BASE
+ * (0x10000) + the compute capability (cuda.h of CUDA 12.x; not part of the 13.0 check above) */
+enum {
+  CU_TARGET_COMPUTE_90A = 0x10000 + 90
+};
+
+/* enum CUjitInputType_enum */
+enum {
+  CU_JIT_INPUT_CUBIN = 0,
+  CU_JIT_INPUT_PTX = 1
 };
 
 /* enum CUevent_flags_enum */
@@ -234,7 +249,15 @@ enum {
     (CUtensorMap *map, int data_type, uint32_t rank, void *global_address,                      \
      const uint64_t *global_dim, const uint64_t *global_strides, const uint32_t *box_dim,        \
      const uint32_t *element_strides, int interleave, int swizzle, int l2_promotion,             \
-     int oob_fill))
+     int oob_fill))                                                                              \
+  X(cuLinkCreate, "cuLinkCreate_v2", 0,                                                          \
+    (unsigned int num_options, CUjit_option *options, void **option_values,                     \
+     CUlinkState *state))                                                                        \
+  X(cuLinkAddData, "cuLinkAddData_v2", 0,                                                        \
+    (CUlinkState state, CUjitInputType type, void *data, size_t size, const char *name,          \
+     unsigned int num_options, CUjit_option *options, void **option_values))                     \
+  X(cuLinkComplete, "cuLinkComplete", 0, (CUlinkState state, void **cubin, size_t *size))       \
+  X(cuLinkDestroy, "cuLinkDestroy", 0, (CUlinkState state))
 
 /* The signature of cuGetProcAddress_v2 (cudaTypedefs.h PFN_cuGetProcAddress_v12000). */
 typedef CUresult (*rt_cuda_getproc_fn)(const char *symbol, void **fn, int cuda_version,
@@ -324,6 +347,18 @@ int rt_cuda_ctx_sync(const struct rt_cuda *cu, char *err, size_t errlen);
 int rt_cuda_module_load(const struct rt_cuda *cu, const void *image, CUmodule *mod,
                         char *info_log, size_t info_len, char *err, size_t errlen,
                         float *jit_ms);
+
+/* Compiles PTX text (ptx_len bytes, without the terminating NUL) to a cubin for the current
+ * context's device with the driver's linker (cuLinkCreate / cuLinkAddData / cuLinkComplete),
+ * with the JIT options rt_cuda_module_load uses, and CU_JIT_TARGET = jit_target when it is not
+ * 0 (0: the target of the current context). On success *cubin is a malloc'd copy of the
+ * image (the caller frees it) that rt_cuda_module_load loads without running the JIT again.
+ * info_log (may be NULL) gets the JIT info log. Returns RT_CUDA_FAILED with a message when
+ * the driver lacks the cuLink entry points (they are optional). Several threads may link at
+ * once, each with the context current. */
+int rt_cuda_link_ptx(const struct rt_cuda *cu, const char *ptx, size_t ptx_len, int jit_target,
+                     void **cubin, size_t *cubin_len, char *info_log, size_t info_len, char *err,
+                     size_t errlen);
 
 /* Unloads a module; a NULL module is a no-op. */
 int rt_cuda_module_unload(const struct rt_cuda *cu, CUmodule mod, char *err, size_t errlen);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "cg.h"
 #include "passes.h"
 #include "rt.h"
@@ -47,6 +48,7 @@ bool rt_cuda_ready(tile_context *ctx) {
 }
 
 static int sm_of(const char *arch) { return atoi(arch + 3); }
+static bool use_wgmma(const char *arch);
 
 /* ---- specialization facts ---- */
 
@@ -93,7 +95,7 @@ static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const char 
                                struct pass_options *po, struct arena *a, struct cg_result *res) {
   struct strbuf err;
   sb_init(&err, a);
-  bool wgmma = strcmp(arch, "sm_90a") == 0 && !getenv("TILE_NO_WGMMA");
+  bool wgmma = use_wgmma(arch);
   if (!pass_pipeline_gpu(f, sm_of(arch), wgmma, po, &err) || !ir_verify(f, "gpu pipeline", &err))
     return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
   if (!cg_compile(f, arch, out, a, res, &err))
@@ -129,6 +131,12 @@ tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const char *arch, 
   return TILE_OK;
 }
 
+static tile_status load_spec(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a, struct rt_spec *sp);
+
+/* The in-memory list first (every launch's path); then the on-disk module cache (a hit
+ * skips the GPU passes, LLVM and the driver's JIT: the stored cubin is loaded); then a
+ * build, stored on disk for the next process. With the disk cache off (or TILE_NO_CACHE)
+ * the PTX is loaded directly, as before the cache existed. */
 static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
                                           tile_status *st) {
   uint8_t key[64];
@@ -140,42 +148,26 @@ static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, con
       *st = TILE_OK;
       return &k->specs.v[i];
     }
-  struct arena scratch;
-  arena_init(&scratch, &ctx->alloc, NULL);
-  /* a new specialization: facts go on a clone so the generic IR stays untouched */
-  struct ir_func *f = ir_func_clone(k->ir, &scratch);
-  spec_facts(f, b, key, sizeof key, true);
   double t0 = tl_now_ms();
-  struct cg_result res;
-  *st = compile_ptx(ctx, f, k->arch, CG_OUT_PTX, NULL, &scratch, &res);
-  if (*st) {
-    arena_free(&scratch);
-    return NULL;
+  bool disk = !(k->flags & TILE_NO_CACHE) && ctx->cache_dir && ctx->cache_dir[0];
+  struct rt_gpu_target t;
+  rt_gpu_target_of(ctx, disk, &t);
+  struct rt_artifact art;
+  struct rt_spec sp;
+  *st = rt_gpu_build(k, b, &t, &art);
+  if (!*st) *st = load_spec(ctx, k, &art, &sp);
+  if (*st && art.from_disk) { /* a stored image the driver refuses: build it afresh */
+    rt_artifact_free(&art);
+    t.cache_dir = NULL;
+    *st = rt_gpu_build(k, b, &t, &art);
+    if (!*st) *st = load_spec(ctx, k, &art, &sp);
   }
-  struct rt_spec sp = {0};
-  memcpy(sp.facts, key, klen);
-  sp.facts_len = klen;
-  char err[8192], info[4096];
-  float jit_ms = 0;
-  int rc = rt_cuda_module_load(&ctx->cuda, res.text, &sp.module, info, sizeof info, err, sizeof err, &jit_ms);
-  if (rc == 0) rc = rt_cuda_function(&ctx->cuda, sp.module, k->name, &sp.func, err, sizeof err);
-  struct rt_cuda_func_attrs fa;
-  if (rc == 0) rc = rt_cuda_func_attrs(&ctx->cuda, sp.func, &fa, err, sizeof err);
-  if (rc == 0 && res.smem_bytes > 48 * 1024)
-    rc = rt_cuda_set_dynamic_smem(&ctx->cuda, sp.func, (int)res.smem_bytes, err, sizeof err);
-  arena_free(&scratch);
-  if (rc) {
-    if (sp.module) rt_cuda_module_unload(&ctx->cuda, sp.module, info, sizeof info);
-    *st = rt_error(ctx, TILE_CUDA, "loading kernel '%s': %s", k->name, err);
-    return NULL;
-  }
-  sp.threads = res.threads;
-  sp.smem = res.smem_bytes;
-  sp.regs = fa.num_regs;
-  sp.local_bytes = fa.local_bytes;
+  if (!*st && disk && !art.from_disk) rt_gpu_store(ctx, k, &art);
+  sp.cache_hit = art.from_disk;
+  rt_artifact_free(&art);
+  if (*st) return NULL;
   sp.compile_ms = tl_now_ms() - t0;
   VEC_PUSH(&k->arena, k->specs, sp);
-  *st = TILE_OK;
   return &VEC_LAST(k->specs);
 }
 
@@ -206,6 +198,10 @@ static tile_status check_device_args(tile_context *ctx, tile_kernel *k, const st
     k->checked_ptrs[k->next_checked++ % TL_ARRAY_LEN(k->checked_ptrs)] = addr;
   }
   return TILE_OK;
+}
+
+tile_status rt_gpu_check_args(tile_context *ctx, tile_kernel *k, const struct rt_bound *b) {
+  return check_device_args(ctx, k, b);
 }
 
 struct packed {
@@ -268,14 +264,20 @@ static tile_status prepare(tile_context *ctx, tile_kernel *k, const struct rt_bo
   k->stats.shared_bytes = sp->smem;
   k->stats.registers = sp->regs;
   k->stats.local_bytes = sp->local_bytes;
-  k->stats.cache_hit = k->specs.n == before;
-  k->stats.compile_ms = k->stats.cache_hit ? tl_now_ms() - t0 : sp->compile_ms;
+  k->stats.cache_hit = k->specs.n == before ? 1 : sp->cache_hit ? 2 : 0;
+  k->stats.compile_ms = k->stats.cache_hit == 1 ? tl_now_ms() - t0 : sp->compile_ms;
+  k->last_config = k->config;
   *out = sp;
   return TILE_OK;
 }
 
 tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
                           bool launch) {
+  if (k->flags & TILE_AUTOTUNE) { /* runs the tuned kernel chosen for these arguments */
+    tile_kernel *run = k;
+    tile_status st = rt_autotune_pick(ctx, k, b, stream, &run);
+    if (st || run != k) return st ? st : rt_autotune_launch(ctx, k, run, b, stream, launch);
+  }
   struct rt_spec *sp;
   tile_status st = prepare(ctx, k, b, &sp);
   if (st || !launch) return st;
@@ -297,6 +299,17 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
   arena_init(&scratch, &ctx->alloc, NULL);
   struct rt_bound b;
   tile_status st = rt_bind_args(ctx, k, args, nargs, &scratch, &b);
+  if (!st && (k->flags & TILE_AUTOTUNE)) { /* times the tuned kernel */
+    tile_kernel *run = k;
+    st = rt_autotune_pick(ctx, k, &b, o->stream, &run);
+    if (!st && run != k) {
+      arena_free(&scratch);
+      st = rt_gpu_bench(ctx, run, args, nargs, o, t, n);
+      k->stats = run->stats;
+      k->last_config = run->config;
+      return st;
+    }
+  }
   struct rt_spec *sp = NULL;
   if (!st) st = prepare(ctx, k, &b, &sp);
   if (st) {
@@ -329,4 +342,205 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
   arena_free(&scratch);
   if (rc) return rt_error(ctx, TILE_CUDA, "benchmarking '%s': %s", k->name, err);
   return TILE_OK;
+}
+
+/* ---- specializations built apart from loading them (the module cache and the tuner) ---- */
+
+void rt_artifact_free(struct rt_artifact *a) {
+  if (!a) return;
+  free(a->ptx);
+  free(a->cubin);
+  memset(a, 0, sizeof *a);
+}
+
+void rt_gpu_target_of(tile_context *ctx, bool link, struct rt_gpu_target *t) {
+  memset(t, 0, sizeof *t);
+  snprintf(t->arch, sizeof t->arch, "%s", ctx->dev_arch);
+  snprintf(t->device_name, sizeof t->device_name, "%s", ctx->dev.name);
+  t->driver_version = ctx->dev.driver_version;
+  t->smem_optin = ctx->dev.smem_per_block_optin;
+  t->cuda = link && ctx->cuda.cuLinkCreate ? &ctx->cuda : NULL;
+  t->cuctx = ctx->dev.ctx;
+  t->cache_dir = link ? ctx->cache_dir : NULL;
+}
+
+/* The text key of a specialization in the on-disk module cache: everything the target code
+ * depends on. The compiler id includes the build id, so a rebuilt compiler never reuses. */
+static const char *module_key(tile_kernel *k, const struct rt_gpu_target *t, const uint8_t *facts,
+                              uint32_t nfacts, struct arena *a) {
+  bool wgmma = use_wgmma(k->arch);
+  if (!k->src_hashed) {
+    rt_hash(k->src, k->src_len, k->src_hash);
+    k->src_hashed = true;
+  }
+  char src_hex[2 * RT_HASH_LEN + 1], facts_hex[2 * 64 + 1];
+  rt_hex(k->src_hash, RT_HASH_LEN, src_hex);
+  rt_hex(facts, nfacts < 64 ? nfacts : 64, facts_hex);
+  return arena_printf(a,
+                      "tile-module 1\ncompiler=%s\nsource=%s\nkernel=%s\nconfig=%s\nsource_ir=%d\n"
+                      "facts=%s\narch=%s\nwgmma=%d\ndevice=%s\ndriver=%d\n",
+                      rt_compiler_id(), src_hex, k->name, k->config ? k->config : "",
+                      (k->flags & TILE_SOURCE_IR) ? 1 : 0, facts_hex, k->arch, wgmma ? 1 : 0, t->device_name,
+                      t->driver_version);
+}
+
+static bool use_wgmma(const char *arch) { return strcmp(arch, "sm_90a") == 0 && !getenv("TILE_NO_WGMMA"); }
+
+/* An artifact from a verified module cache entry: parts = meta text, PTX, cubin. */
+static bool artifact_from_entry(const struct rt_cache_entry *e, struct rt_artifact *a) {
+  if (e->nparts != 3 || e->parts[1].len == 0 || e->parts[0].len >= 128) return false;
+  char meta[128];
+  memcpy(meta, e->parts[0].data, e->parts[0].len);
+  meta[e->parts[0].len] = 0;
+  unsigned threads = 0, smem = 0;
+  if (sscanf(meta, "threads=%u smem=%u", &threads, &smem) != 2 || threads == 0 || threads > 1024 ||
+      smem > (1u << 20))
+    return false;
+  a->ptx = malloc(e->parts[1].len + 1);
+  a->cubin = e->parts[2].len ? malloc(e->parts[2].len) : NULL;
+  if (!a->ptx || (e->parts[2].len && !a->cubin)) return false;
+  memcpy(a->ptx, e->parts[1].data, e->parts[1].len);
+  a->ptx[e->parts[1].len] = 0;
+  a->ptx_len = e->parts[1].len;
+  if (a->cubin) memcpy(a->cubin, e->parts[2].data, e->parts[2].len);
+  a->cubin_len = e->parts[2].len;
+  a->threads = threads;
+  a->smem = smem;
+  a->from_disk = true;
+  return true;
+}
+
+tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct rt_gpu_target *t,
+                         struct rt_artifact *out) {
+  tile_context *ctx = k->ctx;
+  memset(out, 0, sizeof *out);
+  double t0 = tl_now_ms();
+  struct arena scratch;
+  jmp_buf oom;
+  arena_init(&scratch, &ctx->alloc, &oom);
+  if (setjmp(oom)) {
+    arena_free(&scratch);
+    rt_artifact_free(out);
+    return rt_error(ctx, TILE_NOMEM, "out of memory while compiling '%s'", k->name);
+  }
+  /* a new specialization: facts go on a clone so the generic IR stays untouched */
+  struct ir_func *f = ir_func_clone(k->ir, &scratch);
+  out->facts_len = spec_facts(f, b, out->facts, sizeof out->facts, true);
+  const char *key = NULL;
+  if (t->cache_dir && t->cache_dir[0]) {
+    key = module_key(k, t, out->facts, out->facts_len, &scratch);
+    struct rt_cache_entry e;
+    if (rt_cache_load(t->cache_dir, "mod", key, strlen(key), &e, NULL, 0) == RT_CACHE_HIT) {
+      bool ok = artifact_from_entry(&e, out);
+      rt_cache_entry_free(&e);
+      if (ok) {
+        out->build_ms = tl_now_ms() - t0;
+        arena_free(&scratch);
+        return TILE_OK;
+      }
+      uint8_t facts[64];
+      uint32_t nf = out->facts_len;
+      memcpy(facts, out->facts, sizeof facts);
+      rt_artifact_free(out); /* not usable: rebuilt below (and rewritten by the caller) */
+      memcpy(out->facts, facts, sizeof facts);
+      out->facts_len = nf;
+    }
+  }
+  struct cg_result res;
+  tile_status st = compile_ptx(ctx, f, k->arch, CG_OUT_PTX, NULL, &scratch, &res);
+  if (!st && t->smem_optin > 0 && res.smem_bytes > (unsigned)t->smem_optin)
+    st = rt_error(ctx, TILE_UNSUPPORTED, "needs %u bytes of shared memory per block; %s allows %d (kernel '%s' [%s])",
+                  res.smem_bytes, t->device_name[0] ? t->device_name : "the device", t->smem_optin, k->name,
+                  k->config ? k->config : "");
+  if (!st) {
+    out->ptx = malloc(res.len + 1);
+    if (!out->ptx) st = rt_error(ctx, TILE_NOMEM, "out of memory");
+  }
+  if (st) {
+    arena_free(&scratch);
+    rt_artifact_free(out);
+    return st;
+  }
+  memcpy(out->ptx, res.text, res.len);
+  out->ptx[res.len] = 0;
+  out->ptx_len = res.len;
+  out->threads = res.threads;
+  out->smem = res.smem_bytes;
+  arena_free(&scratch);
+  if (t->cuda) {
+    /* the driver's JIT, here rather than at load time; on threads other than the one that
+     * opened the device, the context must be made current first */
+    CUcontext cur = NULL;
+    char err[512];
+    if (t->cuda->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && !cur && t->cuctx) t->cuda->cuCtxSetCurrent(t->cuctx);
+    int rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, 0, &out->cubin, &out->cubin_len, NULL, 0, err,
+                              sizeof err);
+    if (rc && strcmp(k->arch, "sm_90a") == 0) /* in case the context's default target refuses sm_90a PTX */
+      rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, CU_TARGET_COMPUTE_90A, &out->cubin, &out->cubin_len,
+                            NULL, 0, err, sizeof err);
+    if (rc) { /* no cubin: loading the PTX runs the JIT (and reports any error properly) */
+      out->cubin = NULL;
+      out->cubin_len = 0;
+    }
+  }
+  out->build_ms = tl_now_ms() - t0;
+  return TILE_OK;
+}
+
+/* Loads an artifact: the cubin when there is one (no JIT), else (or if the driver refuses
+ * the cubin) the PTX. */
+static tile_status load_spec(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a, struct rt_spec *sp) {
+  memset(sp, 0, sizeof *sp);
+  memcpy(sp->facts, a->facts, sizeof sp->facts);
+  sp->facts_len = a->facts_len;
+  char err[8192], info[4096];
+  float jit_ms = 0;
+  int rc = -1;
+  if (a->cubin) rc = rt_cuda_module_load(&ctx->cuda, a->cubin, &sp->module, info, sizeof info, err, sizeof err, &jit_ms);
+  if (rc) rc = rt_cuda_module_load(&ctx->cuda, a->ptx, &sp->module, info, sizeof info, err, sizeof err, &jit_ms);
+  if (rc == 0) rc = rt_cuda_function(&ctx->cuda, sp->module, k->name, &sp->func, err, sizeof err);
+  struct rt_cuda_func_attrs fa;
+  if (rc == 0) rc = rt_cuda_func_attrs(&ctx->cuda, sp->func, &fa, err, sizeof err);
+  if (rc == 0 && a->smem > 48 * 1024) rc = rt_cuda_set_dynamic_smem(&ctx->cuda, sp->func, (int)a->smem, err, sizeof err);
+  if (rc) {
+    if (sp->module) rt_cuda_module_unload(&ctx->cuda, sp->module, info, sizeof info);
+    sp->module = NULL;
+    return rt_error(ctx, TILE_CUDA, "loading kernel '%s': %s", k->name, err);
+  }
+  sp->threads = a->threads;
+  sp->smem = a->smem;
+  sp->regs = fa.num_regs;
+  sp->local_bytes = fa.local_bytes;
+  return TILE_OK;
+}
+
+tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, const struct rt_artifact *a) {
+  uint8_t key[64];
+  uint32_t klen = spec_facts(k->ir, b, key, sizeof key, false);
+  for (uint32_t i = 0; i < k->specs.n; i++)
+    if (k->specs.v[i].facts_len == klen && memcmp(k->specs.v[i].facts, key, klen) == 0) return TILE_OK;
+  if (klen != a->facts_len || memcmp(key, a->facts, klen) != 0)
+    return rt_error(ctx, TILE_INTERNAL, "internal error: code of '%s' was built for other arguments", k->name);
+  struct rt_spec sp;
+  tile_status st = load_spec(ctx, k, a, &sp);
+  if (st) return st;
+  sp.compile_ms = a->build_ms;
+  sp.cache_hit = a->from_disk;
+  VEC_PUSH(&k->arena, k->specs, sp);
+  return TILE_OK;
+}
+
+void rt_gpu_store(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a) {
+  if (!ctx->cache_dir || !ctx->cache_dir[0] || !a->ptx) return;
+  struct rt_gpu_target t;
+  rt_gpu_target_of(ctx, true, &t);
+  struct arena scratch;
+  arena_init(&scratch, &ctx->alloc, NULL);
+  const char *key = module_key(k, &t, a->facts, a->facts_len, &scratch);
+  char meta[64];
+  int n = snprintf(meta, sizeof meta, "threads=%u smem=%u", a->threads, a->smem);
+  struct rt_cache_part parts[3] = {{meta, (size_t)n}, {a->ptx, a->ptx_len}, {a->cubin, a->cubin ? a->cubin_len : 0}};
+  char err[512];
+  rt_cache_store(ctx->cache_dir, "mod", key, strlen(key), parts, 3, err, sizeof err); /* best effort */
+  arena_free(&scratch);
 }

@@ -35,7 +35,22 @@ struct tile_context {
   /* in-memory kernel cache */
   struct arena cache_arena;
   VEC(struct tile_kernel *) kernels;
-  char *cache_dir; /* on-disk cache directory ("" = off) */
+  char *cache_dir; /* on-disk cache directory ("" = off); never NULL */
+  /* best configurations found by tuning in this context (tune.c), in cache_arena */
+  VEC(struct rt_tune_memo) tunes;
+};
+
+/* A tuning result remembered by the context: the hash of the tuning key and the winner. */
+struct rt_tune_memo {
+  uint8_t key[32];
+  const char *best; /* "BM=128,BN=64" */
+  double best_ms;
+};
+
+/* A TILE_AUTOTUNE kernel's choice for one tuning key: the tuned kernel it launches. */
+struct rt_autotuned {
+  uint8_t key[32];           /* hash of the argument part of the tuning key */
+  struct tile_kernel *child; /* holds a reference; NULL: tuning failed, use the kernel itself */
 };
 
 /* One compiled target specialization of a CUDA kernel. */
@@ -73,6 +88,14 @@ struct tile_kernel {
   tile_kernel_stats stats;
   uintptr_t checked_ptrs[16];   /* device pointers already verified (launch fast path) */
   unsigned next_checked;
+  /* for tuning and the on-disk cache (set by compile_new) */
+  const char *kernel_opt;   /* tile_compile_options.kernel as given (NULL: the only one) */
+  tile_define *defines;     /* the defines it was compiled with, copied */
+  unsigned ndefines;
+  uint8_t src_hash[32];     /* BLAKE3 of src (gpu.c computes it on first use) */
+  bool src_hashed;
+  VEC(struct rt_autotuned) tuned; /* TILE_AUTOTUNE: the choice per tuning key */
+  const char *last_config;  /* tile_kernel_tuned_config */
 };
 
 void rt_clear_error(tile_context *ctx);
@@ -105,5 +128,62 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
                          const tile_bench_options *o, double *t, int *n);
 /* "sm_90a" for the current device's compute capability. */
 const char *rt_arch_for(int cc_major, int cc_minor);
+
+/* ---- building specializations off the main thread (gpu.c; used by tune.c) ---- */
+
+/* What code generation and the module cache key need to know about the target, copied from
+ * the context that will load the code, so that other threads can build for it. */
+struct rt_gpu_target {
+  char arch[16];                /* the device's; a kernel is built for its own k->arch */
+  char device_name[256];
+  int driver_version;
+  int smem_optin;               /* the device's opt-in shared memory per block; 0 = unknown */
+  const struct rt_cuda *cuda;   /* for linking PTX to a cubin; NULL = PTX only */
+  CUcontext cuctx;              /* made current on the building thread when linking */
+  const char *cache_dir;        /* on-disk module cache to consult ("" or NULL = none) */
+};
+
+/* The target code of one specialization, before it is loaded. */
+struct rt_artifact {
+  uint8_t facts[64];
+  uint32_t facts_len;
+  char *ptx;          /* malloc'd, NUL-terminated */
+  size_t ptx_len;
+  void *cubin;        /* malloc'd driver image, or NULL */
+  size_t cubin_len;
+  unsigned threads, smem;
+  double build_ms;
+  bool from_disk;
+};
+void rt_artifact_free(struct rt_artifact *a);
+
+/* Fills t from ctx (CUDA must be ready). link: whether builds should produce a cubin. */
+void rt_gpu_target_of(tile_context *ctx, bool link, struct rt_gpu_target *t);
+/* Builds (or finds in t->cache_dir) the artifact of k's specialization for the bound
+ * arguments. Touches only k, t (read-only) and its own memory, so threads may build for
+ * their own kernels at once. Errors go to k's context: TILE_UNSUPPORTED when the kernel
+ * needs more shared memory than t->smem_optin. */
+tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct rt_gpu_target *t,
+                         struct rt_artifact *out);
+/* Loads an artifact built for k and these arguments as k's specialization (main thread). */
+tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
+                         const struct rt_artifact *a);
+/* The device-side argument checks of a launch (alignment, residency), without compiling. */
+tile_status rt_gpu_check_args(tile_context *ctx, tile_kernel *k, const struct rt_bound *b);
+/* Writes an artifact of k to the context's on-disk module cache (best effort). */
+void rt_gpu_store(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a);
+
+/* ---- tuning (tune.c) ---- */
+
+/* TILE_AUTOTUNE: the kernel to run for these bound arguments of k (k itself when tuning
+ * failed); tunes on the first use of a tuning key. */
+tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
+                             tile_kernel **out);
+/* Launches (or prepares) `run`, the kernel rt_autotune_pick chose for k, with k's bound
+ * arguments; k's stats then describe that launch. */
+tile_status rt_autotune_launch(tile_context *ctx, tile_kernel *k, tile_kernel *run, const struct rt_bound *b,
+                               void *stream, bool launch);
+/* Releases what a kernel holds for TILE_AUTOTUNE (api.c: kernel_free). */
+void rt_autotune_release(tile_kernel *k);
 
 #endif

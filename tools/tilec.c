@@ -5,6 +5,12 @@
  *   tilec opt FILE.ir [--passes=canonicalize,fold,...] [-o OUT]      (Tile IR in, IR out)
  *   tilec run FILE.tile [-k KERNEL] [-D ...] [--size NAME=N,...] [-a NAME=VALUE]...
  *                   [--device=cpu|cuda|auto] [--check] [--bench] [--flops=EXPR] [--seed=N]
+ *                   [--autotune]
+ *   tilec tune FILE.tile [-k KERNEL] [-D pins...] [--size ...] [-a ...] [--device=...]
+ *                   [--budget=SECONDS] [--config-budget=MS] [--max-configs=N] [--threads=N]
+ *                   [--params=A,B] [--force] [--no-store] [--flops=EXPR] [--reps=N] [--top=N]
+ *   tilec cache path | list | clear
+ *   tilec cache bench FILE.tile [-k ...] [-D ...] [--size ...] [-a ...] [--reps=N]
  *
  * Exit status: 0 success, 1 the program has errors (diagnostics on stderr) or a check
  * failed, 2 bad usage, 77 a requested device is unavailable.                            */
@@ -16,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +42,11 @@ struct options {
   const char *flops;
   tile_emit_kind emit;
   bool time_passes, verify_each, check, bench, device_auto, unaligned;
+  bool autotune, force, no_store, reps_set; /* run --autotune; tune --force, --no-store */
+  double budget_s, config_budget_ms;
+  unsigned max_configs;
+  int threads, top;
+  const char *params;
   tile_device device;
   tile_define defines[MAX_DEFINES];
   unsigned ndefines;
@@ -59,7 +71,13 @@ static void usage(FILE *f) {
         "       tilec opt FILE.ir [--passes=P1,P2,...] [-o OUT]\n"
         "       tilec run FILE.tile [-k KERNEL] [-D NAME=VALUE]... [--size NAME=N[,NAME=N...]]\n"
         "                   [-a NAME=VALUE]... [--device=auto|cpu|cuda] [--check] [--bench]\n"
-        "                   [--flops=EXPR] [--seed=N] [--reps=N]\n"
+        "                   [--flops=EXPR] [--seed=N] [--reps=N] [--autotune]\n"
+        "       tilec tune FILE.tile [-k KERNEL] [-D NAME=VALUE]... [--size ...] [-a NAME=VALUE]...\n"
+        "                   [--device=auto|cpu|cuda] [--budget=SECONDS] [--config-budget=MS]\n"
+        "                   [--max-configs=N] [--threads=N] [--params=A,B] [--force] [--no-store]\n"
+        "                   [--flops=EXPR] [--reps=N] [--top=N]\n"
+        "       tilec cache path|list|clear\n"
+        "       tilec cache bench FILE.tile [-k KERNEL] [-D ...] [--size ...] [-a ...] [--reps=N]\n"
         "       tilec --version\n",
         f);
 }
@@ -136,7 +154,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
   o->device_auto = true;
   o->seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
   o->reps = 50;
-  if (i < argc && (strcmp(argv[i], "run") == 0 || strcmp(argv[i], "opt") == 0)) o->cmd = argv[i++];
+  if (i < argc && (strcmp(argv[i], "run") == 0 || strcmp(argv[i], "opt") == 0 || strcmp(argv[i], "tune") == 0))
+    o->cmd = argv[i++];
   for (; i < argc; i++) {
     char *a = argv[i];
     const char *n, *v;
@@ -204,6 +223,25 @@ static int parse_args(int argc, char **argv, struct options *o) {
       o->seed = strtoull(a + 7, NULL, 0);
     } else if (starts(a, "--reps=")) {
       o->reps = atoi(a + 7);
+      o->reps_set = true;
+    } else if (strcmp(a, "--autotune") == 0) {
+      o->autotune = true;
+    } else if (strcmp(a, "--force") == 0) {
+      o->force = true;
+    } else if (strcmp(a, "--no-store") == 0) {
+      o->no_store = true;
+    } else if (starts(a, "--budget=")) {
+      o->budget_s = strtod(a + 9, NULL);
+    } else if (starts(a, "--config-budget=")) {
+      o->config_budget_ms = strtod(a + 16, NULL);
+    } else if (starts(a, "--max-configs=")) {
+      o->max_configs = (unsigned)strtoul(a + 14, NULL, 10);
+    } else if (starts(a, "--threads=")) {
+      o->threads = atoi(a + 10);
+    } else if (starts(a, "--params=")) {
+      o->params = a + 9;
+    } else if (starts(a, "--top=")) {
+      o->top = atoi(a + 6);
     } else if (a[0] == '-' && a[1]) {
       return die_usage("unknown option '%s'", a);
     } else if (!o->file) {
@@ -265,6 +303,12 @@ static int compile_cmd(tile_context *ctx, struct options *o) {
 }
 
 /* ---- tilec run ---- */
+
+static double now_ms_tilec(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 
 static uint64_t rng_state;
 static double urand(void) {
@@ -457,7 +501,8 @@ static int run_cmd(tile_context *ctx, struct options *o) {
 
   size_t fl = strlen(o->file);
   unsigned flags = (o->verify_each ? TILE_VERIFY_EACH : 0u) |
-                   (fl > 3 && strcmp(o->file + fl - 3, ".ir") == 0 ? TILE_SOURCE_IR : 0u);
+                   (fl > 3 && strcmp(o->file + fl - 3, ".ir") == 0 ? TILE_SOURCE_IR : 0u) |
+                   (o->autotune ? TILE_AUTOTUNE : 0u);
   tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags};
   tile_kernel *k = NULL, *kref = NULL;
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
@@ -568,8 +613,10 @@ static int run_cmd(tile_context *ctx, struct options *o) {
     printf("  grid %ux%ux%u", ks.grid[0], ks.grid[1], ks.grid[2]);
     if (dev == TILE_DEVICE_CUDA)
       printf(", %u threads, %u B shared, %d registers, %d B local, compiled in %.1f ms%s", ks.threads,
-             ks.shared_bytes, ks.registers, ks.local_bytes, ks.compile_ms, ks.cache_hit ? " (cached)" : "");
+             ks.shared_bytes, ks.registers, ks.local_bytes, ks.compile_ms,
+             ks.cache_hit == 2 ? " (on-disk cache)" : ks.cache_hit ? " (cached)" : "");
     printf("\n");
+    if (o->autotune && tile_kernel_tuned_config(k)) printf("  tuned [%s]\n", tile_kernel_tuned_config(k));
   }
   if (!rc && o->check) {
     /* the reference: the CPU interpreter on the same inputs */
@@ -634,8 +681,457 @@ static int run_cmd(tile_context *ctx, struct options *o) {
   return rc;
 }
 
+/* ---- shared by tune and cache bench: random arguments on the device ---- */
+
+struct arg_set {
+  tile_arg args[MAX_ARGS];
+  struct run_buf bufs[MAX_ARGS];
+  unsigned n;
+  double bytes_moved;
+};
+
+/* Allocates and fills the arguments of k as `run` does (sizes from --size or //! sizes,
+ * scalars from -a). Returns 0, or the exit status after printing why not. */
+static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k, tile_device dev, struct arg_set *as) {
+  memset(as, 0, sizeof *as);
+  as->n = tile_kernel_param_count(k);
+  if (as->n > MAX_ARGS) {
+    fprintf(stderr, "tilec: too many parameters\n");
+    return 1;
+  }
+  for (unsigned i = 0; i < as->n; i++) {
+    tile_param_info pi;
+    tile_kernel_param(k, i, &pi);
+    if (!pi.is_tensor) {
+      const char *val = NULL;
+      for (unsigned s = 0; s < o->nscalars; s++)
+        if (strcmp(o->scalars[s].name, pi.name) == 0) val = o->scalars[s].value;
+      if (!val) {
+        fprintf(stderr, "tilec: scalar parameter '%s' needs a value: -a %s=VALUE\n", pi.name, pi.name);
+        return 2;
+      }
+      if (pi.dtype == TILE_F32 || pi.dtype == TILE_F16 || pi.dtype == TILE_BF16 || pi.dtype == TILE_F64)
+        as->args[i] = tile_arg_float(strtod(val, NULL));
+      else
+        as->args[i] = tile_arg_int(strcmp(val, "true") == 0 ? 1 : strcmp(val, "false") == 0 ? 0 : strtoll(val, NULL, 0));
+      continue;
+    }
+    int64_t shape[TILE_MAX_RANK];
+    size_t n = 1;
+    for (unsigned d = 0; d < pi.rank; d++) {
+      if (pi.dim_symbol[d]) {
+        if (!lookup_size(o, pi.dim_symbol[d], &shape[d])) {
+          fprintf(stderr, "tilec: size '%s' of '%s' is not given: --size %s=N\n", pi.dim_symbol[d], pi.name,
+                  pi.dim_symbol[d]);
+          return 2;
+        }
+      } else {
+        shape[d] = pi.dim_size[d];
+      }
+      n *= (size_t)shape[d];
+    }
+    struct run_buf *b = &as->bufs[i];
+    b->n = n;
+    b->bytes = n * tile_dtype_size(pi.dtype);
+    b->host = malloc(b->bytes + 1);
+    if (!b->host) {
+      fprintf(stderr, "tilec: out of host memory\n");
+      return 1;
+    }
+    if (pi.is_output && !pi.is_read)
+      fill_nan(b->host, pi.dtype, n);
+    else
+      fill_random(b->host, pi.dtype, n);
+    if (pi.is_used) as->bytes_moved += (double)b->bytes * (pi.is_output && pi.is_read ? 2 : 1);
+    if (tile_mem_alloc(ctx, dev, b->bytes, &b->dev) || tile_mem_upload(ctx, dev, b->dev, b->host, b->bytes)) {
+      fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
+      return 1;
+    }
+    as->args[i] = tile_arg_tensor(b->dev, pi.dtype, pi.rank, shape, NULL);
+  }
+  return 0;
+}
+
+static void free_args(tile_context *ctx, tile_device dev, struct arg_set *as) {
+  for (unsigned i = 0; i < as->n; i++) {
+    tile_mem_free(ctx, dev, as->bufs[i].dev);
+    free(as->bufs[i].host);
+  }
+  memset(as, 0, sizeof *as);
+}
+
+/* The device `run` would use: CUDA when there is one (or when asked), else the CPU. */
+static int pick_device(tile_context *ctx, const struct options *o, tile_device *dev, tile_device_info *info) {
+  *dev = o->device;
+  if (o->device_auto) {
+    *dev = tile_device_query(ctx, TILE_DEVICE_CUDA, info) == TILE_OK ? TILE_DEVICE_CUDA : TILE_DEVICE_CPU;
+  } else if (*dev == TILE_DEVICE_CUDA && tile_device_query(ctx, *dev, info) != TILE_OK) {
+    fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
+    return 77;
+  }
+  if (*dev == TILE_DEVICE_CPU) tile_device_query(ctx, *dev, info);
+  return 0;
+}
+
+/* ---- tilec tune ---- */
+
+struct tune_ui {
+  bool tty;
+  double flops; /* 0 when unknown */
+};
+
+static void tune_progress(void *ud, const tile_tune_progress *p) {
+  struct tune_ui *ui = ud;
+  const tile_tune_config *c = p->config;
+  char what[64];
+  if (c->outcome == TILE_TUNE_TIMED)
+    snprintf(what, sizeof what, "%.4f ms", c->median_ms);
+  else
+    snprintf(what, sizeof what, "%s", tile_tune_outcome_name(c->outcome));
+  if (ui->tty) {
+    char best[96] = "-";
+    if (p->best) snprintf(best, sizeof best, "%.4f ms [%.60s]", p->best_ms, p->best);
+    fprintf(stderr, "\r\033[K[%u/%u] %.0fs  best %s  last [%s] %s", p->index, p->total, p->elapsed_ms / 1000, best,
+            c->config ? c->config : "", what);
+    fflush(stderr);
+  } else {
+    fprintf(stderr, "[%u/%u] %s: %s%s%s%s\n", p->index, p->total, c->config ? c->config : "", what, c->reason ? " (" : "",
+            c->reason ? c->reason : "", c->reason ? ")" : "");
+  }
+}
+
+static int row_order(const tile_tune_config *a, const tile_tune_config *b) {
+  static const int rank[] = {[TILE_TUNE_CACHED] = 0, [TILE_TUNE_TIMED] = 1, [TILE_TUNE_WRONG] = 2,
+                             [TILE_TUNE_FAILED] = 3, [TILE_TUNE_PRUNED] = 4, [TILE_TUNE_SKIPPED] = 5};
+  if (rank[a->outcome] != rank[b->outcome]) return rank[a->outcome] - rank[b->outcome];
+  if (a->outcome == TILE_TUNE_TIMED) return a->median_ms < b->median_ms ? -1 : a->median_ms > b->median_ms;
+  return 0;
+}
+
+static int cmp_rows(const void *x, const void *y) {
+  const tile_tune_config *const *a = x, *const *b = y;
+  int r = row_order(*a, *b);
+  return r ? r : (*a < *b ? -1 : *a > *b);
+}
+
+static int tune_cmd(tile_context *ctx, struct options *o) {
+  size_t len;
+  char *src = read_all(o->file, &len);
+  if (!src) {
+    fprintf(stderr, "tilec: cannot read '%s': %s\n", o->file, strerror(errno));
+    return 1;
+  }
+  char mbuf[256], fbuf[256];
+  if (!o->nsizes && meta(src, "sizes", mbuf, sizeof mbuf)) parse_sizes(o, mbuf);
+  if (!o->flops && meta(src, "flops", fbuf, sizeof fbuf)) o->flops = fbuf;
+  rng_state = o->seed ? o->seed : 0x9e3779b97f4a7c15ull;
+  tile_device dev;
+  tile_device_info info;
+  int rc = pick_device(ctx, o, &dev, &info);
+  if (rc) {
+    free(src);
+    return rc;
+  }
+  size_t fl = strlen(o->file);
+  unsigned flags = (o->verify_each ? TILE_VERIFY_EACH : 0u) |
+                   (fl > 3 && strcmp(o->file + fl - 3, ".ir") == 0 ? TILE_SOURCE_IR : 0u);
+  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags};
+  tile_kernel *k = NULL;
+  if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
+    fprintf(stderr, "%s", tile_errmsg(ctx));
+    free(src);
+    return 1;
+  }
+  config_text = tile_kernel_config(k);
+  struct arg_set as;
+  rc = make_args(ctx, o, k, dev, &as);
+  struct tune_ui ui = {.tty = isatty(fileno(stderr)) != 0};
+  double flops = 0;
+  if (!rc && o->flops && eval_expr(o, o->flops, &flops)) ui.flops = flops;
+  if (!rc) printf("tuning %s [%s] on %s\n", tile_kernel_name(k), tile_kernel_config(k), info.name);
+  fflush(stdout);
+  tile_tune_options to = {0};
+  to.budget_ms = o->budget_s > 0 ? o->budget_s * 1000 : 0;
+  to.config_budget_ms = o->config_budget_ms;
+  to.max_configs = o->max_configs;
+  to.threads = o->threads;
+  to.params = o->params;
+  to.reps = o->reps_set ? o->reps : 0;
+  to.flags = (o->force ? TILE_TUNE_FORCE : 0u) | (o->no_store ? TILE_TUNE_NO_STORE : 0u);
+  to.progress = tune_progress;
+  to.progress_ud = &ui;
+  tile_tune_result r;
+  memset(&r, 0, sizeof r);
+  tile_status st = TILE_OK;
+  if (!rc) {
+    st = tile_tune(ctx, o->file, src, len, &co, as.args, as.n, &to, &r);
+    if (ui.tty) fprintf(stderr, "\r\033[K");
+    if (st) {
+      const char *m = tile_errmsg(ctx);
+      fprintf(stderr, "tilec: %s%s", m, m[0] && m[strlen(m) - 1] == '\n' ? "" : "\n");
+      rc = st == TILE_NO_DRIVER ? 77 : 1;
+    }
+  }
+  if (!rc) {
+    const tile_tune_config **rows = malloc(sizeof *rows * (r.nconfigs + 1));
+    for (unsigned i = 0; rows && i < r.nconfigs; i++) rows[i] = &r.configs[i];
+    if (rows) qsort(rows, r.nconfigs, sizeof *rows, cmp_rows);
+    int w = 9;
+    for (unsigned i = 0; i < r.nconfigs; i++)
+      if (r.configs[i].config && (int)strlen(r.configs[i].config) > w) w = (int)strlen(r.configs[i].config);
+    printf("%4s  %-*s %-8s %10s %9s %5s %9s %6s %9s %10s  %s\n", "#", w, "config", "result", "time ms",
+           ui.flops ? "TFLOP/s" : "", "regs", "smem KiB", "local", "rel.err", "compile ms", "note");
+    unsigned shown = o->top > 0 && (unsigned)o->top < r.nconfigs ? (unsigned)o->top : r.nconfigs;
+    for (unsigned i = 0; rows && i < shown; i++) {
+      const tile_tune_config *c = rows[i];
+      char t[32] = "", tf[32] = "", rg[16] = "", sm[16] = "", lc[16] = "", re[16] = "", cm[16] = "";
+      if (c->median_ms > 0) snprintf(t, sizeof t, "%.4f", c->median_ms);
+      if (c->median_ms > 0 && ui.flops) snprintf(tf, sizeof tf, "%.1f", ui.flops / (c->median_ms * 1e-3) / 1e12);
+      if (c->registers >= 0) snprintf(rg, sizeof rg, "%d", c->registers);
+      if (c->shared_bytes) snprintf(sm, sizeof sm, "%.1f", c->shared_bytes / 1024.0);
+      if (c->local_bytes >= 0) snprintf(lc, sizeof lc, "%d", c->local_bytes);
+      if (c->rel_err >= 0) snprintf(re, sizeof re, "%.1e", c->rel_err);
+      if (c->compile_ms > 0) snprintf(cm, sizeof cm, "%.1f", c->compile_ms);
+      printf("%4u  %-*s %-8s %10s %9s %5s %9s %6s %9s %10s  %s\n", i + 1, w, c->config && c->config[0] ? c->config : "(default)",
+             tile_tune_outcome_name(c->outcome), t, tf, rg, sm, lc, re, cm, c->reason ? c->reason : "");
+    }
+    if (shown < r.nconfigs) printf("      ... %u more rows (--top=0 shows all)\n", r.nconfigs - shown);
+    free(rows);
+    printf("best: %s  %.4f ms", r.best && r.best[0] ? r.best : "(default)", r.best_ms);
+    if (ui.flops && r.best_ms > 0) printf(", %.1f TFLOP/s", ui.flops / (r.best_ms * 1e-3) / 1e12);
+    if (r.best_ms > 0 && as.bytes_moved > 0) printf(", %.1f GB/s", as.bytes_moved / (r.best_ms * 1e-3) / 1e9);
+    printf("%s\n", r.from_cache == 2 ? "  (stored result, from the on-disk cache; --force tunes again)"
+                   : r.from_cache == 1 ? "  (stored result)" : "");
+    if (!r.from_cache)
+      printf("%u timed, %u pruned, %u failed, %u wrong, %u not tried; %.1f s\n", r.timed, r.pruned, r.failed, r.wrong,
+             r.skipped, r.total_ms / 1000);
+    printf("defines:");
+    for (unsigned i = 0; i < r.ndefines; i++) printf(" -D %s=%s", r.defines[i].name, r.defines[i].value);
+    printf("\ntuning key %s, cache %s\n", r.key, tile_cache_path(ctx)[0] ? tile_cache_path(ctx) : "(off)");
+  }
+  tile_tune_result_free(&r);
+  free_args(ctx, dev, &as);
+  tile_kernel_release(k);
+  free(src);
+  return rc;
+}
+
+/* ---- tilec cache ---- */
+
+static void list_entry(void *ud, const tile_cache_entry *e) {
+  unsigned *n = ud;
+  char when[32] = "";
+  time_t t = (time_t)e->mtime;
+  struct tm tmv;
+  if (localtime_r(&t, &tmv)) strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tmv);
+  char size[32];
+  if (e->bytes >= 1 << 20)
+    snprintf(size, sizeof size, "%.1f MiB", (double)e->bytes / (1 << 20));
+  else
+    snprintf(size, sizeof size, "%.1f KiB", (double)e->bytes / 1024);
+  printf("%-6s %10s  %s  %s%s\n         %s\n", e->kind, size, when, e->valid ? "" : "INVALID ", e->summary, e->file);
+  (*n)++;
+}
+
+/* One fresh-process measurement for `cache bench`: prints one "probe ..." line. */
+static int probe_cmd(tile_context *ctx, struct options *o) {
+  size_t len;
+  char *src = read_all(o->file, &len);
+  if (!src) {
+    fprintf(stderr, "tilec: cannot read '%s': %s\n", o->file, strerror(errno));
+    return 1;
+  }
+  char mbuf[256];
+  if (!o->nsizes && meta(src, "sizes", mbuf, sizeof mbuf)) parse_sizes(o, mbuf);
+  tile_device dev;
+  tile_device_info info;
+  double t0 = now_ms_tilec();
+  int rc = pick_device(ctx, o, &dev, &info);
+  double driver_ms = now_ms_tilec() - t0;
+  if (rc) {
+    free(src);
+    return rc;
+  }
+  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, 0};
+  tile_kernel *k = NULL;
+  double t1 = now_ms_tilec();
+  if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
+    fprintf(stderr, "%s", tile_errmsg(ctx));
+    free(src);
+    return 1;
+  }
+  double compile_ms = now_ms_tilec() - t1;
+  config_text = tile_kernel_config(k);
+  struct arg_set as;
+  rc = make_args(ctx, o, k, dev, &as);
+  double prepare_ms = 0;
+  tile_kernel_stats ks = {0};
+  if (!rc) {
+    double t2 = now_ms_tilec();
+    if (tile_kernel_prepare(ctx, k, as.args, as.n)) {
+      fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
+      rc = 1;
+    }
+    prepare_ms = now_ms_tilec() - t2;
+    tile_kernel_get_stats(k, &ks);
+  }
+  if (!rc)
+    printf("probe driver_ms=%.3f compile_ms=%.3f prepare_ms=%.3f hit=%d device=%d\n", driver_ms, compile_ms,
+           prepare_ms, ks.cache_hit, dev == TILE_DEVICE_CUDA);
+  free_args(ctx, dev, &as);
+  tile_kernel_release(k);
+  free(src);
+  return rc;
+}
+
+static int cmp_dbl(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Cold and warm compile + prepare, each in a fresh process: the first with an empty cache
+ * directory, the others reusing what it stored. */
+static int bench_cmd(struct options *o, int argc, char **argv) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    fprintf(stderr, "tilec: cannot find this program (/proc/self/exe)\n");
+    return 1;
+  }
+  exe[n] = 0;
+  char dir[] = "/tmp/tile-cache-bench-XXXXXX";
+  if (!mkdtemp(dir)) {
+    fprintf(stderr, "tilec: mkdtemp: %s\n", strerror(errno));
+    return 1;
+  }
+  setenv("TILE_CACHE_DIR", dir, 1);
+  setenv("CUDA_CACHE_DISABLE", "1", 0); /* a cold start really compiles (the driver's own cache is off) */
+  int reps = o->reps_set && o->reps > 1 ? o->reps : 6;
+  if (reps > 100) reps = 100;
+  char **cargv = calloc((size_t)argc + 4, sizeof *cargv);
+  int cn = 0;
+  cargv[cn++] = exe;
+  cargv[cn++] = "cache";
+  cargv[cn++] = "_probe";
+  for (int i = 3; i < argc; i++)
+    if (!starts(argv[i], "--reps=")) cargv[cn++] = argv[i];
+  cargv[cn] = NULL;
+  double total[100], drv[100];
+  int hit[100], on_gpu = 0, rc = 0;
+  printf("%-6s %12s %12s %12s %12s  %s\n", "run", "driver ms", "compile ms", "prepare ms", "total ms", "source");
+  for (int r = 0; r < reps && !rc; r++) {
+    int fd[2];
+    if (pipe(fd)) {
+      rc = 1;
+      break;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(fd[1], 1);
+      close(fd[0]);
+      close(fd[1]);
+      execv(exe, cargv);
+      _exit(127);
+    }
+    close(fd[1]);
+    char out[4096];
+    size_t got = 0;
+    ssize_t m;
+    while (got < sizeof out - 1 && (m = read(fd[0], out + got, sizeof out - 1 - got)) > 0) got += (size_t)m;
+    out[got] = 0;
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    double d = 0, c = 0, p = 0;
+    int h = 0, g = 0;
+    const char *line = strstr(out, "probe ");
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !line ||
+        sscanf(line, "probe driver_ms=%lf compile_ms=%lf prepare_ms=%lf hit=%d device=%d", &d, &c, &p, &h, &g) != 5) {
+      fprintf(stderr, "tilec: measurement %d failed:\n%s", r + 1, out);
+      rc = WIFEXITED(status) && WEXITSTATUS(status) == 77 ? 77 : 1;
+      break;
+    }
+    total[r] = c + p;
+    drv[r] = d;
+    hit[r] = h;
+    on_gpu = g;
+    printf("%-6s %12.2f %12.2f %12.2f %12.2f  %s\n", r == 0 ? "cold" : "warm", d, c, p, c + p,
+           !g ? "CPU (no code generated)" : h == 2 ? "on-disk cache" : h == 1 ? "memory" : "compiled");
+  }
+  if (!rc && reps > 1) {
+    double w[100];
+    int nw = 0, hits = 0;
+    for (int r = 1; r < reps; r++) {
+      w[nw++] = total[r];
+      hits += hit[r] == 2;
+    }
+    qsort(w, (size_t)nw, sizeof w[0], cmp_dbl);
+    double med = nw % 2 ? w[nw / 2] : 0.5 * (w[nw / 2 - 1] + w[nw / 2]);
+    qsort(drv, (size_t)reps, sizeof drv[0], cmp_dbl);
+    printf("cold %.2f ms; warm median %.2f ms (min %.2f) over %d fresh processes, %d from the on-disk cache; "
+           "driver start-up %.1f ms (not included)\n",
+           total[0], med, w[0], nw, hits, drv[reps / 2]);
+    if (on_gpu && hits != nw) {
+      fprintf(stderr, "tilec: a warm run did not load from the on-disk cache\n");
+      rc = 1;
+    }
+  }
+  free(cargv);
+  tile_context *ctx = NULL;
+  tile_context_options co = {.cache_dir = dir};
+  if (tile_context_create(&co, &ctx) == TILE_OK) {
+    tile_cache_clear(ctx, NULL);
+    tile_context_destroy(ctx);
+  }
+  rmdir(dir);
+  return rc;
+}
+
+static int cache_cmd(int argc, char **argv) {
+  const char *sub = argc > 2 ? argv[2] : "";
+  tile_context *ctx = NULL;
+  if (tile_context_create(NULL, &ctx)) {
+    fprintf(stderr, "tilec: out of memory\n");
+    return 1;
+  }
+  int rc = 0;
+  if (strcmp(sub, "path") == 0) {
+    printf("%s\n", tile_cache_path(ctx)[0] ? tile_cache_path(ctx) : "(the on-disk cache is off)");
+  } else if (strcmp(sub, "list") == 0) {
+    unsigned n = 0;
+    if (tile_cache_list(ctx, list_entry, &n)) {
+      fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
+      rc = 1;
+    } else {
+      printf("%u file%s in %s\n", n, n == 1 ? "" : "s", tile_cache_path(ctx)[0] ? tile_cache_path(ctx) : "(off)");
+    }
+  } else if (strcmp(sub, "clear") == 0) {
+    unsigned n = 0;
+    if (tile_cache_clear(ctx, &n)) {
+      fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
+      rc = 1;
+    }
+    printf("removed %u file%s from %s\n", n, n == 1 ? "" : "s",
+           tile_cache_path(ctx)[0] ? tile_cache_path(ctx) : "(off)");
+  } else if (strcmp(sub, "bench") == 0 || strcmp(sub, "_probe") == 0) {
+    struct options o = {0};
+    char **orig = calloc((size_t)argc + 1, sizeof *orig); /* parse_args splits NAME=VALUE in place */
+    for (int i = 0; orig && i < argc; i++) orig[i] = strdup(argv[i]);
+    rc = orig ? parse_args(argc - 2, argv + 2, &o) : 1;
+    if (!rc) rc = strcmp(sub, "bench") == 0 ? bench_cmd(&o, argc, orig) : probe_cmd(ctx, &o);
+    for (int i = 0; orig && i < argc; i++) free(orig[i]);
+    free(orig);
+  } else {
+    rc = die_usage("cache needs path, list, clear or bench");
+  }
+  tile_context_destroy(ctx);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   struct options o = {0};
+  if (argc > 1 && strcmp(argv[1], "cache") == 0) return cache_cmd(argc, argv);
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc;
   tile_context *ctx;
@@ -645,6 +1141,8 @@ int main(int argc, char **argv) {
   }
   if (o.cmd && strcmp(o.cmd, "run") == 0)
     rc = run_cmd(ctx, &o);
+  else if (o.cmd && strcmp(o.cmd, "tune") == 0)
+    rc = tune_cmd(ctx, &o);
   else
     rc = compile_cmd(ctx, &o);
   tile_context_destroy(ctx);

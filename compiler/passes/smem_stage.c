@@ -21,6 +21,7 @@
  *                                                         async_commit; async_wait {pending=0}
  *                                                         barrier
  *                                                         %b = local_load %buf, %0 {trans=1}   */
+#include <stdlib.h>
 #include <string.h>
 
 #include "layout.h"
@@ -64,9 +65,13 @@ static bool defined_in(struct ir_func *f, ir_val v, uint32_t blk) {
 static bool register_renaming(struct ir_func *f, uint32_t id) {
   const struct ir_op *op = &f->ops.v[id];
   struct ll ls, ld;
-  static uint32_t map_storage[1u << LL_MAX_REG_BITS];
   if (!ll_of_type(f, T(f, op->args[0]), f->warps, &ls) || !ll_of_type(f, T(f, op->res), f->warps, &ld)) return false;
-  return ll_num_regs(&ld) <= TL_ARRAY_LEN(map_storage) && ll_register_map(&ld, &ls, map_storage);
+  /* per call, not static: compiles run concurrently (the autotuner's threads) */
+  uint32_t *map = malloc(sizeof *map * ll_num_regs(&ld));
+  if (!map) return false;
+  bool ok = ll_register_map(&ld, &ls, map);
+  free(map);
+  return ok;
 }
 
 struct staged {

@@ -105,7 +105,8 @@ typedef struct tile_kernel tile_kernel;
 typedef struct tile_context_options {
   int cuda_device;     /* CUDA device ordinal (default 0) */
   int cpu_threads;     /* interpreter threads; 0 = one per available core */
-  const char *cache_dir; /* on-disk cache; NULL = $TILE_CACHE_DIR or ~/.cache/tile; "" = off */
+  const char *cache_dir; /* on-disk cache directory; NULL = $TILE_CACHE_DIR if set, else
+                            $XDG_CACHE_HOME/tile, else ~/.cache/tile; "" = off (see below) */
 } tile_context_options;
 
 /* Creates a context. opts may be NULL for defaults. The CUDA driver is loaded lazily, on
@@ -144,6 +145,13 @@ enum tile_compile_flags {
   TILE_VERIFY_EACH = 1u << 0, /* run the IR verifier after every pass */
   TILE_NO_CACHE = 1u << 1,    /* bypass the in-memory and on-disk caches */
   TILE_SOURCE_IR = 1u << 2,   /* the source is Tile IR text (tilec --emit=ir output) */
+  TILE_AUTOTUNE = 1u << 3,    /* CUDA: the first launch for a new tuning key (see tile_tune)
+                                 tunes the compile-time parameters the caller did not pin,
+                                 with default tile_tune_options, and every launch runs the
+                                 best configuration. The tuned choice is kept in memory and on
+                                 disk, so later launches and processes do not time anything.
+                                 The launch's output tensors are saved before tuning and
+                                 restored before the real launch. CPU: no effect. */
 };
 
 typedef struct tile_compile_options {
@@ -189,6 +197,9 @@ TILE_API tile_status tile_kernel_param(const tile_kernel *k, unsigned i, tile_pa
 TILE_API int tile_kernel_param_index(const tile_kernel *k, const char *name);
 /* The compile-time parameters after specialization, as "BM=128,BN=128,...". */
 TILE_API const char *tile_kernel_config(const tile_kernel *k);
+/* The configuration the last launch, prepare or bench actually ran: for a kernel compiled
+ * with TILE_AUTOTUNE, the tuned one (until then NULL); otherwise tile_kernel_config(k). */
+TILE_API const char *tile_kernel_tuned_config(const tile_kernel *k);
 
 /* ---- arguments and launching ------------------------------------------------------------- */
 
@@ -263,7 +274,8 @@ typedef struct tile_kernel_stats {
   int registers;      /* -1 when unknown (CPU) */
   int local_bytes;    /* spills and stack; -1 when unknown */
   double compile_ms;  /* front end + passes + codegen + driver load of that specialization */
-  int cache_hit;      /* the specialization came from a cache */
+  int cache_hit;      /* where the specialization came from: 0 = compiled now, 1 = this
+                         kernel's in-memory cache, 2 = the on-disk cache (loaded now) */
 } tile_kernel_stats;
 TILE_API tile_status tile_kernel_get_stats(const tile_kernel *k, tile_kernel_stats *out);
 
@@ -338,6 +350,152 @@ typedef struct tile_bench_result {
 TILE_API tile_status tile_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args,
                                 unsigned nargs, const tile_bench_options *opts,
                                 tile_bench_result *out);
+
+/* ---- on-disk cache -----------------------------------------------------------------------
+ * One directory (tile_context_options.cache_dir) holds, per CUDA specialization, the PTX and
+ * the driver's compiled image (so a later process skips the front end's GPU passes, LLVM and
+ * the driver's JIT), and, per tuning key, the best configuration found by tile_tune. Keys
+ * include the compiler's version and build id, the kernel source, its resolved compile-time
+ * parameters, the argument facts, the target, the GPU's name and the driver version, so an
+ * entry is never used for anything it was not made for. Entries are written atomically
+ * (temporary file + rename) and verified on every read (magic, format version, full key,
+ * lengths, checksum); an entry that fails any check is ignored and rewritten. Several
+ * threads and processes may share a directory. A store that fails (read-only disk, no space)
+ * does not fail the compile or launch that caused it. */
+
+/* The cache directory of ctx ("" when the on-disk cache is off). Never NULL. */
+TILE_API const char *tile_cache_path(const tile_context *ctx);
+
+typedef struct tile_cache_entry {
+  const char *file;    /* the file name inside the cache directory */
+  const char *kind;    /* "module", "tune", or "temp" (a temporary file left by a store that
+                          was interrupted; never read, removed by tile_cache_clear) */
+  uint64_t bytes;
+  int64_t mtime;       /* seconds since the epoch */
+  int valid;           /* 1 when the file passes every check (it would be used) */
+  const char *summary; /* kernel, configuration and target, or why it is invalid */
+} tile_cache_entry;
+typedef void (*tile_cache_fn)(void *ud, const tile_cache_entry *e);
+
+/* Calls fn for each file of the cache directory that belongs to the cache (other files are
+ * left alone). The entry's strings are valid during the call only. */
+TILE_API tile_status tile_cache_list(tile_context *ctx, tile_cache_fn fn, void *ud);
+/* Removes every cache file (entries and temporary files; nothing else) from the directory.
+ * *removed (may be NULL) gets how many. Safe while other processes use the cache: they
+ * see misses and recompile. */
+TILE_API tile_status tile_cache_clear(tile_context *ctx, unsigned *removed);
+
+/* ---- autotuning --------------------------------------------------------------------------
+ * The search space is the product of the candidate sets of the kernel's int compile-time
+ * parameters (`BM: 64 | 128 = 128`), minus the parameters the caller pins with defines and
+ * those fixed by the arguments (a dtype parameter used as a tensor's dtype, an int parameter
+ * used as a tensor's fixed size, like attention's D). bool, str and dtype parameters change
+ * what the kernel computes and are not tuned unless named in tile_tune_options.params.
+ * Configurations that violate the kernel's `where` constraints, or need more shared memory
+ * than the device allows, are pruned before the driver sees them; the others are compiled
+ * in parallel on host threads, then each is launched once and its outputs compared with
+ * those of the default configuration (relative L2 error at most 3e-3 for f16, 2e-2 for bf16,
+ * 1e-3 for f32, exact for integers; NaN where the other has none fails), and timed with
+ * device events (median of repeated launches after warm-up). Configurations that spill
+ * registers to local memory are timed last. A configuration that fails to compile, load or
+ * launch, or gives a different answer, is skipped with its reason; the search goes on.
+ *
+ * The tuning key: the kernel source and name, the pinned values, the dtypes, ranks and
+ * alignment facts of the tensors, each shape symbol's size bucketed (exact below 128, else
+ * the next power of two) and whether it is a multiple of 16, the GPU's name and target, the
+ * driver and compiler versions. The best configuration is stored per key in the context
+ * and in the on-disk cache; a later call with the same key returns it without timing.
+ *
+ * The arguments are those of a launch. Inputs are not modified. Output tensors are
+ * overwritten while tuning and restored afterwards (from a device copy; that memory must be
+ * available). Launches go to opts->stream.                                              */
+
+typedef enum tile_tune_outcome {
+  TILE_TUNE_TIMED = 0, /* compiled, checked and timed */
+  TILE_TUNE_PRUNED,    /* rejected before timing: a `where` constraint, shared memory */
+  TILE_TUNE_FAILED,    /* compile, load or launch error, or out of memory */
+  TILE_TUNE_WRONG,     /* its output differs from the reference configuration's */
+  TILE_TUNE_SKIPPED,   /* not tried: the time budget or max_configs ran out */
+  TILE_TUNE_CACHED     /* the stored best of an earlier tuning (nothing was timed) */
+} tile_tune_outcome;
+
+/* "timed", "pruned", "failed", "wrong", "skipped", "cached". */
+TILE_API const char *tile_tune_outcome_name(tile_tune_outcome o);
+
+typedef struct tile_tune_config {
+  char *config;       /* the tuned parameters' values, "BM=128,BN=64,BK=32" */
+  tile_tune_outcome outcome;
+  char *reason;       /* why it was not timed (or a note, e.g. spills); NULL if none */
+  double median_ms;   /* TIMED/CACHED: the launch time; else 0 */
+  double min_ms;
+  double rel_err;     /* relative L2 difference from the reference output; -1 unchecked */
+  double compile_ms;  /* front end + GPU passes + LLVM + driver JIT (host threads) */
+  unsigned shared_bytes;
+  int registers, local_bytes; /* -1 when unknown */
+} tile_tune_config;
+
+typedef struct tile_tune_result {
+  char *best;           /* the winner's tuned values, "BM=128,BN=256,..." */
+  tile_define *defines; /* the caller's defines, the values fixed by the arguments and the
+                           winner's: pass these as tile_compile_options.defines */
+  unsigned ndefines;
+  double best_ms;       /* the winner's median time */
+  tile_tune_config *configs; /* the configurations tried, in order; configs[0] is the default
+                                (the reference). Those never reached (budget, max_configs) are
+                                only counted in `skipped`. A reused result has one row, CACHED. */
+  unsigned nconfigs;
+  unsigned timed;       /* configurations timed by this call: 0 when a stored result was used */
+  unsigned pruned, failed, wrong, skipped;
+  int from_cache;       /* 0 = tuned now, 1 = this context's memory, 2 = the on-disk cache */
+  char key[65];         /* the tuning key's hash (hex) */
+  double total_ms;      /* the wall time of the call */
+} tile_tune_result;
+
+typedef struct tile_tune_progress {
+  unsigned index, total;          /* configuration `index` (1-based) of `total` */
+  const tile_tune_config *config; /* the one just finished */
+  const char *best;               /* best so far (NULL before the first) */
+  double best_ms;
+  double elapsed_ms;
+} tile_tune_progress;
+typedef void (*tile_tune_progress_fn)(void *ud, const tile_tune_progress *p);
+
+enum tile_tune_flags {
+  TILE_TUNE_FORCE = 1u << 0,   /* tune even if a stored result exists (and replace it) */
+  TILE_TUNE_NO_STORE = 1u << 1 /* keep the result out of the context and the disk */
+};                             /* (TILE_NO_CACHE in the compile options implies both) */
+
+typedef struct tile_tune_options {
+  double budget_ms;        /* the whole search, compiles included (default 120000); the
+                              default configuration is always evaluated */
+  double config_budget_ms; /* timed launches of one configuration (default 300) */
+  int warmup;              /* launches before timing (default 3) */
+  int reps;                /* timed launches, median taken (default 25; at least 5 run) */
+  int threads;             /* compile threads (0 = cores - 1, at most 32) */
+  unsigned max_configs;    /* try at most this many (0 = the whole space) */
+  const char *params;      /* comma-separated names to tune instead of the default choice */
+  unsigned flags;          /* tile_tune_flags */
+  void *stream;            /* CUstream for the launches (NULL = the legacy default stream) */
+  tile_tune_progress_fn progress; /* called on the calling thread after each configuration */
+  void *progress_ud;
+} tile_tune_options;
+
+/* Tunes the kernel of `src` (compiled with co: kernel, device, arch, flags, and defines that
+ * pin parameters) for these launch arguments. topts may be NULL for defaults. On TILE_OK,
+ * *out holds the winner and the table (free it with tile_tune_result_free); the failure of
+ * individual configurations is reported there, not as an error. Errors: the default
+ * configuration does not compile (TILE_COMPILE), the arguments are rejected
+ * (TILE_BAD_LAUNCH), no configuration could be run (the status of the default's failure).
+ * Tuning spawns host threads for compiling; ctx is used by the calling thread only. */
+TILE_API tile_status tile_tune(tile_context *ctx, const char *name, const char *src, size_t len,
+                               const tile_compile_options *co, const tile_arg *args, unsigned nargs,
+                               const tile_tune_options *topts, tile_tune_result *out);
+/* The same from a file. */
+TILE_API tile_status tile_tune_file(tile_context *ctx, const char *path, const tile_compile_options *co,
+                                    const tile_arg *args, unsigned nargs, const tile_tune_options *topts,
+                                    tile_tune_result *out);
+/* Frees what tile_tune put in *r and zeroes it; a zeroed or NULL r is a no-op. */
+TILE_API void tile_tune_result_free(tile_tune_result *r);
 
 #ifdef __cplusplus
 }

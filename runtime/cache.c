@@ -1,0 +1,533 @@
+/* cache.c - the on-disk cache: entry files (see cache.h for the guarantees), the cache
+ * directory, the compiler identity used in keys, and the public tile_cache_* functions.
+ *
+ * Entry file layout (all integers little-endian):
+ *
+ *   off  0  magic "TILECACH"
+ *   off  8  u32 format version (RT_CACHE_FORMAT)
+ *   off 12  u32 number of parts (<= RT_CACHE_MAX_PARTS)
+ *   off 16  u64 key length
+ *   off 24  u64 part lengths [RT_CACHE_MAX_PARTS] (unused ones 0)
+ *   off 56  u8  checksum[32] = BLAKE3(bytes [0, 56) || bytes [88, end))
+ *   off 88  key text, then the parts in order
+ *
+ * The file must be exactly as long as the header says; the checksum covers every other
+ * byte, so a torn write, a truncation, a flipped byte or a file of another program is
+ * detected, and the key comparison catches a (practically impossible) name collision. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "llvm-c/blake3.h"
+#include "rt.h"
+
+enum {
+  RT_CACHE_FORMAT = 1,
+  HDR_MAGIC = 0,
+  HDR_VERSION = 8,
+  HDR_NPARTS = 12,
+  HDR_KEYLEN = 16,
+  HDR_PARTLEN = 24,
+  HDR_SUM = 56,
+  HDR_SIZE = 88
+};
+static const char magic[8] = {'T', 'I', 'L', 'E', 'C', 'A', 'C', 'H'};
+#define RT_CACHE_MAX_FILE ((uint64_t)1 << 30) /* larger files are not ours */
+
+_Static_assert(HDR_PARTLEN + 8 * RT_CACHE_MAX_PARTS == HDR_SUM, "header layout");
+_Static_assert(HDR_SUM + RT_HASH_LEN == HDR_SIZE, "header layout");
+
+/* ---- hashing ---- */
+
+void rt_hash(const void *p, size_t n, uint8_t out[RT_HASH_LEN]) {
+  llvm_blake3_hasher h;
+  llvm_blake3_hasher_init(&h);
+  llvm_blake3_hasher_update(&h, p, n);
+  llvm_blake3_hasher_finalize(&h, out, RT_HASH_LEN);
+}
+
+void rt_hex(const uint8_t *h, size_t n, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = digits[h[i] >> 4];
+    out[2 * i + 1] = digits[h[i] & 15];
+  }
+  out[2 * n] = 0;
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_u32(const uint8_t *p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+  return v;
+}
+static uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+/* ---- the compiler identity ---- */
+
+static pthread_once_t id_once = PTHREAD_ONCE_INIT;
+static char id_text[256];
+
+struct build_id_search {
+  uintptr_t addr;
+  char hex[2 * 64 + 1];
+};
+
+/* dl_iterate_phdr callback: in the object whose loaded segments hold `addr`, finds the
+ * NT_GNU_BUILD_ID note. */
+static int find_build_id(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  struct build_id_search *s = data;
+  bool mine = false;
+  for (int i = 0; i < info->dlpi_phnum && !mine; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = (uintptr_t)info->dlpi_addr + ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && s->addr >= lo && s->addr < lo + ph->p_memsz) mine = true;
+  }
+  if (!mine) return 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_NOTE) continue;
+    const uint8_t *p = (const uint8_t *)((uintptr_t)info->dlpi_addr + ph->p_vaddr);
+    size_t left = ph->p_memsz;
+    while (left >= sizeof(ElfW(Nhdr))) {
+      ElfW(Nhdr) nh;
+      memcpy(&nh, p, sizeof nh);
+      size_t namesz = ((size_t)nh.n_namesz + 3) & ~(size_t)3, descsz = ((size_t)nh.n_descsz + 3) & ~(size_t)3;
+      size_t total = sizeof nh + namesz + descsz;
+      if (total > left) break;
+      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && memcmp(p + sizeof nh, "GNU", 4) == 0 &&
+          nh.n_descsz > 0 && nh.n_descsz <= 64) {
+        rt_hex(p + sizeof nh + namesz, nh.n_descsz, s->hex);
+        return 1;
+      }
+      p += total;
+      left -= total;
+    }
+  }
+  return 1; /* our object, but no build id */
+}
+
+static void init_compiler_id(void) {
+  struct build_id_search s = {.addr = (uintptr_t)(void *)&id_once, .hex = ""};
+  dl_iterate_phdr(find_build_id, &s);
+  if (s.hex[0])
+    snprintf(id_text, sizeof id_text, "%s build %s", tile_version(), s.hex);
+  else /* no build id: the time this file was compiled is the best we have */
+    snprintf(id_text, sizeof id_text, "%s built %s %s", tile_version(), __DATE__, __TIME__);
+}
+
+const char *rt_compiler_id(void) {
+  pthread_once(&id_once, init_compiler_id);
+  return id_text;
+}
+
+/* ---- the directory ---- */
+
+char *rt_cache_resolve_dir(const char *opt) {
+  if (opt) return strdup(opt);
+  const char *env = getenv("TILE_CACHE_DIR");
+  if (env) return strdup(env);
+  const char *xdg = getenv("XDG_CACHE_HOME");
+  const char *home = getenv("HOME");
+  char buf[4096];
+  if (xdg && xdg[0] == '/')
+    snprintf(buf, sizeof buf, "%s/tile", xdg);
+  else if (home && home[0])
+    snprintf(buf, sizeof buf, "%s/.cache/tile", home);
+  else
+    buf[0] = 0;
+  return strdup(buf);
+}
+
+/* mkdir -p with mode 0700 for what it creates. */
+static int make_dirs(const char *dir) {
+  char path[4096];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof path) return -1;
+  memcpy(path, dir, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (path[i] != '/' && path[i] != 0) continue;
+    char c = path[i];
+    path[i] = 0;
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
+    path[i] = c;
+  }
+  struct stat st;
+  return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+}
+
+/* ---- entries ---- */
+
+void rt_cache_file_name(const char *kind, const char *key, size_t key_len, char out[RT_CACHE_NAME_MAX]) {
+  llvm_blake3_hasher h;
+  llvm_blake3_hasher_init(&h);
+  llvm_blake3_hasher_update(&h, kind, strlen(kind) + 1);
+  llvm_blake3_hasher_update(&h, key, key_len);
+  uint8_t d[RT_HASH_LEN];
+  llvm_blake3_hasher_finalize(&h, d, sizeof d);
+  char hex[2 * RT_HASH_LEN + 1];
+  rt_hex(d, sizeof d, hex);
+  snprintf(out, RT_CACHE_NAME_MAX, "%s-%s", kind, hex);
+}
+
+static void checksum(const uint8_t *file, size_t size, uint8_t out[RT_HASH_LEN]) {
+  llvm_blake3_hasher h;
+  llvm_blake3_hasher_init(&h);
+  llvm_blake3_hasher_update(&h, file, HDR_SUM);
+  llvm_blake3_hasher_update(&h, file + HDR_SIZE, size - HDR_SIZE);
+  llvm_blake3_hasher_finalize(&h, out, RT_HASH_LEN);
+}
+
+static enum rt_cache_result reject(char *why, size_t whylen, const char *msg) {
+  if (why && whylen) snprintf(why, whylen, "%s", msg);
+  return RT_CACHE_BAD;
+}
+
+/* Reads a whole regular file (at most RT_CACHE_MAX_FILE bytes). */
+static enum rt_cache_result read_whole(const char *path, void **buf, size_t *size, char *why, size_t whylen) {
+  *buf = NULL;
+  *size = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return RT_CACHE_MISS;
+    return reject(why, whylen, strerror(errno));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return reject(why, whylen, "not a regular file");
+  }
+  if ((uint64_t)st.st_size < HDR_SIZE || (uint64_t)st.st_size > RT_CACHE_MAX_FILE) {
+    close(fd);
+    return reject(why, whylen, st.st_size < HDR_SIZE ? "shorter than a header" : "too large");
+  }
+  size_t n = (size_t)st.st_size;
+  uint8_t *p = malloc(n + 1);
+  if (!p) {
+    close(fd);
+    return reject(why, whylen, "out of memory");
+  }
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, p + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  /* a file that grew since fstat is not the file we measured */
+  uint8_t extra;
+  ssize_t more = got == n ? read(fd, &extra, 1) : 0;
+  close(fd);
+  if (got != n || more > 0) {
+    free(p);
+    return reject(why, whylen, "changed while being read");
+  }
+  p[n] = 0;
+  *buf = p;
+  *size = n;
+  return RT_CACHE_HIT;
+}
+
+/* Checks the framing of a file image; fills out's parts and the key span. */
+static enum rt_cache_result parse(uint8_t *file, size_t size, struct rt_cache_entry *out, const char **key,
+                                  size_t *key_len, char *why, size_t whylen) {
+  if (memcmp(file + HDR_MAGIC, magic, sizeof magic) != 0) return reject(why, whylen, "foreign file (bad magic)");
+  if (get_u32(file + HDR_VERSION) != RT_CACHE_FORMAT)
+    return reject(why, whylen, "another format version");
+  uint32_t nparts = get_u32(file + HDR_NPARTS);
+  if (nparts > RT_CACHE_MAX_PARTS) return reject(why, whylen, "bad part count");
+  uint64_t klen = get_u64(file + HDR_KEYLEN);
+  uint64_t total = HDR_SIZE;
+  if (klen > RT_CACHE_MAX_FILE) return reject(why, whylen, "bad key length");
+  total += klen;
+  uint64_t plen[RT_CACHE_MAX_PARTS];
+  for (unsigned i = 0; i < RT_CACHE_MAX_PARTS; i++) {
+    plen[i] = get_u64(file + HDR_PARTLEN + 8 * i);
+    if (plen[i] > RT_CACHE_MAX_FILE || (i >= nparts && plen[i])) return reject(why, whylen, "bad part length");
+    total += plen[i];
+  }
+  if (total != size) return reject(why, whylen, total > size ? "truncated" : "trailing bytes");
+  uint8_t sum[RT_HASH_LEN];
+  checksum(file, size, sum);
+  if (memcmp(sum, file + HDR_SUM, RT_HASH_LEN) != 0) return reject(why, whylen, "checksum mismatch");
+  size_t off = HDR_SIZE;
+  *key = (const char *)file + off;
+  *key_len = (size_t)klen;
+  off += (size_t)klen;
+  memset(out->parts, 0, sizeof out->parts);
+  out->nparts = nparts;
+  for (unsigned i = 0; i < nparts; i++) {
+    out->parts[i].data = file + off;
+    out->parts[i].len = (size_t)plen[i];
+    off += (size_t)plen[i];
+  }
+  return RT_CACHE_HIT;
+}
+
+enum rt_cache_result rt_cache_read_file(const char *path, struct rt_cache_entry *out, const char **key,
+                                        size_t *key_len, char *why, size_t whylen) {
+  memset(out, 0, sizeof *out);
+  if (why && whylen) why[0] = 0;
+  void *buf;
+  size_t size;
+  enum rt_cache_result r = read_whole(path, &buf, &size, why, whylen);
+  if (r != RT_CACHE_HIT) return r;
+  r = parse(buf, size, out, key, key_len, why, whylen);
+  if (r != RT_CACHE_HIT) {
+    free(buf);
+    memset(out, 0, sizeof *out);
+    return r;
+  }
+  out->buf = buf;
+  out->size = size;
+  return RT_CACHE_HIT;
+}
+
+enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char *key, size_t key_len,
+                                   struct rt_cache_entry *out, char *why, size_t whylen) {
+  memset(out, 0, sizeof *out);
+  if (why && whylen) why[0] = 0;
+  if (!dir || !dir[0]) return RT_CACHE_MISS;
+  char name[RT_CACHE_NAME_MAX], path[4096 + RT_CACHE_NAME_MAX];
+  rt_cache_file_name(kind, key, key_len, name);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  const char *fkey;
+  size_t fkey_len;
+  enum rt_cache_result r = rt_cache_read_file(path, out, &fkey, &fkey_len, why, whylen);
+  if (r != RT_CACHE_HIT) return r;
+  if (fkey_len != key_len || memcmp(fkey, key, key_len) != 0) {
+    rt_cache_entry_free(out);
+    return reject(why, whylen, "another key under this name");
+  }
+  return RT_CACHE_HIT;
+}
+
+void rt_cache_entry_free(struct rt_cache_entry *e) {
+  if (!e) return;
+  free(e->buf);
+  memset(e, 0, sizeof *e);
+}
+
+static int write_all(int fd, const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return -1;
+    b += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static void test_delay(void) {
+  const char *d = getenv("TILE_CACHE_TEST_DELAY_MS");
+  long ms = d ? strtol(d, NULL, 10) : 0;
+  if (ms <= 0) return;
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static int store_fail(char *err, size_t errlen, const char *what, const char *path) {
+  if (err && errlen) snprintf(err, errlen, "cache: %s '%s': %s", what, path, strerror(errno));
+  return -1;
+}
+
+int rt_cache_store(const char *dir, const char *kind, const char *key, size_t key_len,
+                   const struct rt_cache_part *parts, unsigned nparts, char *err, size_t errlen) {
+  if (err && errlen) err[0] = 0;
+  if (!dir || !dir[0]) return 0;
+  if (nparts > RT_CACHE_MAX_PARTS || strlen(dir) > 4000) {
+    errno = EINVAL;
+    return store_fail(err, errlen, "bad entry for", dir);
+  }
+  if (make_dirs(dir) != 0) return store_fail(err, errlen, "cannot create the directory", dir);
+  char name[RT_CACHE_NAME_MAX], path[4096 + RT_CACHE_NAME_MAX], tmp[4096 + RT_CACHE_NAME_MAX + 16];
+  rt_cache_file_name(kind, key, key_len, name);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%s-XXXXXX", dir, name);
+
+  uint8_t hdr[HDR_SIZE];
+  memset(hdr, 0, sizeof hdr);
+  memcpy(hdr + HDR_MAGIC, magic, sizeof magic);
+  put_u32(hdr + HDR_VERSION, RT_CACHE_FORMAT);
+  put_u32(hdr + HDR_NPARTS, nparts);
+  put_u64(hdr + HDR_KEYLEN, key_len);
+  for (unsigned i = 0; i < nparts; i++) put_u64(hdr + HDR_PARTLEN + 8 * i, parts[i].len);
+  llvm_blake3_hasher h;
+  llvm_blake3_hasher_init(&h);
+  llvm_blake3_hasher_update(&h, hdr, HDR_SUM);
+  llvm_blake3_hasher_update(&h, key, key_len);
+  for (unsigned i = 0; i < nparts; i++) llvm_blake3_hasher_update(&h, parts[i].data, parts[i].len);
+  llvm_blake3_hasher_finalize(&h, hdr + HDR_SUM, RT_HASH_LEN);
+
+  int fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0) return store_fail(err, errlen, "cannot create a temporary file in", dir);
+  int bad = write_all(fd, hdr, sizeof hdr) || write_all(fd, key, key_len);
+  for (unsigned i = 0; i < nparts && !bad; i++) bad = write_all(fd, parts[i].data, parts[i].len);
+  if (!bad) bad = fsync(fd);
+  if (close(fd) != 0) bad = 1;
+  if (bad) {
+    int e = errno;
+    unlink(tmp);
+    errno = e;
+    return store_fail(err, errlen, "cannot write", tmp);
+  }
+  test_delay();
+  if (rename(tmp, path) != 0) {
+    /* an empty directory (or another non-file) squatting on the name: remove and retry */
+    if ((errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST) && rmdir(path) == 0 && rename(tmp, path) == 0)
+      goto renamed;
+    int e = errno;
+    unlink(tmp);
+    errno = e;
+    return store_fail(err, errlen, "cannot rename the entry to", path);
+  }
+renamed:;
+  /* make the rename durable too (best effort) */
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    fsync(dfd);
+    close(dfd);
+  }
+  return 0;
+}
+
+static bool all_hex(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
+  return s[n] == 0;
+}
+
+const char *rt_cache_classify(const char *name) {
+  if (strncmp(name, "mod-", 4) == 0 && strlen(name) == 4 + 64 && all_hex(name + 4, 64)) return "module";
+  if (strncmp(name, "tune-", 5) == 0 && strlen(name) == 5 + 64 && all_hex(name + 5, 64)) return "tune";
+  if (strncmp(name, ".tmp-mod-", 9) == 0 || strncmp(name, ".tmp-tune-", 10) == 0) return "temp";
+  return NULL;
+}
+
+/* ---- the public functions ---- */
+
+TILE_API const char *tile_cache_path(const tile_context *ctx) {
+  return ctx && ctx->cache_dir ? ctx->cache_dir : "";
+}
+
+/* The value of "name=" on its own line of a key text, copied into buf. */
+static const char *key_field(const char *key, size_t len, const char *name, char *buf, size_t cap) {
+  size_t nl = strlen(name);
+  for (size_t i = 0; i < len;) {
+    size_t e = i;
+    while (e < len && key[e] != '\n') e++;
+    if (e - i > nl && memcmp(key + i, name, nl) == 0 && key[i + nl] == '=') {
+      size_t n = e - i - nl - 1;
+      if (n >= cap) n = cap - 1;
+      memcpy(buf, key + i + nl + 1, n);
+      buf[n] = 0;
+      return buf;
+    }
+    i = e + 1;
+  }
+  return NULL;
+}
+
+TILE_API tile_status tile_cache_list(tile_context *ctx, tile_cache_fn fn, void *ud) {
+  if (!ctx) return TILE_INVALID_ARGUMENT;
+  rt_clear_error(ctx);
+  if (!fn) return rt_error(ctx, TILE_INVALID_ARGUMENT, "fn is NULL");
+  const char *dir = tile_cache_path(ctx);
+  if (!dir[0]) return TILE_OK;
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) return TILE_OK;
+    return rt_error(ctx, TILE_CACHE, "cannot read the cache directory '%s': %s", dir, strerror(errno));
+  }
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    const char *kind = rt_cache_classify(de->d_name);
+    if (!kind) continue;
+    char path[4096 + 300];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    struct stat st;
+    if (lstat(path, &st) != 0) continue;
+    tile_cache_entry e = {.file = de->d_name, .kind = kind, .bytes = (uint64_t)st.st_size,
+                          .mtime = (int64_t)st.st_mtime, .valid = 0, .summary = ""};
+    char summary[1024] = "", why[128] = "";
+    struct rt_cache_entry ce;
+    const char *key = NULL;
+    size_t klen = 0;
+    if (strcmp(kind, "temp") == 0) {
+      snprintf(summary, sizeof summary, "temporary file of an interrupted store");
+    } else if (rt_cache_read_file(path, &ce, &key, &klen, why, sizeof why) == RT_CACHE_HIT) {
+      char v[4][256];
+      const char *kn = key_field(key, klen, "kernel", v[0], sizeof v[0]);
+      const char *cf = key_field(key, klen, strcmp(kind, "tune") == 0 ? "pins" : "config", v[1], sizeof v[1]);
+      const char *ar = key_field(key, klen, "arch", v[2], sizeof v[2]);
+      const char *sz = key_field(key, klen, "sizes", v[3], sizeof v[3]);
+      int n = snprintf(summary, sizeof summary, "%s [%s] %s", kn ? kn : "?", cf ? cf : "", ar ? ar : "");
+      if (sz && n > 0 && (size_t)n < sizeof summary) snprintf(summary + n, sizeof summary - (size_t)n, " sizes %s", sz);
+      if (strcmp(kind, "module") == 0 && ce.nparts == 3) { /* whether a load skips the driver's JIT */
+        n = (int)strlen(summary);
+        snprintf(summary + n, sizeof summary - (size_t)n, ce.parts[2].len ? " (cubin)" : " (PTX only: JIT at load)");
+      }
+      if (strcmp(kind, "tune") == 0 && ce.nparts >= 1 && ce.parts[0].len < 400) {
+        n = (int)strlen(summary);
+        snprintf(summary + n, sizeof summary - (size_t)n, " -> %.*s", (int)ce.parts[0].len, (const char *)ce.parts[0].data);
+      }
+      e.valid = 1;
+      rt_cache_entry_free(&ce);
+    } else {
+      snprintf(summary, sizeof summary, "invalid (%s): ignored and rebuilt", why[0] ? why : "unreadable");
+    }
+    e.summary = summary;
+    fn(ud, &e);
+  }
+  closedir(d);
+  return TILE_OK;
+}
+
+TILE_API tile_status tile_cache_clear(tile_context *ctx, unsigned *removed) {
+  if (!ctx) return TILE_INVALID_ARGUMENT;
+  rt_clear_error(ctx);
+  if (removed) *removed = 0;
+  const char *dir = tile_cache_path(ctx);
+  if (!dir[0]) return TILE_OK;
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (errno == ENOENT) return TILE_OK;
+    return rt_error(ctx, TILE_CACHE, "cannot read the cache directory '%s': %s", dir, strerror(errno));
+  }
+  tile_status st = TILE_OK;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (!rt_cache_classify(de->d_name)) continue; /* only our files are touched */
+    char path[4096 + 300];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    if (unlink(path) == 0 || (errno == EISDIR && rmdir(path) == 0)) {
+      if (removed) (*removed)++;
+    } else if (errno != ENOENT && st == TILE_OK) {
+      st = rt_error(ctx, TILE_CACHE, "cannot remove '%s': %s", path, strerror(errno));
+    }
+  }
+  closedir(d);
+  return st;
+}

@@ -1,0 +1,1360 @@
+/* tune.c - the autotuner (tile_tune) and TILE_AUTOTUNE kernels.
+ *
+ * A search runs in these steps (tile.h describes what the caller sees):
+ *   1. The kernel's compile-time parameters come from the front end (lang_kernel_info).
+ *      Pinned are those the caller defines, dtype parameters naming a tensor's dtype and int
+ *      parameters naming a tensor's fixed size (taken from the arguments); tuned are the
+ *      other int parameters with two or more candidates (or the ones listed in
+ *      tile_tune_options.params).
+ *   2. The default configuration (pins only) is compiled on this thread and the arguments
+ *      bound to it: that validates them and gives the tuning key. A result stored in the
+ *      context or on disk for the key ends the call.
+ *   3. The configurations (the default first, then the space in a fixed pseudo-random order,
+ *      so that a search cut short by the budget samples the whole space) become jobs. Worker
+ *      threads, each with a private context, run the front end (a violated `where`
+ *      constraint prunes), and for CUDA the GPU passes, LLVM (a kernel over the device's
+ *      shared memory prunes) and the driver's JIT to a cubin (cuLink, which is thread-safe).
+ *      At most a window of jobs runs ahead of the consumer, bounding the memory held.
+ *   4. This thread takes the jobs in order: compiles the front end again in the caller's
+ *      context (sub-millisecond), loads the worker's cubin, launches once with the outputs
+ *      poisoned (write-only outputs) or restored (outputs that are also read or alias
+ *      another argument), compares the outputs with the reference (the default's, or the
+ *      first configuration that ran), and times it with tile_bench. Configurations that
+ *      use local memory (spills) are put off until the others are done.
+ *   5. The winner is stored in the context and on disk (kind "tune"), and its cubin in the
+ *      module cache, so the kernel compiled with the winning defines loads without a JIT.
+ * The outputs are saved to device memory before step 4 and restored at the end.        */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "fp16.h"
+#include "lang.h"
+#include "passes.h"
+#include "rt.h"
+
+enum { MAX_SPACE = 1000000 };
+
+static const char *const outcome_names[] = {"timed", "pruned", "failed", "wrong", "skipped", "cached"};
+
+TILE_API const char *tile_tune_outcome_name(tile_tune_outcome o) {
+  return (unsigned)o < TL_ARRAY_LEN(outcome_names) ? outcome_names[o] : "?";
+}
+
+/* ---- the search space ---- */
+
+struct tparam {
+  const char *name;
+  enum lang_cparam_kind kind;
+  const char *def;    /* the default value as text */
+  const char *pinned; /* the value when pinned, else NULL */
+  bool tuned;
+  const char **cand;  /* candidate values as text */
+  uint32_t ncand;
+};
+
+static const char *cvalue_text(struct arena *a, const struct lang_cvalue *v) {
+  switch (v->kind) {
+  case LANG_CP_INT: return arena_printf(a, "%lld", (long long)v->i);
+  case LANG_CP_BOOL: return v->i ? "true" : "false";
+  case LANG_CP_STR: return v->s ? arena_strdup(a, v->s) : "";
+  case LANG_CP_DTYPE: return ir_dtype_name(v->dt);
+  }
+  return "";
+}
+
+static bool in_list(const char *list, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = list; p && *p;) {
+    while (*p == ' ' || *p == ',') p++;
+    const char *e = p;
+    while (*e && *e != ',' && *e != ' ') e++;
+    if ((size_t)(e - p) == n && strncmp(p, name, n) == 0) return true;
+    p = e;
+  }
+  return false;
+}
+
+/* ---- the tuner's state ---- */
+
+struct job {
+  const char **vals;    /* values of the tuned parameters */
+  char *text;           /* "BM=128,BN=64" */
+  tile_define *defs;    /* pins + vals */
+  unsigned ndefs;
+  int state;            /* 0 pending, 1 running, 2 done */
+  bool skipped;         /* not compiled: over the budget */
+  tile_status st;       /* of the worker's compile */
+  bool pruned;
+  char *msg;            /* malloc'd */
+  struct rt_artifact art;
+  double compile_ms;
+};
+
+struct outbuf {
+  unsigned arg;
+  const char *name;
+  char *data;       /* the argument's memory (device or host) */
+  size_t bytes;     /* its span */
+  size_t n;         /* elements in the span */
+  tile_dtype dtype;
+  bool poison;      /* write-only and not aliased: filled with 0xff before each check */
+  void *backup;     /* device (or host) copy of the original contents */
+  bool saved;       /* backup holds them */
+  void *ref, *cur;  /* host copies: the reference's and the current configuration's */
+  double ref_den;   /* sum of squares of the reference's finite elements */
+};
+
+struct tuner {
+  tile_context *ctx;
+  const char *name, *src;
+  size_t len;
+  tile_compile_options co;   /* kernel, device, arch, flags (defines per job) */
+  const tile_arg *args;
+  unsigned nargs;
+  tile_tune_options to;
+  struct rt_gpu_target target;
+  struct arena *a;
+  double t0, deadline;
+  /* parameters */
+  struct tparam *p;
+  uint32_t np;
+  uint32_t *tuned;           /* indices into p */
+  uint32_t ntuned;
+  tile_define *pins;
+  unsigned npins;
+  /* jobs and workers */
+  struct job *jobs;
+  unsigned njobs;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  unsigned next, consumed, window, nworkers;
+  bool stop;
+  /* outputs */
+  struct outbuf *outs;
+  unsigned nouts;
+  float *f16_table;
+  bool have_ref;
+  const char *ref_text;
+  /* results */
+  VEC(tile_tune_config) rows;
+  int best_row;
+  double best_ms;
+  unsigned best_job;
+  tile_kernel *best_k;       /* its kernel, kept to store its code in the module cache */
+  unsigned timed, pruned, failed, wrong, skipped;
+  tile_status default_st; /* why the default configuration failed */
+};
+
+static double now_ms(void) { return tl_now_ms(); }
+
+static char *xstrdup(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+/* The first line of a message without the "file:line:col: error: " prefix. */
+static char *reason_of(const char *msg) {
+  if (!msg || !*msg) return xstrdup("unknown error");
+  const char *e = strstr(msg, "error: ");
+  const char *nl = strchr(msg, '\n');
+  const char *p = e && (!nl || e < nl) ? e + 7 : msg;
+  size_t n = strcspn(p, "\n");
+  char *r = malloc(n + 1);
+  if (!r) return NULL;
+  memcpy(r, p, n);
+  r[n] = 0;
+  return r;
+}
+
+static bool is_constraint(const char *msg) {
+  return msg && strstr(msg, "constraint `") && strstr(msg, "is not satisfied");
+}
+
+/* ---- workers ---- */
+
+static void run_job(struct tuner *T, tile_context *wctx, struct job *j) {
+  double t0 = now_ms();
+  tile_compile_options co = T->co;
+  co.defines = j->defs;
+  co.ndefines = j->ndefs;
+  co.flags = (co.flags & ~(unsigned)TILE_AUTOTUNE) | TILE_NO_CACHE;
+  tile_kernel *k = NULL;
+  tile_status st = tile_compile_string(wctx, T->name, T->src, T->len, &co, &k);
+  if (st) {
+    j->pruned = st == TILE_COMPILE && is_constraint(tile_errmsg(wctx));
+  } else if (co.device == TILE_DEVICE_CUDA) {
+    struct arena scratch;
+    jmp_buf oom;
+    arena_init(&scratch, &wctx->alloc, &oom);
+    if (setjmp(oom)) {
+      st = rt_error(wctx, TILE_NOMEM, "out of memory");
+    } else {
+      struct rt_bound b;
+      st = rt_bind_args(wctx, k, T->args, T->nargs, &scratch, &b);
+      if (!st) st = rt_gpu_build(k, &b, &T->target, &j->art);
+      j->pruned = st == TILE_UNSUPPORTED; /* over the shared memory */
+    }
+    arena_free(&scratch);
+  }
+  if (st) j->msg = xstrdup(tile_errmsg(wctx));
+  j->st = st;
+  tile_kernel_release(k);
+  j->compile_ms = now_ms() - t0;
+}
+
+/* Takes the next job if it may start; returns its index or -1 when there is none. */
+static int claim(struct tuner *T, bool wait) {
+  for (;;) {
+    if (T->stop || T->next >= T->njobs) return -1;
+    if (T->next < T->consumed + T->window) {
+      T->jobs[T->next].state = 1;
+      return (int)T->next++;
+    }
+    if (!wait) return -1;
+    pthread_cond_wait(&T->cv, &T->mu);
+  }
+}
+
+/* Runs job i (claimed, lock not held) unless the budget is spent. */
+static void do_job(struct tuner *T, tile_context *wctx, unsigned i) {
+  struct job *j = &T->jobs[i];
+  if (i > 0 && now_ms() > T->deadline) {
+    j->skipped = true;
+  } else if (!wctx) {
+    j->st = TILE_NOMEM;
+    j->msg = xstrdup("out of memory");
+  } else {
+    run_job(T, wctx, j);
+  }
+}
+
+static void *worker(void *arg) {
+  struct tuner *T = arg;
+  tile_context *wctx = NULL;
+  tile_context_options o = {.cache_dir = "", .cpu_threads = 1};
+  tile_context_create(&o, &wctx);
+  pthread_mutex_lock(&T->mu);
+  for (;;) {
+    int i = claim(T, true);
+    if (i < 0) break;
+    pthread_mutex_unlock(&T->mu);
+    do_job(T, wctx, (unsigned)i);
+    pthread_mutex_lock(&T->mu);
+    T->jobs[i].state = 2;
+    pthread_cond_broadcast(&T->cv);
+  }
+  pthread_mutex_unlock(&T->mu);
+  tile_context_destroy(wctx);
+  return NULL;
+}
+
+/* Waits until job i is done (running it here when no worker could be started). */
+static void wait_job(struct tuner *T, unsigned i, tile_context *inline_ctx) {
+  pthread_mutex_lock(&T->mu);
+  T->consumed = i;
+  pthread_cond_broadcast(&T->cv);
+  while (T->jobs[i].state != 2) {
+    if (T->nworkers == 0) {
+      int c = claim(T, false);
+      if (c >= 0) {
+        pthread_mutex_unlock(&T->mu);
+        do_job(T, inline_ctx, (unsigned)c);
+        pthread_mutex_lock(&T->mu);
+        T->jobs[c].state = 2;
+        continue;
+      }
+    }
+    pthread_cond_wait(&T->cv, &T->mu);
+  }
+  pthread_mutex_unlock(&T->mu);
+}
+
+/* ---- memory of the outputs ---- */
+
+static tile_status mem_copy(struct tuner *T, void *dst, const void *src, size_t bytes) {
+  if (T->co.device == TILE_DEVICE_CPU) {
+    memmove(dst, src, bytes);
+    return TILE_OK;
+  }
+  char err[512];
+  if (rt_cuda_d2d(&T->ctx->cuda, (CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes, err, sizeof err))
+    return rt_error(T->ctx, TILE_CUDA, "%s", err);
+  return TILE_OK;
+}
+
+static tile_status sync_all(struct tuner *T) {
+  return T->co.device == TILE_DEVICE_CPU ? TILE_OK : tile_synchronize(T->ctx, TILE_DEVICE_CUDA);
+}
+
+/* The span of a tensor argument in elements (0 when empty). */
+static size_t span_elems(const tile_tensor *t) {
+  bool contiguous = true;
+  for (unsigned d = 0; d < t->rank; d++) contiguous &= t->strides[d] == 0;
+  size_t n = 1, extent = 1;
+  for (unsigned d = 0; d < t->rank && d < TILE_MAX_RANK; d++) {
+    if (t->shape[d] <= 0) return 0;
+    n *= (size_t)t->shape[d];
+    if (!contiguous) extent += (size_t)(t->shape[d] - 1) * (size_t)t->strides[d];
+  }
+  return contiguous ? n : extent;
+}
+
+/* Finds the used outputs, saves them and decides how each is prepared before a check. */
+static tile_status setup_outputs(struct tuner *T, tile_kernel *kdef) {
+  T->outs = ARENA_NEWN(T->a, struct outbuf, T->nargs + 1);
+  for (unsigned u = 0; u < kdef->nparams && u < T->nargs; u++) {
+    const tile_param_info *pi = &kdef->params[u];
+    const tile_arg *a = &T->args[u];
+    if (!pi->is_tensor || !pi->is_output || !pi->is_used || a->kind != TILE_ARG_TENSOR || !a->u.tensor.data)
+      continue;
+    struct outbuf *o = &T->outs[T->nouts];
+    o->arg = u;
+    o->name = pi->name;
+    o->data = a->u.tensor.data;
+    o->dtype = a->u.tensor.dtype;
+    o->n = span_elems(&a->u.tensor);
+    o->bytes = o->n * tile_dtype_size(o->dtype);
+    if (!o->bytes) continue;
+    o->poison = !pi->is_read;
+    for (unsigned v = 0; v < T->nargs; v++) { /* aliasing another tensor: restore, never poison */
+      const tile_arg *b = &T->args[v];
+      if (v == u || b->kind != TILE_ARG_TENSOR || !b->u.tensor.data) continue;
+      char *lo = b->u.tensor.data;
+      size_t bb = span_elems(&b->u.tensor) * tile_dtype_size(b->u.tensor.dtype);
+      if (lo < o->data + o->bytes && o->data < lo + bb) o->poison = false;
+    }
+    T->nouts++;
+  }
+  tile_status st = sync_all(T); /* the caller's queued work on these buffers comes first */
+  for (unsigned i = 0; i < T->nouts && !st; i++) {
+    struct outbuf *o = &T->outs[i];
+    st = tile_mem_alloc(T->ctx, T->co.device, o->bytes, &o->backup);
+    if (st) {
+      st = rt_error(T->ctx, st, "tuning needs %zu bytes of %s memory to save output '%s': %s", o->bytes,
+                    T->co.device == TILE_DEVICE_CPU ? "host" : "device", o->name, tile_errmsg(T->ctx));
+      break;
+    }
+    st = mem_copy(T, o->backup, o->data, o->bytes);
+    o->saved = !st;
+    o->ref = malloc(o->bytes);
+    o->cur = malloc(o->bytes);
+    if (!st && (!o->ref || !o->cur)) st = rt_error(T->ctx, TILE_NOMEM, "out of host memory (%zu bytes)", 2 * o->bytes);
+    if (o->dtype == TILE_F16 && !T->f16_table && !st) {
+      T->f16_table = malloc(sizeof(float) * 65536);
+      if (!T->f16_table) st = rt_error(T->ctx, TILE_NOMEM, "out of host memory");
+      for (uint32_t h = 0; T->f16_table && h < 65536; h++) T->f16_table[h] = tl_f16_to_f32((uint16_t)h);
+    }
+  }
+  if (!st) st = sync_all(T);
+  return st;
+}
+
+/* Restores the outputs from their copies; frees everything. */
+static void teardown_outputs(struct tuner *T) {
+  sync_all(T);
+  for (unsigned i = 0; i < T->nouts; i++) {
+    struct outbuf *o = &T->outs[i];
+    if (o->saved) {
+      mem_copy(T, o->data, o->backup, o->bytes);
+      sync_all(T);
+    }
+    if (o->backup) tile_mem_free(T->ctx, T->co.device, o->backup);
+    free(o->ref);
+    free(o->cur);
+  }
+  sync_all(T);
+  free(T->f16_table);
+  T->nouts = 0;
+}
+
+static tile_status prepare_outputs(struct tuner *T) {
+  tile_status st = sync_all(T);
+  for (unsigned i = 0; i < T->nouts && !st; i++) {
+    struct outbuf *o = &T->outs[i];
+    st = o->poison ? tile_mem_fill(T->ctx, T->co.device, o->data, 0xff, o->bytes) : mem_copy(T, o->data, o->backup, o->bytes);
+  }
+  if (!st) st = sync_all(T);
+  return st;
+}
+
+static double elem(const struct tuner *T, tile_dtype dt, const void *buf, size_t i) {
+  switch (dt) {
+  case TILE_F16: return T->f16_table[((const uint16_t *)buf)[i]];
+  case TILE_BF16: return tl_f32_from_bits((uint32_t)((const uint16_t *)buf)[i] << 16);
+  case TILE_F32: return ((const float *)buf)[i];
+  case TILE_F64: return ((const double *)buf)[i];
+  case TILE_F8E4M3: return tl_e4m3_to_f32(((const uint8_t *)buf)[i]);
+  case TILE_F8E5M2: return tl_e5m2_to_f32(((const uint8_t *)buf)[i]);
+  case TILE_I8: return ((const int8_t *)buf)[i];
+  case TILE_I16: return ((const int16_t *)buf)[i];
+  case TILE_I32: return ((const int32_t *)buf)[i];
+  case TILE_I64: return (double)((const int64_t *)buf)[i];
+  case TILE_BOOL: return ((const uint8_t *)buf)[i];
+  default: return 0;
+  }
+}
+
+static double tolerance(tile_dtype dt) {
+  switch (dt) {
+  case TILE_F16: return 3e-3;
+  case TILE_BF16: return 2e-2;
+  case TILE_F32: return 1e-3;
+  case TILE_F64: return 1e-9;
+  case TILE_F8E4M3:
+  case TILE_F8E5M2: return 1.25e-1;
+  default: return 0; /* integers and bools: exact */
+  }
+}
+
+/* Sum of squares of the reference's finite elements (the denominator of the error). */
+static void reference_norms(struct tuner *T) {
+  for (unsigned i = 0; i < T->nouts; i++) {
+    struct outbuf *o = &T->outs[i];
+    double den = 0;
+    for (size_t e = 0; e < o->n; e++) {
+      double r = elem(T, o->dtype, o->ref, e);
+      if (isfinite(r)) den += r * r;
+    }
+    o->ref_den = den;
+  }
+}
+
+/* Compares the current outputs with the reference. Returns true when they agree; *rel gets
+ * the largest relative L2 difference and `why` the first disagreement. Blocks of bitwise
+ * equal elements are skipped, so outputs of hundreds of MB compare in milliseconds when
+ * they mostly agree. */
+static bool compare_outputs(struct tuner *T, double *rel, char *why, size_t whylen) {
+  *rel = 0;
+  bool ok = true;
+  enum { BLOCK = 64 };
+  for (unsigned i = 0; i < T->nouts; i++) {
+    struct outbuf *o = &T->outs[i];
+    size_t eb = tile_dtype_size(o->dtype);
+    const char *cur = o->cur, *ref = o->ref;
+    double num = 0;
+    size_t mismatch = 0;
+    for (size_t b0 = 0; b0 < o->n; b0 += BLOCK) {
+      size_t b1 = b0 + BLOCK < o->n ? b0 + BLOCK : o->n;
+      if (memcmp(cur + b0 * eb, ref + b0 * eb, (b1 - b0) * eb) == 0) continue;
+      for (size_t e = b0; e < b1; e++) {
+        if (memcmp(cur + e * eb, ref + e * eb, eb) == 0) continue;
+        double g = elem(T, o->dtype, cur, e), r = elem(T, o->dtype, ref, e);
+        if (!isfinite(g) || !isfinite(r)) {
+          mismatch += !(isnan(g) && isnan(r)) && g != r; /* NaN against NaN (any payload) agrees */
+          continue;
+        }
+        num += (g - r) * (g - r);
+      }
+    }
+    double e = o->ref_den > 0 ? sqrt(num / o->ref_den) : sqrt(num);
+    if (e > *rel) *rel = e;
+    double tol = tolerance(o->dtype);
+    if (ok && (mismatch || e > tol)) {
+      ok = false;
+      if (mismatch)
+        snprintf(why, whylen, "output '%s' differs from the reference (%s): %zu elements NaN or inf in one only",
+                 o->name, T->ref_text, mismatch);
+      else
+        snprintf(why, whylen, "output '%s' differs from the reference (%s): relative error %.2e > %.0e", o->name,
+                 T->ref_text, e, tol);
+    }
+  }
+  return ok;
+}
+
+/* ---- evaluating one configuration (this thread) ---- */
+
+enum eval_result { EV_DONE, EV_DEFER };
+
+static tile_tune_config *new_row(struct tuner *T, struct job *j, tile_tune_outcome oc, const char *reason) {
+  tile_tune_config row = {0};
+  row.config = xstrdup(j->text ? j->text : "");
+  row.outcome = oc;
+  row.reason = reason ? xstrdup(reason) : NULL;
+  row.rel_err = -1;
+  row.registers = row.local_bytes = -1;
+  row.compile_ms = j->compile_ms;
+  VEC_PUSH(T->a, T->rows, row);
+  return &VEC_LAST(T->rows);
+}
+
+static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
+  struct job *j = &T->jobs[ji];
+  tile_context *ctx = T->ctx;
+  if (j->st) {
+    if (ji == 0) T->default_st = j->st;
+    char *r = reason_of(j->msg);
+    tile_tune_config *row = new_row(T, j, j->pruned ? TILE_TUNE_PRUNED : TILE_TUNE_FAILED, r);
+    free(r);
+    if (j->pruned) T->pruned++;
+    else T->failed++;
+    (void)row;
+    return EV_DONE;
+  }
+  tile_compile_options co = T->co;
+  co.defines = j->defs;
+  co.ndefines = j->ndefs;
+  co.flags = (co.flags & ~(unsigned)TILE_AUTOTUNE) | TILE_NO_CACHE;
+  tile_kernel *k = NULL;
+  tile_status st = tile_compile_string(ctx, T->name, T->src, T->len, &co, &k);
+  if (!st && co.device == TILE_DEVICE_CUDA) {
+    struct arena scratch;
+    jmp_buf oom;
+    arena_init(&scratch, &ctx->alloc, &oom);
+    if (setjmp(oom)) {
+      st = rt_error(ctx, TILE_NOMEM, "out of memory");
+    } else {
+      struct rt_bound b;
+      st = rt_bind_args(ctx, k, T->args, T->nargs, &scratch, &b);
+      if (!st) st = rt_gpu_adopt(ctx, k, &b, &j->art);
+    }
+    arena_free(&scratch);
+  }
+  if (!st) st = tile_kernel_prepare(ctx, k, T->args, T->nargs);
+  tile_kernel_stats ks = {0};
+  ks.registers = ks.local_bytes = -1;
+  if (!st) tile_kernel_get_stats(k, &ks);
+  if (!st && may_defer && ks.local_bytes > 0 && T->have_ref) {
+    tile_kernel_release(k);
+    return EV_DEFER; /* spills: timed after the others */
+  }
+  double rel = -1;
+  char why[512] = "";
+  bool wrong = false;
+  if (!st) st = prepare_outputs(T);
+  if (!st) st = tile_launch(ctx, k, T->args, T->nargs, &(tile_launch_options){T->to.stream});
+  if (!st) st = sync_all(T);
+  for (unsigned i = 0; i < T->nouts && !st; i++)
+    st = tile_mem_download(ctx, T->co.device, T->outs[i].cur, T->outs[i].data, T->outs[i].bytes);
+  if (!st) {
+    if (T->have_ref) {
+      wrong = !compare_outputs(T, &rel, why, sizeof why);
+    } else { /* this one is the reference */
+      for (unsigned i = 0; i < T->nouts; i++) {
+        void *t = T->outs[i].ref;
+        T->outs[i].ref = T->outs[i].cur;
+        T->outs[i].cur = t;
+      }
+      T->have_ref = true;
+      T->ref_text = arena_strdup(T->a, j->text);
+      reference_norms(T);
+      rel = 0;
+    }
+  }
+  tile_bench_result br = {0};
+  if (!st && !wrong) {
+    tile_bench_options bo = {.stream = T->to.stream, .warmup = T->to.warmup, .reps = T->to.reps,
+                             .max_ms = T->to.config_budget_ms};
+    st = tile_bench(ctx, k, T->args, T->nargs, &bo, &br);
+  }
+  tile_tune_config *row;
+  if (st && ji == 0) T->default_st = st;
+  if (st) {
+    char *r = reason_of(tile_errmsg(ctx));
+    row = new_row(T, j, TILE_TUNE_FAILED, r);
+    free(r);
+    T->failed++;
+  } else if (wrong) {
+    row = new_row(T, j, TILE_TUNE_WRONG, why);
+    T->wrong++;
+  } else {
+    char note[128] = "";
+    if (ks.local_bytes > 0)
+      snprintf(note, sizeof note, "uses %d bytes of local memory per thread (register spills)", ks.local_bytes);
+    if (ji == 0 && !strcmp(T->ref_text, j->text) && !note[0]) snprintf(note, sizeof note, "default (the reference)");
+    else if (!strcmp(T->ref_text, j->text) && !note[0]) snprintf(note, sizeof note, "the reference (the default failed)");
+    row = new_row(T, j, TILE_TUNE_TIMED, note[0] ? note : NULL);
+    row->median_ms = br.median_ms;
+    row->min_ms = br.min_ms;
+    T->timed++;
+    if (T->best_row < 0 || br.median_ms < T->best_ms) {
+      T->best_row = (int)T->rows.n - 1;
+      T->best_ms = br.median_ms;
+      T->best_job = ji;
+      tile_kernel_release(T->best_k);
+      T->best_k = k;
+      k = NULL; /* kept */
+    }
+  }
+  row->rel_err = rel;
+  row->shared_bytes = ks.shared_bytes;
+  row->registers = ks.registers;
+  row->local_bytes = ks.local_bytes;
+  tile_kernel_release(k);
+  return EV_DONE;
+}
+
+/* ---- keys ---- */
+
+static int pow2_align(uintptr_t x) {
+  int a = 1;
+  while (a < 16 && x % (uintptr_t)(a * 2) == 0) a *= 2;
+  return a;
+}
+
+static int64_t bucket(int64_t v) {
+  if (v < 128) return v;
+  int64_t p = 128;
+  while (p < v && p < ((int64_t)1 << 40)) p *= 2;
+  return p;
+}
+
+/* The argument part of the tuning key, from a kernel's IR parameters and their binding:
+ * per tensor its dtype, rank and alignment facts, per shape symbol its bucketed size. */
+static void args_key(struct strbuf *sb, const struct ir_func *f, const struct rt_bound *b) {
+  sb_puts(sb, "args=");
+  for (uint32_t i = 0; i < f->params.n; i++) {
+    const struct ir_param *p = &f->params.v[i];
+    if (p->kind != IR_PARAM_TENSOR) continue;
+    const struct interp_tensor *t = &b->iargs[i].tensor;
+    const struct ir_type *ty = ir_vtype(f, p->value);
+    sb_printf(sb, "%s:%s:%u", p->name, ir_dtype_name((ir_dtype)ty->dtype), (unsigned)ty->rank);
+    if (!t->data) {
+      sb_puts(sb, ":null;");
+      continue;
+    }
+    int eb = ir_dtype_bytes((ir_dtype)ty->dtype);
+    sb_printf(sb, ":a%d:", pow2_align((uintptr_t)t->data));
+    for (int d = 0; d < t->rank; d++)
+      sb_printf(sb, "%c", '0' + (t->strides[d] == 1) + 2 * (t->shape[d] <= 1 || (t->strides[d] * eb) % 16 == 0));
+    sb_putc(sb, ';');
+  }
+  sb_puts(sb, "\nsizes=");
+  bool first = true;
+  for (uint32_t i = 0; i < f->params.n; i++) {
+    const struct ir_param *p = &f->params.v[i];
+    if (p->kind != IR_PARAM_SHAPE) continue;
+    int64_t v = b->iargs[i].scalar.i;
+    sb_printf(sb, "%s%s=%lld%s", first ? "" : ",", p->name, (long long)bucket(v), v % 16 == 0 ? "/16" : "");
+    first = false;
+  }
+  sb_putc(sb, '\n');
+}
+
+/* ---- the search ---- */
+
+static void fill_defines(struct tuner *T, struct job *j) {
+  j->ndefs = T->npins + T->ntuned;
+  j->defs = ARENA_NEWN(T->a, tile_define, j->ndefs + 1);
+  for (unsigned i = 0; i < T->npins; i++) j->defs[i] = T->pins[i];
+  struct strbuf sb;
+  sb_init(&sb, T->a);
+  for (uint32_t t = 0; t < T->ntuned; t++) {
+    j->defs[T->npins + t] = (tile_define){T->p[T->tuned[t]].name, j->vals[t]};
+    sb_printf(&sb, "%s%s=%s", t ? "," : "", T->p[T->tuned[t]].name, j->vals[t]);
+  }
+  j->text = (char *)sb_str(&sb);
+}
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* The jobs: the default configuration first, then the space in a fixed pseudo-random order,
+ * at most max_configs in all. */
+static tile_status make_jobs(struct tuner *T, uint64_t seed) {
+  uint64_t total = 1;
+  for (uint32_t t = 0; t < T->ntuned; t++) {
+    total *= T->p[T->tuned[t]].ncand;
+    if (total > MAX_SPACE)
+      return rt_error(T->ctx, TILE_UNSUPPORTED,
+                      "the search space has more than %d configurations: pin some parameters with defines "
+                      "or name fewer in tile_tune_options.params",
+                      MAX_SPACE);
+  }
+  uint32_t *order = ARENA_NEWN(T->a, uint32_t, total + 1);
+  for (uint64_t i = 0; i < total; i++) order[i] = (uint32_t)i;
+  for (uint64_t i = total; i > 1; i--) {
+    uint64_t r = splitmix(&seed) % i;
+    uint32_t x = order[i - 1];
+    order[i - 1] = order[r];
+    order[r] = x;
+  }
+  unsigned cap = (unsigned)total + 1;
+  if (T->to.max_configs && T->to.max_configs < cap) cap = T->to.max_configs;
+  T->jobs = ARENA_NEWN(T->a, struct job, cap + 1);
+  /* the default */
+  struct job *j0 = &T->jobs[0];
+  j0->vals = ARENA_NEWN(T->a, const char *, T->ntuned + 1);
+  for (uint32_t t = 0; t < T->ntuned; t++) j0->vals[t] = T->p[T->tuned[t]].def;
+  fill_defines(T, j0);
+  T->njobs = 1;
+  bool default_in_space = false;
+  for (uint64_t i = 0; i < total && T->njobs < cap; i++) {
+    struct job *j = &T->jobs[T->njobs];
+    j->vals = ARENA_NEWN(T->a, const char *, T->ntuned + 1);
+    uint64_t x = order[i];
+    bool is_default = true;
+    for (uint32_t t = T->ntuned; t-- > 0;) {
+      const struct tparam *p = &T->p[T->tuned[t]];
+      j->vals[t] = p->cand[x % p->ncand];
+      x /= p->ncand;
+      is_default &= strcmp(j->vals[t], j0->vals[t]) == 0;
+    }
+    if (is_default) {
+      default_in_space = true;
+      continue;
+    }
+    fill_defines(T, j);
+    T->njobs++;
+  }
+  /* the configurations max_configs left out (the default counts once) */
+  bool def_in = default_in_space;
+  for (uint32_t t = 0; t < T->ntuned && !def_in; t++) { /* not met in the loop: is it a candidate? */
+    const struct tparam *p = &T->p[T->tuned[t]];
+    bool found = false;
+    for (uint32_t c = 0; c < p->ncand; c++) found |= strcmp(p->cand[c], j0->vals[t]) == 0;
+    if (!found) break;
+    if (t == T->ntuned - 1) def_in = true;
+  }
+  if (T->ntuned == 0) def_in = true;
+  uint64_t all = total + (def_in ? 0 : 1);
+  T->skipped += (unsigned)(all > T->njobs ? all - T->njobs : 0);
+  return TILE_OK;
+}
+
+static void progress(struct tuner *T, unsigned i) {
+  if (!T->to.progress || !T->rows.n) return;
+  tile_tune_progress pr = {i + 1, T->njobs, &VEC_LAST(T->rows),
+                           T->best_row >= 0 ? T->rows.v[T->best_row].config : NULL, T->best_ms, now_ms() - T->t0};
+  T->to.progress(T->to.progress_ud, &pr);
+}
+
+static unsigned default_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 2) return 1;
+  return (unsigned)(n - 1 > 32 ? 32 : n - 1);
+}
+
+static void run_search(struct tuner *T) {
+  unsigned nthreads = T->to.threads > 0 ? (unsigned)T->to.threads : default_threads();
+  if (nthreads > 32) nthreads = 32;
+  if (nthreads > T->njobs) nthreads = T->njobs;
+  T->window = 2 * nthreads + 2;
+  pthread_mutex_init(&T->mu, NULL);
+  pthread_cond_init(&T->cv, NULL);
+  pthread_t tid[32];
+  for (unsigned i = 0; i < nthreads; i++)
+    if (pthread_create(&tid[T->nworkers], NULL, worker, T) == 0) T->nworkers++;
+  tile_context *inline_ctx = NULL;
+  if (T->nworkers == 0) {
+    tile_context_options o = {.cache_dir = "", .cpu_threads = 1};
+    tile_context_create(&o, &inline_ctx);
+  }
+
+  unsigned *deferred = ARENA_NEWN(T->a, unsigned, T->njobs + 1);
+  unsigned ndeferred = 0;
+  for (unsigned i = 0; i < T->njobs; i++) {
+    wait_job(T, i, inline_ctx);
+    struct job *j = &T->jobs[i];
+    if (j->skipped || (i > 0 && now_ms() > T->deadline)) {
+      T->skipped++;
+    } else if (evaluate(T, i, true) == EV_DEFER) {
+      deferred[ndeferred++] = i; /* its code is kept for later */
+      continue;
+    } else {
+      progress(T, i);
+    }
+    if (T->best_row < 0 || i != T->best_job) rt_artifact_free(&j->art);
+  }
+  for (unsigned d = 0; d < ndeferred; d++) {
+    struct job *j = &T->jobs[deferred[d]];
+    if (now_ms() > T->deadline) {
+      new_row(T, j, TILE_TUNE_SKIPPED, "uses local memory (register spills), so it was put off, and the time budget ran out");
+      T->skipped++;
+    } else {
+      evaluate(T, deferred[d], false);
+      progress(T, deferred[d]);
+    }
+    if (T->best_row < 0 || deferred[d] != T->best_job) rt_artifact_free(&j->art);
+  }
+
+  pthread_mutex_lock(&T->mu);
+  T->stop = true;
+  pthread_cond_broadcast(&T->cv);
+  pthread_mutex_unlock(&T->mu);
+  for (unsigned i = 0; i < T->nworkers; i++) pthread_join(tid[i], NULL);
+  pthread_mutex_destroy(&T->mu);
+  pthread_cond_destroy(&T->cv);
+  tile_context_destroy(inline_ctx);
+  for (unsigned i = 0; i < T->njobs; i++) {
+    if (T->best_row >= 0 && i == T->best_job) continue;
+    rt_artifact_free(&T->jobs[i].art);
+  }
+  for (unsigned i = 0; i < T->njobs; i++) free(T->jobs[i].msg);
+}
+
+/* ---- stored results ---- */
+
+static const struct rt_tune_memo *memo_find(tile_context *ctx, const uint8_t key[32]) {
+  for (uint32_t i = 0; i < ctx->tunes.n; i++)
+    if (memcmp(ctx->tunes.v[i].key, key, 32) == 0) return &ctx->tunes.v[i];
+  return NULL;
+}
+
+static void memo_put(tile_context *ctx, const uint8_t key[32], const char *best, double ms) {
+  for (uint32_t i = 0; i < ctx->tunes.n; i++)
+    if (memcmp(ctx->tunes.v[i].key, key, 32) == 0) {
+      ctx->tunes.v[i].best = arena_strdup(&ctx->cache_arena, best);
+      ctx->tunes.v[i].best_ms = ms;
+      return;
+    }
+  struct rt_tune_memo m;
+  memcpy(m.key, key, 32);
+  m.best = arena_strdup(&ctx->cache_arena, best);
+  m.best_ms = ms;
+  VEC_PUSH(&ctx->cache_arena, ctx->tunes, m);
+}
+
+/* A stored best must name exactly the tuned parameters, each with a sane value. */
+static bool valid_best(const struct tuner *T, const char *best) {
+  if (strlen(best) > 4096) return false;
+  const char *p = best;
+  for (uint32_t t = 0; t < T->ntuned; t++) {
+    const char *name = T->p[T->tuned[t]].name;
+    size_t n = strlen(name);
+    if (t && *p++ != ',') return false;
+    if (strncmp(p, name, n) != 0 || p[n] != '=') return false;
+    p += n + 1;
+    size_t v = strcspn(p, ",");
+    if (v == 0) return false;
+    p += v;
+  }
+  return *p == 0;
+}
+
+/* ---- the result ---- */
+
+static tile_status fill_result(struct tuner *T, const char *best, double best_ms, tile_tune_result *out) {
+  out->best = xstrdup(best);
+  out->best_ms = best_ms;
+  /* defines: pins, then the winner's values */
+  unsigned n = T->npins + T->ntuned;
+  out->defines = calloc(n + 1, sizeof *out->defines);
+  if (!out->best || !out->defines) return rt_error(T->ctx, TILE_NOMEM, "out of memory");
+  for (unsigned i = 0; i < T->npins; i++) {
+    out->defines[i].name = xstrdup(T->pins[i].name);
+    out->defines[i].value = xstrdup(T->pins[i].value);
+  }
+  out->ndefines = T->npins;
+  const char *p = best;
+  for (uint32_t t = 0; t < T->ntuned && *p; t++) {
+    const char *eq = strchr(p, '=');
+    if (!eq) break;
+    size_t vl = strcspn(eq + 1, ",");
+    char *name = malloc((size_t)(eq - p) + 1), *val = malloc(vl + 1);
+    if (!name || !val) {
+      free(name);
+      free(val);
+      return rt_error(T->ctx, TILE_NOMEM, "out of memory");
+    }
+    memcpy(name, p, (size_t)(eq - p));
+    name[eq - p] = 0;
+    memcpy(val, eq + 1, vl);
+    val[vl] = 0;
+    out->defines[out->ndefines].name = name;
+    out->defines[out->ndefines].value = val;
+    out->ndefines++;
+    p = eq + 1 + vl;
+    if (*p == ',') p++;
+  }
+  return TILE_OK;
+}
+
+TILE_API void tile_tune_result_free(tile_tune_result *r) {
+  if (!r) return;
+  free(r->best);
+  for (unsigned i = 0; i < r->ndefines; i++) {
+    free((char *)r->defines[i].name);
+    free((char *)r->defines[i].value);
+  }
+  free(r->defines);
+  for (unsigned i = 0; i < r->nconfigs; i++) {
+    free(r->configs[i].config);
+    free(r->configs[i].reason);
+  }
+  free(r->configs);
+  memset(r, 0, sizeof *r);
+}
+
+/* ---- tile_tune ---- */
+
+/* Reads the kernel's compile-time parameters and decides which are pinned and which tuned.
+ * TILE_COMPILE or TILE_NOT_FOUND when the source does not parse or has no such kernel (the
+ * caller compiles it to report the error properly). */
+static tile_status plan_params(struct tuner *T, const tile_compile_options *uco, bool *front_end_error) {
+  tile_context *ctx = T->ctx;
+  *front_end_error = false;
+  if (!(T->co.flags & TILE_SOURCE_IR)) {
+    struct strtab *strs = ARENA_NEW(T->a, struct strtab);
+    strtab_init(strs, T->a);
+    struct lang_ctx *lc = lang_ctx_new(T->a, strs);
+    struct ast_file *ast = lang_parse(lc, T->name, T->src, T->len);
+    if (!ast || lang_error_count(lc)) {
+      *front_end_error = true;
+      return TILE_COMPILE;
+    }
+    const struct lang_kernel_info *ki = NULL;
+    uint32_t nk = lang_kernel_count(ast);
+    for (uint32_t i = 0; i < nk; i++) {
+      const struct lang_kernel_info *x = lang_kernel_info(ast, i);
+      if (uco->kernel ? strcmp(x->name, uco->kernel) == 0 : nk == 1) ki = x;
+    }
+    if (!ki) {
+      *front_end_error = true;
+      return TILE_NOT_FOUND;
+    }
+    T->np = ki->ncparams;
+    T->p = ARENA_NEWN(T->a, struct tparam, T->np + 1);
+    for (uint32_t i = 0; i < T->np; i++) {
+      const struct lang_cparam_info *cp = &ki->cparams[i];
+      struct tparam *p = &T->p[i];
+      p->name = arena_strdup(T->a, cp->name);
+      p->kind = cp->kind;
+      p->def = cvalue_text(T->a, &cp->def);
+      p->ncand = cp->ncands;
+      p->cand = ARENA_NEWN(T->a, const char *, cp->ncands + 1);
+      for (uint32_t c = 0; c < cp->ncands; c++) p->cand[c] = cvalue_text(T->a, &cp->cands[c]);
+      for (unsigned d = 0; d < uco->ndefines; d++)
+        if (uco->defines[d].name && strcmp(uco->defines[d].name, p->name) == 0) p->pinned = uco->defines[d].value;
+    }
+    /* values the arguments fix: a dtype parameter used as a tensor's dtype, an int parameter
+     * used as a tensor's fixed size */
+    for (uint32_t u = 0; u < ki->nparams && u < T->nargs; u++) {
+      const struct lang_param_info *pi = &ki->params[u];
+      const tile_arg *a = &T->args[u];
+      if (!pi->is_tensor || a->kind != TILE_ARG_TENSOR) continue;
+      for (uint32_t i = 0; i < T->np; i++) {
+        struct tparam *p = &T->p[i];
+        if (p->pinned) continue;
+        if (p->kind == LANG_CP_DTYPE && pi->dtype && strcmp(pi->dtype, p->name) == 0 &&
+            a->u.tensor.dtype > TILE_DTYPE_NONE && a->u.tensor.dtype < TILE_DTYPE__COUNT)
+          p->pinned = tile_dtype_name(a->u.tensor.dtype);
+        for (uint32_t d = 0; d < pi->rank && d < a->u.tensor.rank && !p->pinned; d++)
+          if (p->kind == LANG_CP_INT && pi->dims[d] && strcmp(pi->dims[d], p->name) == 0)
+            p->pinned = arena_printf(T->a, "%lld", (long long)a->u.tensor.shape[d]);
+      }
+    }
+  }
+  /* which are tuned */
+  const char *list = T->to.params;
+  for (const char *q = list; q && *q;) { /* every listed name must be a free parameter */
+    while (*q == ' ' || *q == ',') q++;
+    size_t n = strcspn(q, ", ");
+    if (!n) break;
+    const struct tparam *hit = NULL;
+    for (uint32_t i = 0; i < T->np; i++)
+      if (strlen(T->p[i].name) == n && strncmp(T->p[i].name, q, n) == 0) hit = &T->p[i];
+    if (!hit)
+      return rt_error(ctx, TILE_NOT_FOUND, "tile_tune_options.params: the kernel has no compile-time parameter '%.*s'",
+                      (int)n, q);
+    if (hit->pinned)
+      return rt_error(ctx, TILE_INVALID_ARGUMENT, "tile_tune_options.params: '%s' is fixed (%s=%s) and cannot be tuned",
+                      hit->name, hit->name, hit->pinned);
+    if (hit->ncand < 2)
+      return rt_error(ctx, TILE_INVALID_ARGUMENT, "tile_tune_options.params: '%s' has no candidate values to try",
+                      hit->name);
+    q += n;
+  }
+  T->tuned = ARENA_NEWN(T->a, uint32_t, T->np + 1);
+  for (uint32_t i = 0; i < T->np; i++) {
+    struct tparam *p = &T->p[i];
+    p->tuned = !p->pinned && (list ? in_list(list, p->name) : p->kind == LANG_CP_INT && p->ncand >= 2);
+    if (p->tuned) T->tuned[T->ntuned++] = i;
+  }
+  /* the pins: every define of the caller, then the values taken from the arguments */
+  T->pins = ARENA_NEWN(T->a, tile_define, uco->ndefines + T->np + 1);
+  for (unsigned d = 0; d < uco->ndefines; d++) T->pins[T->npins++] = uco->defines[d];
+  for (uint32_t i = 0; i < T->np; i++) {
+    bool user = false;
+    for (unsigned d = 0; d < uco->ndefines; d++)
+      user |= uco->defines[d].name && strcmp(uco->defines[d].name, T->p[i].name) == 0;
+    if (T->p[i].pinned && !user) T->pins[T->npins++] = (tile_define){T->p[i].name, T->p[i].pinned};
+  }
+  return TILE_OK;
+}
+
+/* The tuning key: what the best configuration depends on. */
+static const char *tune_key(struct tuner *T, tile_kernel *kdef, const struct rt_bound *b) {
+  tile_context *ctx = T->ctx;
+  uint8_t h[RT_HASH_LEN];
+  char hex[2 * RT_HASH_LEN + 1];
+  rt_hash(T->src, T->len, h);
+  rt_hex(h, RT_HASH_LEN, hex);
+  struct strbuf sb;
+  sb_init(&sb, T->a);
+  sb_printf(&sb, "tile-tune 1\ncompiler=%s\nsource=%s\nkernel=%s\nsource_ir=%d\npins=", rt_compiler_id(), hex,
+            kdef->name, (T->co.flags & TILE_SOURCE_IR) ? 1 : 0);
+  bool first = true;
+  for (uint32_t i = 0; i < T->np; i++) {
+    if (T->p[i].tuned) continue;
+    sb_printf(&sb, "%s%s=%s", first ? "" : ",", T->p[i].name, T->p[i].pinned ? T->p[i].pinned : T->p[i].def);
+    first = false;
+  }
+  sb_puts(&sb, "\ntuned=");
+  for (uint32_t t = 0; t < T->ntuned; t++) sb_printf(&sb, "%s%s", t ? "," : "", T->p[T->tuned[t]].name);
+  if (T->co.device == TILE_DEVICE_CUDA)
+    sb_printf(&sb, "\ndevice=%s\narch=%s\ndriver=%d\n", ctx->dev.name, kdef->arch, ctx->dev.driver_version);
+  else
+    sb_puts(&sb, "\ndevice=CPU interpreter\narch=cpu\ndriver=0\n");
+  args_key(&sb, kdef->ir, b);
+  return sb_str(&sb);
+}
+
+static void copy_rows(struct tuner *T, tile_tune_result *out) {
+  out->configs = calloc(T->rows.n + 1, sizeof *out->configs);
+  if (!out->configs) { /* the table is lost, the result is not */
+    for (uint32_t i = 0; i < T->rows.n; i++) {
+      free(T->rows.v[i].config);
+      free(T->rows.v[i].reason);
+    }
+    T->rows.n = 0;
+    return;
+  }
+  memcpy(out->configs, T->rows.v, sizeof *out->configs * T->rows.n);
+  out->nconfigs = T->rows.n;
+  T->rows.n = 0;
+}
+
+static void drop_rows(struct tuner *T) {
+  for (uint32_t i = 0; i < T->rows.n; i++) {
+    free(T->rows.v[i].config);
+    free(T->rows.v[i].reason);
+  }
+  T->rows.n = 0;
+}
+
+/* A stored result for the key, from the context or the disk. */
+static bool lookup_stored(struct tuner *T, const char *key, const uint8_t h[32], tile_tune_result *out) {
+  tile_context *ctx = T->ctx;
+  const struct rt_tune_memo *m = memo_find(ctx, h);
+  const char *best = NULL;
+  double ms = 0;
+  struct rt_cache_entry e = {0};
+  if (m && valid_best(T, m->best)) {
+    best = m->best;
+    ms = m->best_ms;
+    out->from_cache = 1;
+  } else if (rt_cache_load(ctx->cache_dir, "tune", key, strlen(key), &e, NULL, 0) == RT_CACHE_HIT && e.nparts == 2 &&
+             e.parts[0].len < 4096 && e.parts[1].len < 256) {
+    char *b = arena_strndup(T->a, e.parts[0].data, e.parts[0].len);
+    char meta[256];
+    memcpy(meta, e.parts[1].data, e.parts[1].len);
+    meta[e.parts[1].len] = 0;
+    if (strlen(b) == e.parts[0].len && valid_best(T, b) && sscanf(meta, "best_ms=%lf", &ms) == 1 && ms >= 0) {
+      best = b;
+      out->from_cache = 2;
+      memo_put(ctx, h, best, ms);
+    }
+  }
+  rt_cache_entry_free(&e);
+  if (!best) return false;
+  if (fill_result(T, best, ms, out)) return false;
+  struct job j = {.text = (char *)best, .compile_ms = 0};
+  tile_tune_config *row = new_row(T, &j, TILE_TUNE_CACHED,
+                                  out->from_cache == 1 ? "tuned earlier in this context" : "tuned earlier (on-disk cache)");
+  row->median_ms = row->min_ms = ms;
+  copy_rows(T, out);
+  return true;
+}
+
+static tile_status tune_core(tile_context *ctx, const char *name, const char *src, size_t len,
+                             const tile_compile_options *uco_in, const tile_arg *args, unsigned nargs,
+                             const tile_tune_options *to_in, tile_tune_result *out) {
+  memset(out, 0, sizeof *out);
+  struct tuner T0;
+  memset(&T0, 0, sizeof T0);
+  struct tuner *volatile T = &T0;
+  struct arena a;
+  jmp_buf oom;
+  arena_init(&a, &ctx->alloc, &oom);
+  tile_kernel *volatile kdef = NULL;
+  if (setjmp(oom)) {
+    a.oom = NULL;
+    drop_rows(T);
+    tile_kernel_release(kdef);
+    arena_free(&a);
+    tile_tune_result_free(out);
+    return rt_error(ctx, TILE_NOMEM, "out of memory while tuning");
+  }
+  tile_compile_options uco = {0};
+  if (uco_in) uco = *uco_in;
+  uco.flags &= ~(unsigned)TILE_AUTOTUNE;
+  T->ctx = ctx;
+  T->a = &a;
+  T->name = name;
+  T->src = src;
+  T->len = len;
+  T->args = args;
+  T->nargs = nargs;
+  T->best_row = -1;
+  T->t0 = now_ms();
+  if (to_in) T->to = *to_in;
+  if (uco.flags & TILE_NO_CACHE) T->to.flags |= TILE_TUNE_FORCE | TILE_TUNE_NO_STORE; /* no stored results */
+  if (T->to.budget_ms <= 0) T->to.budget_ms = 120000;
+  if (T->to.config_budget_ms <= 0) T->to.config_budget_ms = 300;
+  if (T->to.warmup <= 0) T->to.warmup = 3;
+  if (T->to.reps <= 0) T->to.reps = 25;
+  T->deadline = T->t0 + T->to.budget_ms;
+  T->co = uco;
+  T->co.defines = NULL;
+  T->co.ndefines = 0;
+  tile_status st = TILE_OK;
+  if (uco.ndefines && !uco.defines) st = rt_error(ctx, TILE_INVALID_ARGUMENT, "defines is NULL");
+  if (!st && uco.device == TILE_DEVICE_CUDA && !rt_cuda_ready(ctx)) st = TILE_NO_DRIVER;
+  if (!st && uco.device == TILE_DEVICE_CUDA && !uco.arch) T->co.arch = ctx->dev_arch;
+  if (!st) {
+    bool fe = false;
+    st = plan_params(T, &uco, &fe);
+    if (fe) { /* let the compiler say what is wrong */
+      tile_kernel *k = NULL;
+      tile_compile_options c = T->co;
+      c.defines = uco.defines;
+      c.ndefines = uco.ndefines;
+      c.flags |= TILE_NO_CACHE;
+      st = tile_compile_string(ctx, name, src, len, &c, &k);
+      tile_kernel_release(k);
+      if (!st) st = rt_error(ctx, TILE_INTERNAL, "internal error: the kernel compiles but its parameters cannot be read");
+    }
+  }
+  /* the default configuration: checks the pins and the arguments, and gives the key */
+  struct rt_bound b;
+  if (!st) {
+    tile_compile_options c = T->co;
+    c.defines = T->pins;
+    c.ndefines = T->npins;
+    c.flags |= TILE_NO_CACHE;
+    tile_kernel *k = NULL;
+    st = tile_compile_string(ctx, name, src, len, &c, &k);
+    kdef = k;
+  }
+  if (!st) st = rt_bind_args(ctx, kdef, args, nargs, &a, &b);
+  if (!st && uco.device == TILE_DEVICE_CUDA) st = rt_gpu_check_args(ctx, kdef, &b);
+  const char *key = NULL;
+  uint8_t h[RT_HASH_LEN];
+  if (!st) {
+    key = tune_key(T, kdef, &b);
+    rt_hash(key, strlen(key), h);
+    rt_hex(h, RT_HASH_LEN, out->key);
+    if (!(T->to.flags & TILE_TUNE_FORCE) && lookup_stored(T, key, h, out)) {
+      tile_kernel_release(kdef);
+      arena_free(&a);
+      out->total_ms = now_ms() - T->t0;
+      rt_clear_error(ctx);
+      return TILE_OK;
+    }
+  }
+  if (!st) st = make_jobs(T, (uint64_t)h[0] | (uint64_t)h[1] << 8 | (uint64_t)h[2] << 16 | (uint64_t)h[3] << 24);
+  if (!st && uco.device == TILE_DEVICE_CUDA) {
+    rt_gpu_target_of(ctx, true, &T->target);
+    snprintf(T->target.arch, sizeof T->target.arch, "%s", kdef->arch);
+    if (uco.flags & TILE_NO_CACHE) T->target.cache_dir = NULL;
+  }
+  if (!st) st = setup_outputs(T, kdef);
+  if (st) {
+    teardown_outputs(T);
+    tile_kernel_release(kdef);
+    arena_free(&a);
+    memset(out->key, 0, sizeof out->key);
+    return st;
+  }
+
+  a.oom = NULL; /* from here other threads run: no longjmp past them (out of memory aborts) */
+  run_search(T);
+  teardown_outputs(T);
+  tile_status first_st = T->default_st;
+  if (T->best_row < 0) {
+    const tile_tune_config *r0 = T->rows.n ? &T->rows.v[0] : NULL;
+    st = rt_error(ctx, first_st ? first_st : TILE_INTERNAL, "tuning '%s': no configuration could be run; the default (%s): %s",
+                  kdef->name, T->jobs[0].text, r0 && r0->reason ? r0->reason : "not run");
+    drop_rows(T);
+  } else {
+    const char *best = arena_strdup(&a, T->rows.v[T->best_row].config);
+    st = fill_result(T, best, T->best_ms, out);
+    if (!st && !(T->to.flags & TILE_TUNE_NO_STORE)) {
+      memo_put(ctx, h, best, T->best_ms);
+      if (!(uco.flags & TILE_NO_CACHE)) {
+        char meta[96];
+        int n = snprintf(meta, sizeof meta, "best_ms=%.9g\ntimed=%u\n", T->best_ms, T->timed);
+        struct rt_cache_part parts[2] = {{best, strlen(best)}, {meta, (size_t)n}};
+        char err[512];
+        rt_cache_store(ctx->cache_dir, "tune", key, strlen(key), parts, 2, err, sizeof err); /* best effort */
+        if (uco.device == TILE_DEVICE_CUDA && T->best_k) rt_gpu_store(ctx, T->best_k, &T->jobs[T->best_job].art);
+      }
+    }
+    copy_rows(T, out);
+    if (st) drop_rows(T);
+  }
+  if (T->best_row >= 0) rt_artifact_free(&T->jobs[T->best_job].art);
+  out->timed = T->timed;
+  out->pruned = T->pruned;
+  out->failed = T->failed;
+  out->wrong = T->wrong;
+  out->skipped = T->skipped;
+  out->total_ms = now_ms() - T->t0;
+  tile_kernel_release(T->best_k);
+  tile_kernel_release(kdef);
+  arena_free(&a);
+  if (st) {
+    tile_tune_result_free(out);
+    return st;
+  }
+  rt_clear_error(ctx);
+  return TILE_OK;
+}
+
+TILE_API tile_status tile_tune(tile_context *ctx, const char *name, const char *src, size_t len,
+                               const tile_compile_options *co, const tile_arg *args, unsigned nargs,
+                               const tile_tune_options *topts, tile_tune_result *out) {
+  if (!ctx) return TILE_INVALID_ARGUMENT;
+  rt_clear_error(ctx);
+  if (!out) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out is NULL");
+  memset(out, 0, sizeof *out);
+  if (!src) return rt_error(ctx, TILE_INVALID_ARGUMENT, "source is NULL");
+  if (nargs && !args) return rt_error(ctx, TILE_INVALID_ARGUMENT, "args is NULL");
+  return tune_core(ctx, name ? name : "<string>", src, len, co, args, nargs, topts, out);
+}
+
+TILE_API tile_status tile_tune_file(tile_context *ctx, const char *path, const tile_compile_options *co,
+                                    const tile_arg *args, unsigned nargs, const tile_tune_options *topts,
+                                    tile_tune_result *out) {
+  if (!ctx) return TILE_INVALID_ARGUMENT;
+  rt_clear_error(ctx);
+  if (!out) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out is NULL");
+  memset(out, 0, sizeof *out);
+  if (!path) return rt_error(ctx, TILE_INVALID_ARGUMENT, "path is NULL");
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path, strerror(errno));
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n, fp);
+    if (n < cap) break;
+    char *nb = realloc(buf, cap * 2);
+    if (!nb) {
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    buf = nb;
+    cap *= 2;
+  }
+  bool bad = ferror(fp);
+  fclose(fp);
+  if (!buf || bad) {
+    free(buf);
+    return rt_error(ctx, buf ? TILE_IO : TILE_NOMEM, "cannot read '%s'", path);
+  }
+  tile_status st = tile_tune(ctx, path, buf, n, co, args, nargs, topts, out);
+  free(buf);
+  return st;
+}
+
+/* ---- TILE_AUTOTUNE ---- */
+
+/* The tile_args equivalent to a kernel's bound arguments (explicit strides). */
+static tile_arg *args_of_bound(tile_kernel *k, const struct rt_bound *b, struct arena *a) {
+  tile_arg *args = ARENA_NEWN(a, tile_arg, k->nparams + 1);
+  for (unsigned u = 0; u < k->nparams; u++) {
+    const tile_param_info *pi = &k->params[u];
+    const struct interp_arg *ia = &b->iargs[k->param_ir[u]];
+    if (pi->is_tensor) {
+      const struct interp_tensor *t = &ia->tensor;
+      int64_t shape[TILE_MAX_RANK] = {0}, strides[TILE_MAX_RANK] = {0};
+      for (unsigned d = 0; d < pi->rank && d < TILE_MAX_RANK; d++) {
+        shape[d] = t->data ? t->shape[d] : 0;
+        strides[d] = t->data ? t->strides[d] : 0;
+      }
+      args[u] = tile_arg_tensor(t->data, pi->dtype, pi->rank, shape, strides);
+    } else if (ir_dtype_is_float((ir_dtype)pi->dtype)) {
+      args[u] = tile_arg_float(ia->scalar.f);
+    } else {
+      args[u] = tile_arg_int(ia->scalar.i);
+    }
+  }
+  return args;
+}
+
+static double autotune_budget(void) {
+  const char *e = getenv("TILE_AUTOTUNE_BUDGET_MS");
+  double v = e ? strtod(e, NULL) : 0;
+  return v > 0 ? v : 0;
+}
+
+tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
+                             tile_kernel **out) {
+  *out = k;
+  struct arena a;
+  arena_init(&a, &ctx->alloc, NULL);
+  struct strbuf sb;
+  sb_init(&sb, &a);
+  args_key(&sb, k->ir, b);
+  uint8_t h[RT_HASH_LEN];
+  rt_hash(sb_str(&sb), sb.len, h);
+  for (uint32_t i = 0; i < k->tuned.n; i++)
+    if (memcmp(k->tuned.v[i].key, h, sizeof h) == 0) {
+      if (k->tuned.v[i].child) *out = k->tuned.v[i].child;
+      arena_free(&a);
+      return TILE_OK;
+    }
+  /* a new tuning key: tune (or find the stored result), then compile the winner */
+  tile_arg *args = args_of_bound(k, b, &a);
+  tile_compile_options co = {k->kernel_opt, k->defines, k->ndefines, k->device, k->arch,
+                             k->flags & ~(unsigned)TILE_AUTOTUNE};
+  tile_tune_options to = {0};
+  to.stream = stream;
+  to.budget_ms = autotune_budget();
+  tile_tune_result r;
+  tile_status st = tune_core(ctx, k->filename, k->src, k->src_len, &co, args, k->nparams, &to, &r);
+  tile_kernel *child = NULL;
+  if (!st) {
+    co.defines = r.defines;
+    co.ndefines = r.ndefines;
+    if (tile_compile_string(ctx, k->filename, k->src, k->src_len, &co, &child) != TILE_OK) child = NULL;
+  }
+  tile_tune_result_free(&r);
+  struct rt_autotuned at;
+  memcpy(at.key, h, sizeof h);
+  at.child = child; /* NULL: tuning failed; k runs with its own configuration */
+  VEC_PUSH(&k->arena, k->tuned, at);
+  arena_free(&a);
+  rt_clear_error(ctx);
+  if (child) *out = child;
+  return TILE_OK;
+}
+
+tile_status rt_autotune_launch(tile_context *ctx, tile_kernel *k, tile_kernel *run, const struct rt_bound *b,
+                               void *stream, bool launch) {
+  struct arena a;
+  jmp_buf oom;
+  arena_init(&a, &ctx->alloc, &oom);
+  if (setjmp(oom)) {
+    arena_free(&a);
+    return rt_error(ctx, TILE_NOMEM, "out of memory");
+  }
+  tile_arg *args = args_of_bound(k, b, &a);
+  struct rt_bound b2;
+  tile_status st = rt_bind_args(ctx, run, args, k->nparams, &a, &b2);
+  if (!st) st = rt_gpu_launch(ctx, run, &b2, stream, launch);
+  k->stats = run->stats;
+  k->last_config = run->config;
+  arena_free(&a);
+  return st;
+}
+
+void rt_autotune_release(tile_kernel *k) {
+  for (uint32_t i = 0; i < k->tuned.n; i++) tile_kernel_release(k->tuned.v[i].child);
+  k->tuned.n = 0;
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# fake_gpu.sh - the CUDA paths of the module cache and the tuner, without a GPU: builds
+# tests/cli/fake_libcuda.c (a stand-in driver: host memory, kernels that run nothing, a
+# virtual clock, fake cubins; see that file) and points TILE_LIBCUDA at it. Checks that
+#  - a first `tilec run` generates code, links it to a cubin and stores it; a second process
+#    loads that cubin from the on-disk cache (no link, no JIT) and reports it;
+#  - a damaged module entry is rebuilt and rewritten;
+#  - without the cuLink entry points (FAKE_CUDA_NO_LINK=1) the PTX is stored and JIT-loaded;
+#  - `tilec tune --device=cuda` compiles on worker threads (the fake driver refuses calls
+#    from a thread without a current context), prunes over-large shared memory, stores the
+#    winner and its cubin; a later `tilec run --autotune` reuses both without timing;
+#  - `tilec cache bench` measures cold and warm runs and the warm ones hit the disk cache.
+#
+#   bash tests/cli/fake_gpu.sh BUILD_DIR SOURCE_DIR        (ctest runs it so; exit 77: no cc)
+set -uo pipefail
+BUILD=$(cd "${1:?usage: fake_gpu.sh BUILD_DIR SOURCE_DIR}" && pwd) || exit 1
+SRC=$(cd "${2:?usage: fake_gpu.sh BUILD_DIR SOURCE_DIR}" && pwd) || exit 1
+TILEC=$BUILD/tilec
+[ -x "$TILEC" ] || { echo "FAIL: $TILEC not found"; exit 1; }
+CC=${CC:-cc}
+command -v "$CC" >/dev/null || { echo "SKIP: no C compiler for the fake driver"; exit 77; }
+export LD_LIBRARY_PATH="$BUILD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+"$CC" -std=c17 -D_GNU_SOURCE -shared -fPIC -O1 -o "$TMP/libfakecuda.so" "$SRC/tests/cli/fake_libcuda.c" -lpthread ||
+  { echo "FAIL: cannot build the fake driver"; exit 1; }
+export TILE_LIBCUDA=$TMP/libfakecuda.so
+export TILE_CACHE_DIR=$TMP/cache
+export FAKE_CUDA_LOG=$TMP/driver.log
+unset FAKE_CUDA_NO_LINK TILE_CACHE_TEST_DELAY_MS TILE_AUTOTUNE_BUDGET_MS
+
+fails=0 checks=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# logged EVENT: how many times the fake driver logged EVENT since the last reset
+logged() { grep -c "^$1" "$FAKE_CUDA_LOG" 2>/dev/null || true; }
+reset_log() { : >"$FAKE_CUDA_LOG"; }
+expect_log() { # EVENT COUNT LABEL
+  checks=$((checks + 1))
+  local n
+  n=$(logged "$1")
+  [ "$n" -eq "$2" ] || fail "$3: the driver logged '$1' $n times, expected $2"
+}
+GEMM=(run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=256,N=256,K=256 --device=cuda)
+run_gemm() { # LABEL [extra args]
+  local label=$1
+  shift
+  checks=$((checks + 1))
+  "$TILEC" "${GEMM[@]}" "$@" >"$TMP/out.txt" 2>&1 || { fail "$label: tilec run failed"; cat "$TMP/out.txt"; }
+}
+
+# ---- the module cache ----
+reset_log
+run_gemm "cold run"
+expect_log link 1 "cold run"
+expect_log load-cubin 1 "cold run"
+expect_log jit 0 "cold run"
+checks=$((checks + 1))
+[ "$(ls "$TILE_CACHE_DIR" | grep -c '^mod-')" -eq 1 ] || fail "one module entry stored"
+reset_log
+run_gemm "warm run"
+expect_log link 0 "warm run"
+expect_log load-cubin 1 "warm run"
+checks=$((checks + 1))
+grep -q "(on-disk cache)" "$TMP/out.txt" || { fail "warm run: not reported as an on-disk cache hit"; cat "$TMP/out.txt"; }
+
+E=$(ls "$TILE_CACHE_DIR"/mod-*)
+printf '\x01' | dd of="$E" bs=1 seek=2000 conv=notrunc 2>/dev/null
+reset_log
+run_gemm "damaged module entry"
+expect_log link 1 "damaged module entry (rebuilt)"
+checks=$((checks + 1))
+"$TILEC" cache list | grep -q INVALID && fail "the damaged module entry was not rewritten"
+reset_log
+run_gemm "after the rebuild"
+expect_log link 0 "after the rebuild"
+
+# ---- no cuLink: PTX stored, JIT at load ----
+export TILE_CACHE_DIR=$TMP/cache-nolink
+reset_log
+FAKE_CUDA_NO_LINK=1 run_gemm "no cuLink"
+expect_log jit 1 "no cuLink"
+expect_log load-cubin 0 "no cuLink"
+checks=$((checks + 1))
+[ "$(ls "$TILE_CACHE_DIR" | grep -c '^mod-')" -eq 1 ] || fail "no cuLink: the PTX entry was not stored"
+reset_log
+FAKE_CUDA_NO_LINK=1 run_gemm "no cuLink, warm"
+expect_log jit 1 "no cuLink, warm (PTX from the cache)"
+checks=$((checks + 1))
+grep -q "(on-disk cache)" "$TMP/out.txt" || fail "no cuLink, warm: not an on-disk cache hit"
+export TILE_CACHE_DIR=$TMP/cache
+
+# ---- tuning ----
+TUNE=(tune "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=512,N=512,K=512 --device=cuda --threads=3)
+reset_log
+checks=$((checks + 1))
+"$TILEC" "${TUNE[@]}" --max-configs=40 >"$TMP/tune.txt" 2>"$TMP/tune.err" || { fail "tilec tune failed"; cat "$TMP/tune.err"; }
+checks=$((checks + 1))
+grep -q "^best: BM=" "$TMP/tune.txt" || { fail "tilec tune: no best configuration"; cat "$TMP/tune.txt"; }
+checks=$((checks + 1))
+grep -q " pruned .*shared memory" "$TMP/tune.txt" || fail "tilec tune: no configuration pruned for its shared memory"
+checks=$((checks + 1))
+[ "$(grep -c '^\[[0-9]*/40\]' "$TMP/tune.err")" -ge 1 ] || fail "tilec tune: no progress lines"
+expect_log jit 0 "tune (every configuration linked on a worker thread)"
+checks=$((checks + 1))
+[ "$(logged link)" -ge 20 ] || fail "tune: only $(logged link) links"
+best=$(sed -n 's/^best: \([^ ]*\).*/\1/p' "$TMP/tune.txt")
+
+reset_log
+checks=$((checks + 1))
+"$TILEC" "${TUNE[@]}" >"$TMP/tune2.txt" 2>&1 || fail "second tilec tune failed"
+checks=$((checks + 1))
+grep -q "stored result" "$TMP/tune2.txt" || { fail "second tune: the stored result was not used"; cat "$TMP/tune2.txt"; }
+expect_log launch 0 "second tune (nothing timed)"
+
+reset_log
+checks=$((checks + 1))
+"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=512,N=512,K=512 --device=cuda --autotune \
+  >"$TMP/auto.txt" 2>&1 || { fail "run --autotune failed"; cat "$TMP/auto.txt"; }
+expect_log link 0 "run --autotune (the tuned kernel's cubin is on disk)"
+expect_log launch 1 "run --autotune (no timing: one launch)"
+checks=$((checks + 1))
+tuned=$(sed -n 's/^  tuned \[\(.*\)\]$/\1/p' "$TMP/auto.txt")
+IFS=, read -ra kv <<<"$best"
+for x in "${kv[@]}"; do
+  case ",$tuned," in *",$x,"*) ;; *) fail "run --autotune ran [$tuned], not the tuned $best"; break ;; esac
+done
+
+# ---- TILE_AUTOTUNE: tunes on the first launch (short budget), reuses afterwards ----
+export TILE_CACHE_DIR=$TMP/cache-auto
+reset_log
+checks=$((checks + 1))
+TILE_AUTOTUNE_BUDGET_MS=1500 "$TILEC" run "$SRC/lib/softmax.tile" -D T=f16 --size M=64,N=1000 --device=cuda --autotune \
+  >"$TMP/auto1.txt" 2>&1 || { fail "first run --autotune failed"; cat "$TMP/auto1.txt"; }
+checks=$((checks + 1))
+grep -q "^  tuned \[T=f16,BN=" "$TMP/auto1.txt" || { fail "first run --autotune: no tuned configuration"; cat "$TMP/auto1.txt"; }
+checks=$((checks + 1))
+[ "$(logged launch)" -gt 10 ] || fail "first run --autotune did not time anything"
+checks=$((checks + 1))
+[ "$(ls "$TILE_CACHE_DIR" | grep -c '^tune-')" -eq 1 ] || fail "first run --autotune stored no tuning result"
+reset_log
+checks=$((checks + 1))
+"$TILEC" run "$SRC/lib/softmax.tile" -D T=f16 --size M=64,N=1000 --device=cuda --autotune >"$TMP/auto2.txt" 2>&1 ||
+  fail "second run --autotune failed"
+expect_log launch 1 "second run --autotune (nothing timed)"
+expect_log link 0 "second run --autotune (the tuned cubin is on disk)"
+checks=$((checks + 1))
+[ "$(grep '^  tuned' "$TMP/auto1.txt")" = "$(grep '^  tuned' "$TMP/auto2.txt")" ] ||
+  fail "the second run chose another configuration"
+export TILE_CACHE_DIR=$TMP/cache
+
+# ---- cache bench ----
+checks=$((checks + 1))
+"$TILEC" cache bench "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=256,N=256,K=256 --device=cuda \
+  --reps=3 >"$TMP/bench.txt" 2>&1 || { fail "cache bench failed"; cat "$TMP/bench.txt"; }
+checks=$((checks + 1))
+grep -q "2 from the on-disk cache" "$TMP/bench.txt" || { fail "cache bench: warm runs missed the cache"; cat "$TMP/bench.txt"; }
+
+echo "fake_gpu: $checks checks, $fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,437 @@
+/* fake_libcuda.c - a stand-in for libcuda.so.1 that lets the runtime's CUDA paths run on a
+ * machine without a GPU (tests/cli/fake_gpu.sh builds it and points TILE_LIBCUDA at it).
+ *
+ * It exports, under their versioned names, the Driver API entry points runtime/cudrv.c
+ * resolves (no cuGetProcAddress_v2, so the dlsym fallback is used), and behaves like one
+ * "Fake H200" (compute capability 9.0, 227 KiB of opt-in shared memory):
+ *  - memory is host memory (cuMemAlloc = aligned_alloc); copies and fills are memcpy/memset;
+ *  - a module loads from PTX text (".version" and ".entry" required: logged as "jit") or from
+ *    a fake cubin ("FAKECUBIN\n" + PTX: logged as "load-cubin"); cuLink* turns PTX into such
+ *    a cubin (logged as "link"); FAKE_CUDA_NO_LINK=1 makes cuLinkCreate fail;
+ *  - cuLaunchKernel checks its configuration and runs nothing; every launch advances a
+ *    virtual clock by a cost derived from the kernel's PTX, so configurations time
+ *    differently and event timing is deterministic;
+ *  - calls that need a context fail with CUDA_ERROR_INVALID_CONTEXT on a thread where none
+ *    is current (the per-thread current context is tracked), which checks that threads
+ *    building code make the context current first.
+ * FAKE_CUDA_LOG=FILE appends one line per jit, link, load-cubin and launch.          */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+enum {
+  OK = 0,
+  INVALID_VALUE = 1,
+  NOT_INITIALIZED = 3,
+  INVALID_DEVICE = 101,
+  INVALID_IMAGE = 200,
+  INVALID_CONTEXT = 201,
+  INVALID_PTX = 218,
+  NOT_FOUND = 500,
+  NOT_SUPPORTED = 801
+};
+
+#define API __attribute__((visibility("default")))
+
+static int ctx_token;
+static void *const primary = &ctx_token;
+static __thread void *current;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static double clock_ms;
+static int inited;
+
+static void logf_(const char *fmt, ...) {
+  const char *path = getenv("FAKE_CUDA_LOG");
+  if (!path || !*path) return;
+  pthread_mutex_lock(&mu);
+  FILE *f = fopen(path, "a");
+  if (f) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fclose(f);
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+/* ---- errors, init, devices ---- */
+
+API CUresult cuGetErrorName(CUresult e, const char **s) {
+  *s = e == OK ? "CUDA_SUCCESS" : e == INVALID_CONTEXT ? "CUDA_ERROR_INVALID_CONTEXT"
+       : e == INVALID_IMAGE                            ? "CUDA_ERROR_INVALID_IMAGE"
+       : e == NOT_SUPPORTED                            ? "CUDA_ERROR_NOT_SUPPORTED"
+                                                       : "CUDA_ERROR_FAKE";
+  return OK;
+}
+API CUresult cuGetErrorString(CUresult e, const char **s) {
+  *s = e == OK ? "no error" : "an error of the fake driver";
+  return OK;
+}
+API CUresult cuInit(unsigned flags) {
+  (void)flags;
+  inited = 1;
+  return OK;
+}
+API CUresult cuDriverGetVersion(int *v) {
+  *v = 12080;
+  return OK;
+}
+API CUresult cuDeviceGetCount(int *n) {
+  *n = 1;
+  return inited ? OK : NOT_INITIALIZED;
+}
+API CUresult cuDeviceGet(int *d, int ordinal) {
+  if (ordinal != 0) return INVALID_DEVICE;
+  *d = 0;
+  return OK;
+}
+API CUresult cuDeviceGetName(char *name, int len, int dev) {
+  (void)dev;
+  snprintf(name, (size_t)len, "Fake H200 (tests)");
+  return OK;
+}
+API CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
+  (void)dev;
+  switch (attr) {
+  case 1: *v = 1024; break;        /* max threads per block */
+  case 13: *v = 1980000; break;    /* clock */
+  case 16: *v = 132; break;        /* SMs */
+  case 36: *v = 3201000; break;    /* memory clock */
+  case 37: *v = 6144; break;       /* bus width */
+  case 38: *v = 50 << 20; break;   /* L2 */
+  case 75: *v = 9; break;          /* cc major */
+  case 76: *v = 0; break;          /* cc minor */
+  case 81: *v = 233472; break;     /* smem per SM */
+  case 82: *v = 65536; break;      /* regs per SM */
+  case 97: *v = 232448; break;     /* opt-in smem per block */
+  default: return INVALID_VALUE;
+  }
+  return OK;
+}
+API CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) {
+  (void)dev;
+  *ctx = primary;
+  return OK;
+}
+API CUresult cuDevicePrimaryCtxRelease_v2(int dev) {
+  (void)dev;
+  return OK;
+}
+API CUresult cuCtxSetCurrent(void *ctx) {
+  current = ctx;
+  return OK;
+}
+API CUresult cuCtxGetCurrent(void **ctx) {
+  *ctx = current;
+  return OK;
+}
+API CUresult cuCtxPushCurrent_v2(void *ctx) {
+  current = ctx;
+  return OK;
+}
+API CUresult cuCtxPopCurrent_v2(void **ctx) {
+  if (ctx) *ctx = current;
+  current = NULL;
+  return OK;
+}
+API CUresult cuCtxSynchronize(void) { return current ? OK : INVALID_CONTEXT; }
+
+/* ---- memory ---- */
+
+struct alloc {
+  char *p;
+  size_t n;
+};
+static struct alloc allocs[4096];
+static int nallocs;
+
+static int find_alloc(uint64_t p) {
+  for (int i = 0; i < nallocs; i++)
+    if (p >= (uint64_t)(uintptr_t)allocs[i].p && p < (uint64_t)(uintptr_t)allocs[i].p + allocs[i].n) return i;
+  return -1;
+}
+
+API CUresult cuMemAlloc_v2(uint64_t *p, size_t n) {
+  if (!current) return INVALID_CONTEXT;
+  char *m = aligned_alloc(256, (n + 255) & ~(size_t)255);
+  if (!m) return 2;
+  pthread_mutex_lock(&mu);
+  if (nallocs == 4096) {
+    pthread_mutex_unlock(&mu);
+    free(m);
+    return 2;
+  }
+  allocs[nallocs++] = (struct alloc){m, n};
+  pthread_mutex_unlock(&mu);
+  *p = (uint64_t)(uintptr_t)m;
+  return OK;
+}
+API CUresult cuMemFree_v2(uint64_t p) {
+  pthread_mutex_lock(&mu);
+  for (int i = 0; i < nallocs; i++)
+    if ((uint64_t)(uintptr_t)allocs[i].p == p) {
+      free(allocs[i].p);
+      allocs[i] = allocs[--nallocs];
+      pthread_mutex_unlock(&mu);
+      return OK;
+    }
+  pthread_mutex_unlock(&mu);
+  return INVALID_VALUE;
+}
+static CUresult check_range(uint64_t p, size_t n) {
+  pthread_mutex_lock(&mu);
+  int i = find_alloc(p);
+  int ok = i >= 0 && p + n <= (uint64_t)(uintptr_t)allocs[i].p + allocs[i].n;
+  pthread_mutex_unlock(&mu);
+  return ok || n == 0 ? OK : INVALID_VALUE;
+}
+API CUresult cuMemcpyHtoD_v2(uint64_t d, const void *s, size_t n) {
+  if (check_range(d, n)) return INVALID_VALUE;
+  memcpy((void *)(uintptr_t)d, s, n);
+  return OK;
+}
+API CUresult cuMemcpyDtoH_v2(void *d, uint64_t s, size_t n) {
+  if (check_range(s, n)) return INVALID_VALUE;
+  memcpy(d, (void *)(uintptr_t)s, n);
+  return OK;
+}
+API CUresult cuMemcpyDtoD_v2(uint64_t d, uint64_t s, size_t n) {
+  if (check_range(d, n) || check_range(s, n)) return INVALID_VALUE;
+  memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n);
+  return OK;
+}
+API CUresult cuMemsetD8_v2(uint64_t d, unsigned char v, size_t n) {
+  if (check_range(d, n)) return INVALID_VALUE;
+  memset((void *)(uintptr_t)d, v, n);
+  return OK;
+}
+API CUresult cuMemsetD32Async(uint64_t d, unsigned v, size_t n, void *s) {
+  (void)s;
+  if (check_range(d, 4 * n)) return INVALID_VALUE;
+  for (size_t i = 0; i < n; i++) memcpy((char *)(uintptr_t)d + 4 * i, &v, 4);
+  return OK;
+}
+API CUresult cuMemcpyHtoDAsync_v2(uint64_t d, const void *s, size_t n, void *st) {
+  (void)st;
+  return cuMemcpyHtoD_v2(d, s, n);
+}
+API CUresult cuMemcpyDtoHAsync_v2(void *d, uint64_t s, size_t n, void *st) {
+  (void)st;
+  return cuMemcpyDtoH_v2(d, s, n);
+}
+API CUresult cuPointerGetAttribute(void *data, int attr, uint64_t p) {
+  pthread_mutex_lock(&mu);
+  int i = find_alloc(p);
+  pthread_mutex_unlock(&mu);
+  if (i < 0) return INVALID_VALUE;
+  if (attr == 2) *(unsigned *)data = 2; /* device memory */
+  else if (attr == 9) *(int *)data = 0;
+  else return INVALID_VALUE;
+  return OK;
+}
+
+/* ---- modules ---- */
+
+struct function {
+  struct module *m;
+  struct function *next; /* the module's functions, freed with it */
+  char name[256];
+  double cost_ms;
+  int dyn_smem;
+};
+struct module {
+  char *ptx;
+  struct function *funcs;
+};
+
+static const char cubin_magic[] = "FAKECUBIN\n";
+
+static int is_ptx(const char *s, size_t n) {
+  return n > 0 && memmem(s, n, ".version", 8) && memmem(s, n, ".entry", 6);
+}
+
+API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopt, int *opts, void **vals) {
+  if (!current) return INVALID_CONTEXT;
+  const char *s = image;
+  const char *ptx = NULL;
+  if (strncmp(s, cubin_magic, sizeof cubin_magic - 1) == 0) {
+    ptx = s + sizeof cubin_magic - 1;
+    logf_("load-cubin");
+  } else if (is_ptx(s, strlen(s))) {
+    ptx = s;
+    logf_("jit");
+  } else {
+    return INVALID_IMAGE;
+  }
+  for (unsigned i = 0; i < nopt; i++) /* logs: report nothing written */
+    if (opts[i] == 4 || opts[i] == 6) vals[i] = (void *)(uintptr_t)0;
+  struct module *m = calloc(1, sizeof *m);
+  m->ptx = strdup(ptx);
+  *mod = m;
+  return OK;
+}
+API CUresult cuModuleUnload(void *mod) {
+  struct module *m = mod;
+  if (!m) return INVALID_VALUE;
+  while (m->funcs) {
+    struct function *f = m->funcs;
+    m->funcs = f->next;
+    free(f);
+  }
+  free(m->ptx);
+  free(m);
+  return OK;
+}
+API CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) {
+  struct module *m = mod;
+  char want[300];
+  snprintf(want, sizeof want, ".entry %s(", name);
+  if (!strstr(m->ptx, want)) {
+    snprintf(want, sizeof want, ".entry %s", name);
+    if (!strstr(m->ptx, want)) return NOT_FOUND;
+  }
+  struct function *f = calloc(1, sizeof *f);
+  f->m = m;
+  f->next = m->funcs;
+  m->funcs = f;
+  snprintf(f->name, sizeof f->name, "%s", name);
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = m->ptx; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  f->cost_ms = 0.05 + (double)(h % 1000) / 1000.0;
+  f->dyn_smem = 48 * 1024;
+  *fn = f;
+  return OK;
+}
+API CUresult cuModuleGetGlobal_v2(uint64_t *p, size_t *n, void *mod, const char *name) {
+  (void)p, (void)n, (void)mod, (void)name;
+  return NOT_FOUND;
+}
+API CUresult cuFuncGetAttribute(int *v, int attr, void *fn) {
+  struct function *f = fn;
+  switch (attr) {
+  case 0: *v = 1024; break;
+  case 1: *v = 0; break;
+  case 3: *v = 0; break;
+  case 4: *v = 96; break;
+  case 8: *v = f->dyn_smem; break;
+  default: return INVALID_VALUE;
+  }
+  return OK;
+}
+API CUresult cuFuncSetAttribute(void *fn, int attr, int v) {
+  struct function *f = fn;
+  if (attr != 8 || v < 0 || v > 232448) return INVALID_VALUE;
+  f->dyn_smem = v;
+  return OK;
+}
+API CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                            unsigned smem, void *stream, void **params, void **extra) {
+  (void)stream, (void)params, (void)extra;
+  struct function *f = fn;
+  if (!current) return INVALID_CONTEXT;
+  if (!f || !gx || !gy || !gz || gy > 65535 || gz > 65535 || bx * by * bz > 1024 || bx * by * bz == 0)
+    return INVALID_VALUE;
+  if ((int)smem > f->dyn_smem) return INVALID_VALUE;
+  pthread_mutex_lock(&mu);
+  clock_ms += f->cost_ms;
+  pthread_mutex_unlock(&mu);
+  logf_("launch %s", f->name);
+  return OK;
+}
+API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *b, void *fn, int t, size_t s) {
+  (void)fn, (void)t, (void)s;
+  *b = 1;
+  return OK;
+}
+
+/* ---- the linker ---- */
+
+struct link {
+  char *ptx;
+  char *image;
+};
+
+API CUresult cuLinkCreate_v2(unsigned n, int *opts, void **vals, void **state) {
+  (void)n, (void)opts, (void)vals;
+  if (!current) return INVALID_CONTEXT;
+  const char *no = getenv("FAKE_CUDA_NO_LINK");
+  if (no && *no == '1') return NOT_SUPPORTED;
+  *state = calloc(1, sizeof(struct link));
+  return OK;
+}
+API CUresult cuLinkAddData_v2(void *state, int type, void *data, size_t size, const char *name, unsigned n,
+                              int *opts, void **vals) {
+  (void)name, (void)n, (void)opts, (void)vals;
+  struct link *l = state;
+  if (!current) return INVALID_CONTEXT;
+  if (type != 1 || size == 0 || ((const char *)data)[size - 1] != 0 || !is_ptx(data, size - 1)) return INVALID_PTX;
+  l->ptx = strdup(data);
+  return OK;
+}
+API CUresult cuLinkComplete(void *state, void **cubin, size_t *size) {
+  struct link *l = state;
+  if (!current) return INVALID_CONTEXT;
+  if (!l->ptx) return INVALID_VALUE;
+  size_t n = strlen(l->ptx);
+  l->image = malloc(sizeof cubin_magic + n);
+  memcpy(l->image, cubin_magic, sizeof cubin_magic - 1);
+  memcpy(l->image + sizeof cubin_magic - 1, l->ptx, n + 1);
+  *cubin = l->image;
+  *size = sizeof cubin_magic + n;
+  logf_("link");
+  return OK;
+}
+API CUresult cuLinkDestroy(void *state) {
+  struct link *l = state;
+  if (!l) return INVALID_VALUE;
+  free(l->ptx);
+  free(l->image);
+  free(l);
+  return OK;
+}
+
+/* ---- streams and events ---- */
+
+API CUresult cuStreamCreate(void **s, unsigned flags) {
+  (void)flags;
+  *s = malloc(1);
+  return OK;
+}
+API CUresult cuStreamDestroy_v2(void *s) {
+  free(s);
+  return OK;
+}
+API CUresult cuStreamSynchronize(void *s) {
+  (void)s;
+  return current ? OK : INVALID_CONTEXT;
+}
+API CUresult cuEventCreate(void **e, unsigned flags) {
+  (void)flags;
+  *e = calloc(1, sizeof(double));
+  return OK;
+}
+API CUresult cuEventRecord(void *e, void *s) {
+  (void)s;
+  pthread_mutex_lock(&mu);
+  *(double *)e = clock_ms;
+  pthread_mutex_unlock(&mu);
+  return OK;
+}
+API CUresult cuEventSynchronize(void *e) {
+  (void)e;
+  return OK;
+}
+API CUresult cuEventElapsedTime(float *ms, void *a, void *b) {
+  *ms = (float)(*(double *)b - *(double *)a);
+  return OK;
+}
+API CUresult cuEventDestroy_v2(void *e) {
+  free(e);
+  return OK;
+}
