@@ -425,7 +425,7 @@ TILE_API tile_status tile_compile_string(tile_context *ctx, const char *name, co
   return compile(ctx, name ? name : "<string>", src, len, opts, out);
 }
 
-static char *read_file(const char *path, size_t *len) {
+char *rt_read_file(const char *path, size_t *len) {
   FILE *fp = fopen(path, "rb");
   if (!fp) return NULL;
   size_t cap = 1 << 16, n = 0;
@@ -461,7 +461,7 @@ TILE_API tile_status tile_compile_file(tile_context *ctx, const char *path,
   if (!path) return rt_error(ctx, TILE_INVALID_ARGUMENT, "path is NULL");
   size_t len = 0;
   errno = 0;
-  char *src = read_file(path, &len);
+  char *src = rt_read_file(path, &len);
   if (!src) return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path, strerror(errno ? errno : EIO));
   tile_status st = compile(ctx, path, src, len, opts, out);
   free(src);

@@ -319,6 +319,60 @@ int rt_cuda_ctx_sync(const struct rt_cuda *cu, char *err, size_t errlen) {
 
 /* ---- Modules and functions ----------------------------------------------------------------- */
 
+/* The JIT options of a module load or a PTX link: the verbose info log (into the caller's
+ * buffer, or a scratch one), our error log for the message, -O4, and one last option that
+ * differs (the wall time out, or the target). Scalar values travel cast to void *; the
+ * driver writes the OUT values (bytes of log written, wall time) back into their slots. */
+enum { JIT_NOPT = 7 };
+struct jit_opts {
+  char scratch_info[1024];
+  char error_log[16384];
+  char *ilog;
+  size_t ilen;
+  CUjit_option options[JIT_NOPT];
+  void *values[JIT_NOPT];
+};
+
+static void jit_opts_init(struct jit_opts *j, char *info_log, size_t info_len, CUjit_option last,
+                          void *last_value) {
+  j->ilog = info_log && info_len ? info_log : j->scratch_info;
+  j->ilen = info_log && info_len ? info_len : sizeof j->scratch_info;
+  if (j->ilen > UINT_MAX) j->ilen = UINT_MAX;
+  j->ilog[0] = '\0';
+  j->error_log[0] = '\0';
+  const CUjit_option o[JIT_NOPT] = {CU_JIT_INFO_LOG_BUFFER,  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                                    CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                                    CU_JIT_LOG_VERBOSE,      CU_JIT_OPTIMIZATION_LEVEL,
+                                    last};
+  void *const v[JIT_NOPT] = {j->ilog,
+                             (void *)(uintptr_t)j->ilen,
+                             j->error_log,
+                             (void *)(uintptr_t)sizeof j->error_log,
+                             (void *)(uintptr_t)1,
+                             (void *)(uintptr_t)4,
+                             last_value};
+  memcpy(j->options, o, sizeof o);
+  memcpy(j->values, v, sizeof v);
+}
+
+/* Terminates both logs at the length the driver reported, whether or not it counted the NUL. */
+static void jit_opts_finish(struct jit_opts *j) {
+  size_t info_used = (unsigned)(uintptr_t)j->values[1];
+  size_t error_used = (unsigned)(uintptr_t)j->values[3];
+  j->ilog[info_used < j->ilen ? info_used : j->ilen - 1] = '\0';
+  j->error_log[error_used < sizeof j->error_log ? error_used : sizeof j->error_log - 1] = '\0';
+}
+
+static int jit_fail(const struct rt_cuda *cu, CUresult r, const char *what, const struct jit_opts *j, char *err,
+                    size_t errlen) {
+  rt_cuda_check(cu, r, what, err, errlen);
+  if (j->error_log[0]) {
+    append(err, errlen, ": ");
+    append_log_one_line(err, errlen, j->error_log);
+  }
+  return r;
+}
+
 int rt_cuda_module_load(const struct rt_cuda *cu, const void *image, CUmodule *mod,
                         char *info_log, size_t info_len, char *err, size_t errlen,
                         float *jit_ms) {
@@ -329,50 +383,14 @@ int rt_cuda_module_load(const struct rt_cuda *cu, const void *image, CUmodule *m
     return fail(RT_CUDA_FAILED, err, errlen, "rt_cuda_module_load: image or module is NULL");
   *mod = NULL;
 
-  /* The verbose info log is requested even when the caller does not want it; a scratch
-   * buffer takes it then. The error log is always ours, for the message. */
-  char scratch_info[1024];
-  char error_log[16384];
-  char *ilog = info_log && info_len ? info_log : scratch_info;
-  size_t ilen = info_log && info_len ? info_len : sizeof scratch_info;
-  if (ilen > UINT_MAX) ilen = UINT_MAX;
-  ilog[0] = '\0';
-  error_log[0] = '\0';
-
-  /* Scalar option values travel cast to void *; the driver writes the scalar OUT values
-   * (bytes of log written, wall time as a float) back into the same slots. */
-  CUjit_option options[] = {CU_JIT_INFO_LOG_BUFFER,  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                            CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                            CU_JIT_LOG_VERBOSE,      CU_JIT_OPTIMIZATION_LEVEL,
-                            CU_JIT_WALL_TIME};
-  void *values[] = {ilog,
-                    (void *)(uintptr_t)ilen,
-                    error_log,
-                    (void *)(uintptr_t)sizeof error_log,
-                    (void *)(uintptr_t)1,
-                    (void *)(uintptr_t)4,
-                    NULL};
-  _Static_assert(sizeof options / sizeof options[0] == sizeof values / sizeof values[0],
-                 "one value per JIT option");
-  CUresult r = cu->cuModuleLoadDataEx(mod, image, (unsigned)(sizeof options / sizeof options[0]),
-                                      options, values);
-
-  /* Terminate both logs at the length the driver reported, whether or not it included the
-   * terminating NUL in that count. */
-  size_t info_used = (unsigned)(uintptr_t)values[1];
-  size_t error_used = (unsigned)(uintptr_t)values[3];
-  ilog[info_used < ilen ? info_used : ilen - 1] = '\0';
-  error_log[error_used < sizeof error_log ? error_used : sizeof error_log - 1] = '\0';
-  if (jit_ms) memcpy(jit_ms, &values[6], sizeof *jit_ms);
-
+  struct jit_opts j;
+  jit_opts_init(&j, info_log, info_len, CU_JIT_WALL_TIME, NULL);
+  CUresult r = cu->cuModuleLoadDataEx(mod, image, JIT_NOPT, j.options, j.values);
+  jit_opts_finish(&j);
+  if (jit_ms) memcpy(jit_ms, &j.values[6], sizeof *jit_ms);
   if (r != CUDA_SUCCESS) {
     *mod = NULL;
-    rt_cuda_check(cu, r, "cuModuleLoadDataEx", err, errlen);
-    if (error_log[0]) {
-      append(err, errlen, ": ");
-      append_log_one_line(err, errlen, error_log);
-    }
-    return r;
+    return jit_fail(cu, r, "cuModuleLoadDataEx", &j, err, errlen);
   }
   return 0;
 }
@@ -389,30 +407,12 @@ int rt_cuda_link_ptx(const struct rt_cuda *cu, const char *ptx, size_t ptx_len, 
   if (!cu->cuLinkCreate || !cu->cuLinkAddData || !cu->cuLinkComplete || !cu->cuLinkDestroy)
     return fail(RT_CUDA_FAILED, err, errlen, "the CUDA driver has no cuLink entry points");
 
-  /* The same options as rt_cuda_module_load; the log buffers must outlive the link state. */
-  char scratch_info[1024];
-  char error_log[16384];
-  char *ilog = info_log && info_len ? info_log : scratch_info;
-  size_t ilen = info_log && info_len ? info_len : sizeof scratch_info;
-  if (ilen > UINT_MAX) ilen = UINT_MAX;
-  ilog[0] = '\0';
-  error_log[0] = '\0';
-  CUjit_option options[] = {CU_JIT_INFO_LOG_BUFFER,  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                            CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                            CU_JIT_LOG_VERBOSE,      CU_JIT_OPTIMIZATION_LEVEL,
-                            CU_JIT_TARGET};
-  void *values[] = {ilog,
-                    (void *)(uintptr_t)ilen,
-                    error_log,
-                    (void *)(uintptr_t)sizeof error_log,
-                    (void *)(uintptr_t)1,
-                    (void *)(uintptr_t)4,
-                    (void *)(uintptr_t)(unsigned)jit_target};
-  _Static_assert(sizeof options / sizeof options[0] == sizeof values / sizeof values[0],
-                 "one value per JIT option");
-  unsigned nopt = (unsigned)(sizeof options / sizeof options[0]) - (jit_target ? 0 : 1);
+  /* the same options as rt_cuda_module_load; j outlives the link state that points into it */
+  struct jit_opts j;
+  jit_opts_init(&j, info_log, info_len, CU_JIT_TARGET, (void *)(uintptr_t)(unsigned)jit_target);
+  unsigned nopt = JIT_NOPT - (jit_target ? 0 : 1);
   CUlinkState state = NULL;
-  CUresult r = cu->cuLinkCreate(nopt, options, values, &state);
+  CUresult r = cu->cuLinkCreate(nopt, j.options, j.values, &state);
   if (r != CUDA_SUCCESS) return rt_cuda_check(cu, r, "cuLinkCreate", err, errlen);
   /* the PTX is passed with its terminating NUL, as the driver expects for text input */
   const char *what = "cuLinkAddData(PTX)";
@@ -435,19 +435,9 @@ int rt_cuda_link_ptx(const struct rt_cuda *cu, const char *ptx, size_t ptx_len, 
       *cubin_len = size;
     }
   }
-  size_t info_used = (unsigned)(uintptr_t)values[1];
-  size_t error_used = (unsigned)(uintptr_t)values[3];
-  ilog[info_used < ilen ? info_used : ilen - 1] = '\0';
-  error_log[error_used < sizeof error_log ? error_used : sizeof error_log - 1] = '\0';
+  jit_opts_finish(&j);
   cu->cuLinkDestroy(state); /* frees image */
-  if (r != CUDA_SUCCESS) {
-    rt_cuda_check(cu, r, what, err, errlen);
-    if (error_log[0]) {
-      append(err, errlen, ": ");
-      append_log_one_line(err, errlen, error_log);
-    }
-    return r;
-  }
+  if (r != CUDA_SUCCESS) return jit_fail(cu, r, what, &j, err, errlen);
   if (!*cubin) return fail(RT_CUDA_FAILED, err, errlen, "rt_cuda_link_ptx: out of memory (%zu bytes)", size);
   return 0;
 }

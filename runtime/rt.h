@@ -100,6 +100,9 @@ struct tile_kernel {
 
 void rt_clear_error(tile_context *ctx);
 tile_status rt_error(tile_context *ctx, tile_status st, const char *fmt, ...) TL_PRINTF(3, 4);
+/* The whole file at path, malloc'ed (*len bytes); NULL on failure, with errno set when the
+ * system gave a reason. */
+char *rt_read_file(const char *path, size_t *len);
 
 /* ---- launching (launch.c) ---- */
 

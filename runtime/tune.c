@@ -1235,28 +1235,10 @@ TILE_API tile_status tile_tune_file(tile_context *ctx, const char *path, const t
   if (!out) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out is NULL");
   memset(out, 0, sizeof *out);
   if (!path) return rt_error(ctx, TILE_INVALID_ARGUMENT, "path is NULL");
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path, strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n, fp);
-    if (n < cap) break;
-    char *nb = realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
-  bool bad = ferror(fp);
-  fclose(fp);
-  if (!buf || bad) {
-    free(buf);
-    return rt_error(ctx, buf ? TILE_IO : TILE_NOMEM, "cannot read '%s'", path);
-  }
+  size_t n = 0;
+  errno = 0;
+  char *buf = rt_read_file(path, &n);
+  if (!buf) return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path, strerror(errno ? errno : EIO));
   tile_status st = tile_tune(ctx, path, buf, n, co, args, nargs, topts, out);
   free(buf);
   return st;
