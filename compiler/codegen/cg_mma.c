@@ -19,15 +19,6 @@ bool cg_dot_is_mma(struct cg *g, const struct ir_op *op) {
   return c->layout && g->f->layouts.v[c->layout].kind == IR_LAYOUT_MMA;
 }
 
-static int find_reg(const struct ll *l, int32_t a, int32_t b) {
-  for (uint32_t r = 0; r < ll_num_regs(l); r++) {
-    int32_t c[IR_MAX_RANK];
-    ll_reg_coord(l, r, c);
-    if (c[0] == a && c[1] == b) return (int)r;
-  }
-  return -1;
-}
-
 /* Two 16-bit elements as one 32-bit operand register, element `lo` in the low half. When
  * both halves were just rounded from f32 (attention's P), the pair is rounded together
  * (cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32: one instruction instead of two plus packing). */
@@ -59,8 +50,8 @@ static LLVMValueRef to_tf32(struct cg *g, LLVMValueRef x) {
 static bool tf32_operands(struct cg *g, struct cgval *A, struct cgval *B, const struct ll *la, const struct ll *lb,
                           LLVMValueRef *afrag, LLVMValueRef *bfrag, int32_t mb, int32_t nb, int kb,
                           struct cgval *out, const int *ci) {
-  int ai[4] = {find_reg(la, mb, kb), find_reg(la, mb + 8, kb), find_reg(la, mb, kb + 4), find_reg(la, mb + 8, kb + 4)};
-  int bi[2] = {find_reg(lb, kb, nb), find_reg(lb, kb + 4, nb)};
+  int ai[4] = {ll_reg_at(la, mb, kb), ll_reg_at(la, mb + 8, kb), ll_reg_at(la, mb, kb + 4), ll_reg_at(la, mb + 8, kb + 4)};
+  int bi[2] = {ll_reg_at(lb, kb, nb), ll_reg_at(lb, kb + 4, nb)};
   LLVMValueRef args[10];
   for (int q = 0; q < 4; q++) {
     if (ai[q] < 0 || (q < 2 && bi[q] < 0)) {
@@ -108,7 +99,7 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
     int32_t c[IR_MAX_RANK];
     ll_reg_coord(&lc, r, c);
     int32_t mb = c[0] & ~15, nb = c[1] & ~7;
-    int q4[4] = {find_reg(&lc, mb, nb), find_reg(&lc, mb, nb + 1), find_reg(&lc, mb + 8, nb), find_reg(&lc, mb + 8, nb + 1)};
+    int q4[4] = {ll_reg_at(&lc, mb, nb), ll_reg_at(&lc, mb, nb + 1), ll_reg_at(&lc, mb + 8, nb), ll_reg_at(&lc, mb + 8, nb + 1)};
     for (int q = 0; q < 4; q++) {
       if (q4[q] < 0) {
         cg_fail(g, "mma: accumulator block (%d,%d) is incomplete in the layout", mb, nb);
@@ -136,9 +127,9 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
         if (!tf32_operands(g, A, B, &la, &lb, afrag, bfrag, mb, nb, kb, out, ci[i])) return;
         continue;
       }
-      int ai[8] = {find_reg(&la, mb, kb), find_reg(&la, mb, kb + 1), find_reg(&la, mb + 8, kb), find_reg(&la, mb + 8, kb + 1),
-                   find_reg(&la, mb, kb + 8), find_reg(&la, mb, kb + 9), find_reg(&la, mb + 8, kb + 8), find_reg(&la, mb + 8, kb + 9)};
-      int bi[4] = {find_reg(&lb, kb, nb), find_reg(&lb, kb + 1, nb), find_reg(&lb, kb + 8, nb), find_reg(&lb, kb + 9, nb)};
+      int ai[8] = {ll_reg_at(&la, mb, kb), ll_reg_at(&la, mb, kb + 1), ll_reg_at(&la, mb + 8, kb), ll_reg_at(&la, mb + 8, kb + 1),
+                   ll_reg_at(&la, mb, kb + 8), ll_reg_at(&la, mb, kb + 9), ll_reg_at(&la, mb + 8, kb + 8), ll_reg_at(&la, mb + 8, kb + 9)};
+      int bi[4] = {ll_reg_at(&lb, kb, nb), ll_reg_at(&lb, kb + 1, nb), ll_reg_at(&lb, kb + 8, nb), ll_reg_at(&lb, kb + 9, nb)};
       for (int q = 0; q < 8; q++)
         if (ai[q] < 0 || (q < 4 && bi[q] < 0)) {
           cg_fail(g, "mma: operand fragment at m=%d n=%d k=%d is not in the thread's registers", mb, nb, kb);

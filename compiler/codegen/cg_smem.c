@@ -231,16 +231,6 @@ void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
 
 /* ---- ldmatrix ---- */
 
-/* Index of the register whose coordinate (register part) is (a, b), or -1. */
-static int reg_at(const struct ll *l, int32_t a, int32_t b) {
-  for (uint32_t r = 0; r < ll_num_regs(l); r++) {
-    int32_t c[IR_MAX_RANK];
-    ll_reg_coord(l, r, c);
-    if (c[0] == a && c[1] == b) return (int)r;
-  }
-  return -1;
-}
-
 /* The warp part of a layout's coordinates (lane bases excluded). */
 static void warp_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
   for (int d = 0; d < l->rank; d++) {
@@ -309,11 +299,11 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
     for (int q = 0; q < 4; q++) {
       int32_t a = o0 + m[q][0], b = o1 + m[q][1];
       if (op_idx == 0) {
-        regs[q][0] = reg_at(l, a, b);
-        regs[q][1] = reg_at(l, a, b + 1);
+        regs[q][0] = ll_reg_at(l, a, b);
+        regs[q][1] = ll_reg_at(l, a, b + 1);
       } else {
-        regs[q][0] = reg_at(l, a, b);
-        regs[q][1] = reg_at(l, a + 1, b);
+        regs[q][0] = ll_reg_at(l, a, b);
+        regs[q][1] = ll_reg_at(l, a + 1, b);
       }
       if (regs[q][0] >= 0 && regs[q][1] >= 0) count++;
     }
@@ -625,7 +615,6 @@ static LLVMValueRef operand_desc(struct cg *g, const struct sbuf *s, LLVMValueRe
   return descriptor(g, addr, s->rows * row_bytes, 8 * row_bytes, swizzle_mode(row_bytes));
 }
 
-static int reg_at2(const struct ll *l, int32_t a, int32_t b) { return reg_at(l, a, b); }
 
 void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   struct ir_func *f = g->f;
@@ -686,8 +675,8 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
       /* accumulator registers of this instruction: d[4j + q] */
       int32_t rb = mr * 16 * W;
       for (int j = 0; j < NI / 8; j++) {
-        int q4[4] = {reg_at2(&lc, rb, nc + 8 * j), reg_at2(&lc, rb, nc + 8 * j + 1), reg_at2(&lc, rb + 8, nc + 8 * j),
-                     reg_at2(&lc, rb + 8, nc + 8 * j + 1)};
+        int q4[4] = {ll_reg_at(&lc, rb, nc + 8 * j), ll_reg_at(&lc, rb, nc + 8 * j + 1), ll_reg_at(&lc, rb + 8, nc + 8 * j),
+                     ll_reg_at(&lc, rb + 8, nc + 8 * j + 1)};
         for (int q = 0; q < 4; q++) {
           if (q4[q] < 0) {
             cg_fail(g, "wgmma: accumulator element (%d,%d) missing from the layout", rb, nc + 8 * j);
@@ -705,8 +694,8 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
           args[na++] = operand_desc(g, &sa, aslot, !a_trans, arow, k0);
         } else {
           /* a0..a3 of the warp's 16 rows: the mma.sync A fragment */
-          int ai[8] = {reg_at2(&la, rb, k0), reg_at2(&la, rb, k0 + 1), reg_at2(&la, rb + 8, k0), reg_at2(&la, rb + 8, k0 + 1),
-                       reg_at2(&la, rb, k0 + 8), reg_at2(&la, rb, k0 + 9), reg_at2(&la, rb + 8, k0 + 8), reg_at2(&la, rb + 8, k0 + 9)};
+          int ai[8] = {ll_reg_at(&la, rb, k0), ll_reg_at(&la, rb, k0 + 1), ll_reg_at(&la, rb + 8, k0), ll_reg_at(&la, rb + 8, k0 + 1),
+                       ll_reg_at(&la, rb, k0 + 8), ll_reg_at(&la, rb, k0 + 9), ll_reg_at(&la, rb + 8, k0 + 8), ll_reg_at(&la, rb + 8, k0 + 9)};
           for (int q = 0; q < 8; q++)
             if (ai[q] < 0) {
               cg_fail(g, "wgmma: A fragment (%d,%d) missing from the register layout", rb, k0);

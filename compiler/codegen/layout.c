@@ -222,6 +222,15 @@ void ll_reg_coord(const struct ll *l, uint32_t r, int32_t *coord) {
       for (int d = 0; d < l->rank; d++) coord[d] ^= l->reg[b][d];
 }
 
+int ll_reg_at(const struct ll *l, int32_t a, int32_t b) {
+  for (uint32_t r = 0; r < ll_num_regs(l); r++) {
+    int32_t c[IR_MAX_RANK];
+    ll_reg_coord(l, r, c);
+    if (c[0] == a && c[1] == b) return (int)r;
+  }
+  return -1;
+}
+
 int64_t ll_linear(const struct ll *l, const int32_t *coord) {
   int64_t idx = 0;
   for (int d = 0; d < l->rank; d++) idx = idx * l->shape[d] + coord[d];

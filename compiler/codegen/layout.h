@@ -36,6 +36,8 @@ static inline uint32_t ll_num_regs(const struct ll *l) { return 1u << l->nreg; }
 
 /* Coordinates contributed by register index r alone (lane 0, warp 0). */
 void ll_reg_coord(const struct ll *l, uint32_t r, int32_t *coord);
+/* Index of the register of a rank-2 layout whose coordinate (register part) is (a, b), or -1. */
+int ll_reg_at(const struct ll *l, int32_t a, int32_t b);
 /* Linear (row-major) element index of a coordinate within the shape. */
 int64_t ll_linear(const struct ll *l, const int32_t *coord);
 

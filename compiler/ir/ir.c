@@ -196,6 +196,17 @@ uint32_t ir_def_op(const struct ir_func *f, ir_val v) {
   return val->kind == IR_VAL_RESULT ? val->def : 0;
 }
 
+bool ir_defined_within(const struct ir_func *f, ir_val v, uint32_t blk) {
+  const struct ir_value *val = &f->values.v[v];
+  uint32_t b = val->kind == IR_VAL_RESULT ? f->ops.v[val->def].block : val->kind == IR_VAL_BLOCKARG ? val->def : 0;
+  while (b) {
+    if (b == blk) return true;
+    uint32_t parent = f->blocks.v[b].parent;
+    b = parent ? f->ops.v[parent].block : 0;
+  }
+  return false;
+}
+
 bool ir_value_const_int(const struct ir_func *f, ir_val v, int64_t *out) {
   uint32_t op = ir_def_op(f, v);
   if (!op || f->ops.v[op].code != IR_CONST) return false;

@@ -295,6 +295,8 @@ static inline uint32_t ir_region(const struct ir_func *f, uint32_t op, uint32_t 
 }
 /* The op defining v, or 0 for block arguments and parameters. */
 uint32_t ir_def_op(const struct ir_func *f, ir_val v);
+/* Is v defined in block blk or in a block nested in it (an op result or a block argument)? */
+bool ir_defined_within(const struct ir_func *f, ir_val v, uint32_t blk);
 /* Integer value of a CONST op's result (scalar or splat). */
 bool ir_value_const_int(const struct ir_func *f, ir_val v, int64_t *out);
 bool ir_value_const_float(const struct ir_func *f, ir_val v, double *out);

@@ -29,21 +29,10 @@ struct chain {
   uint32_t n;
 };
 
-static bool in_block_tree(struct ir_func *f, ir_val v, uint32_t blk) {
-  const struct ir_value *val = &f->values.v[v];
-  uint32_t b = val->kind == IR_VAL_RESULT ? f->ops.v[val->def].block : val->kind == IR_VAL_BLOCKARG ? val->def : 0;
-  while (b) {
-    if (b == blk) return true;
-    uint32_t parent = f->blocks.v[b].parent;
-    b = parent ? f->ops.v[parent].block : 0;
-  }
-  return false;
-}
-
 /* Adds the ops that compute v inside the body (from the induction variable and values
  * defined outside) to the chain. False if v depends on anything else. */
 static bool collect(struct ir_func *f, uint32_t body, ir_val iv, ir_val v, struct chain *c) {
-  if (v == iv || !in_block_tree(f, v, body)) return true;
+  if (v == iv || !ir_defined_within(f, v, body)) return true;
   uint32_t d = ir_def_op(f, v);
   if (!d || f->ops.v[d].block != body) return false;
   const struct ir_op *op = &f->ops.v[d];
@@ -120,7 +109,7 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
     const struct ir_op *op = &f->ops.v[id];
     if (op->code != IR_ASYNC_COPY) continue;
     int64_t slot;
-    if (in_block_tree(f, op->args[0], body) || !ir_value_const_int(f, op->args[1], &slot) || slot != 0) return false;
+    if (ir_defined_within(f, op->args[0], body) || !ir_value_const_int(f, op->args[1], &slot) || slot != 0) return false;
     for (uint32_t k = 3; k < op->nargs; k++)
       if (!collect(f, body, iv, op->args[k], &c)) return false;
     if (ncopies == MAX_COPIES) return false;
@@ -192,7 +181,7 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
   /* readers of the buffers (local_load, wgmma) read the current slot */
   for (uint32_t i = 1; i < f->ops.n; i++) {
     struct ir_op *op = &f->ops.v[i];
-    if (!op->block || (op->code != IR_LOCAL_LOAD && op->code != IR_WGMMA) || !in_block_tree(f, op->res, nbody))
+    if (!op->block || (op->code != IR_LOCAL_LOAD && op->code != IR_WGMMA) || !ir_defined_within(f, op->res, nbody))
       continue;
     ir_val a[5];
     memcpy(a, op->args, sizeof(ir_val) * op->nargs);

@@ -50,17 +50,6 @@ static uint16_t shared_layout(struct ir_func *f, const struct ir_type *t) {
   return ir_layout_intern(f, &l);
 }
 
-static bool defined_in(struct ir_func *f, ir_val v, uint32_t blk) {
-  const struct ir_value *val = &f->values.v[v];
-  uint32_t b = val->kind == IR_VAL_RESULT ? f->ops.v[val->def].block : val->kind == IR_VAL_BLOCKARG ? val->def : 0;
-  while (b) {
-    if (b == blk) return true;
-    uint32_t parent = f->blocks.v[b].parent;
-    b = parent ? f->ops.v[parent].block : 0;
-  }
-  return false;
-}
-
 /* True when convert op `id` only renames registers (no data crosses threads). */
 static bool register_renaming(struct ir_func *f, uint32_t id) {
   const struct ir_op *op = &f->ops.v[id];
@@ -110,7 +99,7 @@ static void stage(struct ir_func *f, uint32_t conv, uint32_t where, struct stage
   if (d && f->ops.v[d].code == IR_LOAD && in_loop && f->ops.v[d].block == blk && f->ops.v[d].f == 0) {
     const struct ir_op *ld_op = &f->ops.v[d];
     for (uint32_t k = 1; k < ld_op->nargs; k++)
-      if (defined_in(f, ld_op->args[k], blk)) async = true;
+      if (ir_defined_within(f, ld_op->args[k], blk)) async = true;
   }
   struct ir_builder b;
   ir_type_id i32 = ir_type_scalar(f, DT_I32);
