@@ -93,9 +93,14 @@ static int die_usage(const char *fmt, ...) {
   return 2;
 }
 
-static char *read_all(const char *path, size_t *len) {
+/* The whole file ("-": standard input), NUL-terminated; NULL after printing why. */
+static char *read_source(const char *path, size_t *len) {
+  errno = 0;
   FILE *fp = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-  if (!fp) return NULL;
+  if (!fp) {
+    fprintf(stderr, "tilec: cannot read '%s': %s\n", path, strerror(errno ? errno : EIO));
+    return NULL;
+  }
   size_t cap = 1 << 16, n = 0;
   char *buf = malloc(cap + 1);
   while (buf) {
@@ -111,7 +116,11 @@ static char *read_all(const char *path, size_t *len) {
     cap *= 2;
   }
   if (fp != stdin) fclose(fp);
-  if (buf) buf[n] = 0;
+  if (!buf) {
+    fprintf(stderr, "tilec: cannot read '%s': out of memory\n", path);
+    return NULL;
+  }
+  buf[n] = 0;
   *len = n;
   return buf;
 }
@@ -268,11 +277,8 @@ static int write_out(const struct options *o, const char *text, size_t len) {
 
 static int compile_cmd(tile_context *ctx, struct options *o) {
   size_t len;
-  char *src = read_all(o->file, &len);
-  if (!src) {
-    fprintf(stderr, "tilec: cannot read '%s': %s\n", o->file, strerror(errno));
-    return 1;
-  }
+  char *src = read_source(o->file, &len);
+  if (!src) return 1;
   tile_compile_options co = {o->kernel, o->defines, o->ndefines, TILE_DEVICE_CPU, o->arch,
                              o->verify_each ? TILE_VERIFY_EACH : 0u};
   tile_emit_options eo = {0};
@@ -475,29 +481,42 @@ struct run_buf {
   size_t n, bytes;
 };
 
-static int run_cmd(tile_context *ctx, struct options *o) {
-  size_t len;
-  char *src = read_all(o->file, &len);
-  if (!src) {
-    fprintf(stderr, "tilec: cannot read '%s': %s\n", o->file, strerror(errno));
-    return 1;
-  }
+/* The source's `//! sizes` and `//! flops` lines fill what the command line left open
+ * (flops_buf, 256 bytes, holds the expression); the input generator is seeded. */
+static void apply_meta(struct options *o, const char *src, char *flops_buf) {
   char mbuf[256];
   if (!o->nsizes && meta(src, "sizes", mbuf, sizeof mbuf)) parse_sizes(o, mbuf);
-  char fbuf[256];
-  if (!o->flops && meta(src, "flops", fbuf, sizeof fbuf)) o->flops = fbuf;
+  if (!o->flops && meta(src, "flops", flops_buf, 256)) o->flops = flops_buf;
   rng_state = o->seed ? o->seed : 0x9e3779b97f4a7c15ull;
+}
 
-  tile_device dev = o->device;
-  tile_device_info info;
+/* The device to run on (--device, or auto: CUDA when usable); 77 when CUDA was asked for
+ * and is not there. */
+static int pick_device(tile_context *ctx, const struct options *o, tile_device *dev, tile_device_info *info) {
+  *dev = o->device;
   if (o->device_auto) {
-    dev = tile_device_query(ctx, TILE_DEVICE_CUDA, &info) == TILE_OK ? TILE_DEVICE_CUDA : TILE_DEVICE_CPU;
-  } else if (dev == TILE_DEVICE_CUDA && tile_device_query(ctx, dev, &info) != TILE_OK) {
+    *dev = tile_device_query(ctx, TILE_DEVICE_CUDA, info) == TILE_OK ? TILE_DEVICE_CUDA : TILE_DEVICE_CPU;
+  } else if (*dev == TILE_DEVICE_CUDA && tile_device_query(ctx, *dev, info) != TILE_OK) {
     fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
-    free(src);
     return 77;
   }
-  if (dev == TILE_DEVICE_CPU) tile_device_query(ctx, dev, &info);
+  if (*dev == TILE_DEVICE_CPU) tile_device_query(ctx, *dev, info);
+  return 0;
+}
+
+static int run_cmd(tile_context *ctx, struct options *o) {
+  size_t len;
+  char *src = read_source(o->file, &len);
+  if (!src) return 1;
+  char fbuf[256];
+  apply_meta(o, src, fbuf);
+  tile_device dev;
+  tile_device_info info;
+  int drc = pick_device(ctx, o, &dev, &info);
+  if (drc) {
+    free(src);
+    return drc;
+  }
 
   size_t fl = strlen(o->file);
   unsigned flags = (o->verify_each ? TILE_VERIFY_EACH : 0u) |
@@ -760,19 +779,6 @@ static void free_args(tile_context *ctx, tile_device dev, struct arg_set *as) {
   memset(as, 0, sizeof *as);
 }
 
-/* The device `run` would use: CUDA when there is one (or when asked), else the CPU. */
-static int pick_device(tile_context *ctx, const struct options *o, tile_device *dev, tile_device_info *info) {
-  *dev = o->device;
-  if (o->device_auto) {
-    *dev = tile_device_query(ctx, TILE_DEVICE_CUDA, info) == TILE_OK ? TILE_DEVICE_CUDA : TILE_DEVICE_CPU;
-  } else if (*dev == TILE_DEVICE_CUDA && tile_device_query(ctx, *dev, info) != TILE_OK) {
-    fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
-    return 77;
-  }
-  if (*dev == TILE_DEVICE_CPU) tile_device_query(ctx, *dev, info);
-  return 0;
-}
-
 /* ---- tilec tune ---- */
 
 struct tune_ui {
@@ -816,15 +822,10 @@ static int cmp_rows(const void *x, const void *y) {
 
 static int tune_cmd(tile_context *ctx, struct options *o) {
   size_t len;
-  char *src = read_all(o->file, &len);
-  if (!src) {
-    fprintf(stderr, "tilec: cannot read '%s': %s\n", o->file, strerror(errno));
-    return 1;
-  }
-  char mbuf[256], fbuf[256];
-  if (!o->nsizes && meta(src, "sizes", mbuf, sizeof mbuf)) parse_sizes(o, mbuf);
-  if (!o->flops && meta(src, "flops", fbuf, sizeof fbuf)) o->flops = fbuf;
-  rng_state = o->seed ? o->seed : 0x9e3779b97f4a7c15ull;
+  char *src = read_source(o->file, &len);
+  if (!src) return 1;
+  char fbuf[256];
+  apply_meta(o, src, fbuf);
   tile_device dev;
   tile_device_info info;
   int rc = pick_device(ctx, o, &dev, &info);
@@ -936,13 +937,10 @@ static void list_entry(void *ud, const tile_cache_entry *e) {
 /* One fresh-process measurement for `cache bench`: prints one "probe ..." line. */
 static int probe_cmd(tile_context *ctx, struct options *o) {
   size_t len;
-  char *src = read_all(o->file, &len);
-  if (!src) {
-    fprintf(stderr, "tilec: cannot read '%s': %s\n", o->file, strerror(errno));
-    return 1;
-  }
-  char mbuf[256];
-  if (!o->nsizes && meta(src, "sizes", mbuf, sizeof mbuf)) parse_sizes(o, mbuf);
+  char *src = read_source(o->file, &len);
+  if (!src) return 1;
+  char fbuf[256];
+  apply_meta(o, src, fbuf);
   tile_device dev;
   tile_device_info info;
   double t0 = now_ms_tilec();
