@@ -73,6 +73,7 @@
 
 #include "cudrv.h"
 #include "tile.h"
+#include "find_lib.h"
 
 /* ---- cuBLASLt declarations ------------------------------------------------------------------
  * Numeric values copied from the CUDA 13.0 toolkit headers on the build machine
@@ -342,37 +343,6 @@ static double host_ms(void) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
-}
-
-static bool file_exists(const char *dir, const char *name) {
-  char p[4096];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  FILE *f = fopen(p, "rb");
-  if (f) fclose(f);
-  return f != NULL;
-}
-
-/* --lib, $TILE_LIB_DIR, ./lib, then ../lib next to this executable (build/ or .carry/). */
-static bool find_lib(const char *opt, char *out, size_t cap) {
-  const char *env = getenv("TILE_LIB_DIR");
-  if (opt || (env && env[0])) {
-    snprintf(out, cap, "%s", opt ? opt : env);
-    return file_exists(out, "gemm.tile");
-  }
-  snprintf(out, cap, "lib");
-  if (file_exists(out, "gemm.tile")) return true;
-  char exe[2048];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash) {
-      *slash = 0;
-      snprintf(out, cap, "%s/../lib", exe);
-      if (file_exists(out, "gemm.tile")) return true;
-    }
-  }
-  return false;
 }
 
 /* ---- options ---------------------------------------------------------------------------- */
