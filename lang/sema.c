@@ -448,12 +448,13 @@ bool sema_check_dot(struct sema *s, struct sema_info *a, struct sema_info *b, st
     return lang_error(s->ctx, loc, D_DOT_SHAPE,
                       "%s shape mismatch: %s and %s; the inner dimensions %d and %d must be equal",
                       what, shape_str(s, &a->ty), shape_str(s, &b->ty), k, k2);
-  if (dt == DT_F32 && m >= 16 && nn >= 16 && k < 8) /* tf32 steps are 8 deep */
+  bool small = m < 16 || nn < 16 || k < (dt == DT_F32 ? 8 : 16); /* tf32 steps are 8 deep */
+  if (small && dt == DT_F32 && m >= 16 && nn >= 16)
     return lang_error(s->ctx, loc, D_DOT_SMALL,
                       "%s on f32 needs M and N of at least 16 and K of at least 8 (the TF32 Tensor "
                       "Core tile), found M=%d, N=%d, K=%d",
                       what, m, nn, k);
-  if (m < 16 || nn < 16 || (k < 16 && !(dt == DT_F32 && k >= 8)))
+  if (small)
     return lang_error(s->ctx, loc, D_DOT_SMALL,
                       "%s needs M, N and K of at least 16 (the Tensor Core tile), found M=%d, "
                       "N=%d, K=%d",

@@ -84,9 +84,7 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
   uint32_t n = ll_num_regs(&lc);
   struct cgval *out = cg_new_val(g, op->res, n);
   for (uint32_t r = 0; r < n; r++) out->r[r] = C->r[r];
-  const char *name = tf32   ? "llvm.nvvm.mma.m16n8k8.row.col.tf32"
-                     : bf16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16"
-                            : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
+  const char *name = bf16 ? "llvm.nvvm.mma.m16n8k16.row.col.bf16" : "llvm.nvvm.mma.m16n8k16.row.col.f32.f32";
   /* the accumulator blocks of this thread */
   typedef int32_t pair_t[2];
   typedef int quad_t[4];
