@@ -13,41 +13,20 @@
 
 #include "ref.h"
 #include "rng.h"
+#include "testfiles.h"
 #include "tile.h"
-
-#ifndef TILE_SOURCE_DIR
-#define TILE_SOURCE_DIR "."
-#endif
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
-static const char *source_dir(void) {
-  const char *e = getenv("TILE_SOURCE_DIR");
-  return e && *e ? e : TILE_SOURCE_DIR;
-}
-
-static void lib_path(char *buf, size_t cap, const char *file) {
-  snprintf(buf, cap, "%s/lib/%s", source_dir(), file);
-}
-
 static char *read_text(const char *path, size_t *len) {
-  FILE *fp = fopen(path, "rb");
-  cr_assert_not_null(fp, "cannot open %s", path);
-  fseek(fp, 0, SEEK_END);
-  long n = ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  size_t got = fread(buf, 1, (size_t)n, fp);
-  fclose(fp);
-  buf[got] = 0;
-  if (len)
-    *len = got;
+  char *buf = test_read_file(path, len);
+  cr_assert_not_null(buf, "cannot read %s", path);
   return buf;
 }
 
 static char *read_lib(const char *file, size_t *len) {
   char path[1024];
-  lib_path(path, sizeof path, file);
+  test_lib_path(path, sizeof path, file);
   return read_text(path, len);
 }
 
@@ -62,7 +41,7 @@ static tile_context *new_ctx(void) {
 static tile_kernel *compile_lib(tile_context *ctx, const char *file, const char *kernel,
                                 const tile_define *d, unsigned nd) {
   char path[1024];
-  lib_path(path, sizeof path, file);
+  test_lib_path(path, sizeof path, file);
   tile_compile_options co = {
       .kernel = kernel, .defines = d, .ndefines = nd, .device = TILE_DEVICE_CPU};
   tile_kernel *k = NULL;
@@ -249,7 +228,7 @@ Test(api, compile_error_diagnostics) {
 Test(api, unknown_kernel) {
   tile_context *ctx = new_ctx();
   char path[1024];
-  lib_path(path, sizeof path, "gemm.tile");
+  test_lib_path(path, sizeof path, "gemm.tile");
   tile_compile_options co = {.kernel = "no_such_kernel"};
   tile_kernel *k = NULL;
   tile_status st = tile_compile_file(ctx, path, &co, &k);
@@ -274,7 +253,7 @@ Test(api, unknown_kernel) {
 Test(api, bad_defines) {
   tile_context *ctx = new_ctx();
   char path[1024];
-  lib_path(path, sizeof path, "gemm.tile");
+  test_lib_path(path, sizeof path, "gemm.tile");
   static const struct {
     const char *name, *value, *expect;
   } cases[] = {
@@ -335,7 +314,7 @@ Test(api, bad_defines) {
 Test(api, unreadable_file) {
   tile_context *ctx = new_ctx();
   char path[1024];
-  snprintf(path, sizeof path, "%s/lib/does_not_exist.tile", source_dir());
+  snprintf(path, sizeof path, "%s/lib/does_not_exist.tile", test_source_dir());
   tile_kernel *k = NULL;
   tile_status st = tile_compile_file(ctx, path, NULL, &k);
   cr_expect_eq(st, TILE_IO, "%s", tile_status_name(st));
@@ -345,11 +324,11 @@ Test(api, unreadable_file) {
   const char *bad = "kernel k() grid(1) { x }";
   cr_assert_eq(tile_compile_string(ctx, "b.tile", bad, strlen(bad), NULL, &k), TILE_COMPILE);
   cr_assert_geq(tile_diag_count(ctx), 1);
-  snprintf(path, sizeof path, "%s/lib/does_not_exist.tile", source_dir());
+  snprintf(path, sizeof path, "%s/lib/does_not_exist.tile", test_source_dir());
   cr_expect_eq(tile_compile_file(ctx, path, NULL, &k), TILE_IO);
   cr_expect_eq(tile_diag_count(ctx), 0, "stale diagnostics after TILE_IO");
   /* a directory cannot be read either */
-  snprintf(path, sizeof path, "%s/lib", source_dir());
+  snprintf(path, sizeof path, "%s/lib", test_source_dir());
   st = tile_compile_file(ctx, path, NULL, &k);
   cr_expect_eq(st, TILE_IO, "%s", tile_status_name(st));
   cr_expect(contains(tile_errmsg(ctx), path), "%s", tile_errmsg(ctx));
@@ -486,7 +465,7 @@ Test(api, kernel_cache) {
   cr_expect(contains(tile_kernel_config(a), "BN=256"), "%s", tile_kernel_config(a));
 
   char path[1024];
-  lib_path(path, sizeof path, "softmax.tile");
+  test_lib_path(path, sizeof path, "softmax.tile");
   tile_compile_options co = {.defines = d, .ndefines = 2, .flags = TILE_NO_CACHE};
   tile_kernel *fresh = NULL, *fresh2 = NULL;
   cr_assert_eq(tile_compile_file(ctx, path, &co, &fresh), TILE_OK, "%s", tile_errmsg(ctx));
@@ -927,32 +906,12 @@ Test(api, emit_time_passes_and_dumps) {
 
 /* ---- compiling from IR ------------------------------------------------------------------ */
 
-static const char *VADD_IR = "kernel @vadd(%X: tensor<f32[%N]>, %Y: tensor<f32[%N]>, %Z: out "
-                             "tensor<f32[%N]>, %s: f32) warps=4 {\n"
-                             "grid:\n"
-                             "  %0 = const 63 : i32\n"
-                             "  %1 = add %N, %0 : i32\n"
-                             "  %2 = const 64 : i32\n"
-                             "  %3 = div %1, %2 : i32\n"
-                             "  %4 = const 1 : i32\n"
-                             "  grid %3, %4, %4\n"
-                             "body:\n"
-                             "  %5 = program_id {axis=0} : i32\n"
-                             "  %6 = const 64 : i32\n"
-                             "  %7 = mul %5, %6 : i32\n"
-                             "  %8 = load %X[%7] {mask=1} : tile<64xf32>\n"
-                             "  %9 = load %Y[%7] {mask=1, fill=-inf} : tile<64xf32>\n"
-                             "  %10 = splat %s : tile<64xf32>\n"
-                             "  %11 = mul %8, %10 : tile<64xf32>\n"
-                             "  %12 = add %11, %9 : tile<64xf32>\n"
-                             "  store %Z[%7], %12 {mask=1}\n"
-                             "}\n";
 
 Test(api, compile_from_ir) {
   struct rng r;
   rng_seed(&r, rng_test_seed("api/compile_from_ir"));
   tile_context *ctx = new_ctx();
-  tile_kernel *k = compile_src(ctx, "vadd.ir", VADD_IR, TILE_SOURCE_IR);
+  tile_kernel *k = compile_src(ctx, "vadd.ir", TEST_VADD_IR, TILE_SOURCE_IR);
   cr_expect_str_eq(tile_kernel_name(k), "vadd");
   cr_assert_eq(tile_kernel_param_count(k), 4);
   expect_param(k, 0, "X", 1, 0, TILE_F32, 1, (const char *[]){"N"});
@@ -1014,11 +973,11 @@ Test(api, compile_from_ir) {
                TILE_COMPILE);
   cr_expect(contains(tile_errmsg(ctx), "bogus"), "%s", tile_errmsg(ctx));
   ci.kernel = "nope";
-  cr_expect_eq(tile_compile_string(ctx, "vadd.ir", VADD_IR, strlen(VADD_IR), &ci, &bad),
+  cr_expect_eq(tile_compile_string(ctx, "vadd.ir", TEST_VADD_IR, strlen(TEST_VADD_IR), &ci, &bad),
                TILE_NOT_FOUND);
   cr_expect(contains(tile_errmsg(ctx), "nope"), "%s", tile_errmsg(ctx));
   ci.kernel = "vadd";
-  cr_expect_eq(tile_compile_string(ctx, "vadd.ir", VADD_IR, strlen(VADD_IR), &ci, &bad), TILE_OK);
+  cr_expect_eq(tile_compile_string(ctx, "vadd.ir", TEST_VADD_IR, strlen(TEST_VADD_IR), &ci, &bad), TILE_OK);
   tile_kernel_release(bad);
   tile_context_destroy(ctx);
 }

@@ -16,34 +16,14 @@
 #include <string.h>
 
 #include "internal.h"
+#include "testfiles.h"
 
-#ifndef TILE_SOURCE_DIR
-#define TILE_SOURCE_DIR "."
-#endif
-
-static char *read_file(const char *path, size_t *len) {
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return NULL;
-  fseek(fp, 0, SEEK_END);
-  long n = ftell(fp);
-  fseek(fp, 0, SEEK_SET);
-  char *buf = malloc((size_t)n + 1);
-  size_t got = fread(buf, 1, (size_t)n, fp);
-  fclose(fp);
-  buf[got] = 0;
-  if (len) *len = got;
-  return buf;
-}
 
 static bool update_mode(void) {
   const char *e = getenv("TILE_UPDATE_GOLDEN");
   return e && *e && strcmp(e, "0") != 0;
 }
 
-static const char *source_dir(void) {
-  const char *e = getenv("TILE_SOURCE_DIR");
-  return e && *e ? e : TILE_SOURCE_DIR;
-}
 
 /* Prints a small line diff of expected vs actual; returns whether they are equal. */
 static bool compare(const char *what, const char *expected, const char *actual) {
@@ -98,7 +78,7 @@ static bool check_golden(const char *path, const char *actual) {
     fclose(fp);
     return true;
   }
-  char *expected = read_file(path, NULL);
+  char *expected = test_read_file(path, NULL);
   if (!expected) {
     fprintf(stderr, "golden file %s is missing (TILE_UPDATE_GOLDEN=1 creates it)\n", path);
     return false;
@@ -110,7 +90,7 @@ static bool check_golden(const char *path, const char *actual) {
 
 Test(golden_lang, ast) {
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s/tests/golden/ast", source_dir());
+  snprintf(dir, sizeof dir, "%s/tests/golden/ast", test_source_dir());
   char **names;
   int n = list_tiles(dir, &names);
   cr_assert(n > 0, "no .tile files in %s", dir);
@@ -120,7 +100,7 @@ Test(golden_lang, ast) {
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     snprintf(gold, sizeof gold, "%s/%.*s.ast", dir, (int)(strlen(names[i]) - 5), names[i]);
     size_t len;
-    char *src = read_file(path, &len);
+    char *src = test_read_file(path, &len);
     struct arena a;
     arena_init(&a, NULL, NULL);
     struct strtab st;
@@ -147,7 +127,7 @@ static bool run_diag_case(const char *dir, const char *name, bool *seen) {
   snprintf(path, sizeof path, "%s/%s", dir, name);
   snprintf(gold, sizeof gold, "%s/%.*s.err", dir, (int)(strlen(name) - 5), name);
   size_t len;
-  char *src = read_file(path, &len);
+  char *src = test_read_file(path, &len);
   struct arena a;
   arena_init(&a, NULL, NULL);
   struct strtab st;
@@ -208,7 +188,7 @@ static bool run_diag_case(const char *dir, const char *name, bool *seen) {
 
 Test(golden_lang, diagnostics) {
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s/tests/golden/diag", source_dir());
+  snprintf(dir, sizeof dir, "%s/tests/golden/diag", test_source_dir());
   char **names;
   int n = list_tiles(dir, &names);
   cr_assert(n > 0, "no .tile files in %s", dir);

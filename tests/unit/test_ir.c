@@ -10,6 +10,7 @@
 #include "ir.h"
 #include "passes.h"
 #include "rng.h"
+#include "testfiles.h"
 
 struct fixture {
   struct arena a;
@@ -38,33 +39,13 @@ static const char *print(struct fixture *fx, struct ir_func *f) {
   return sb_str(&sb);
 }
 
-static const char *VADD =
-    "kernel @vadd(%X: tensor<f32[%N]>, %Y: tensor<f32[%N]>, %Z: out tensor<f32[%N]>, %s: f32) warps=4 {\n"
-    "grid:\n"
-    "  %0 = const 63 : i32\n"
-    "  %1 = add %N, %0 : i32\n"
-    "  %2 = const 64 : i32\n"
-    "  %3 = div %1, %2 : i32\n"
-    "  %4 = const 1 : i32\n"
-    "  grid %3, %4, %4\n"
-    "body:\n"
-    "  %5 = program_id {axis=0} : i32\n"
-    "  %6 = const 64 : i32\n"
-    "  %7 = mul %5, %6 : i32\n"
-    "  %8 = load %X[%7] {mask=1} : tile<64xf32>\n"
-    "  %9 = load %Y[%7] {mask=1, fill=-inf} : tile<64xf32>\n"
-    "  %10 = splat %s : tile<64xf32>\n"
-    "  %11 = mul %8, %10 : tile<64xf32>\n"
-    "  %12 = add %11, %9 : tile<64xf32>\n"
-    "  store %Z[%7], %12 {mask=1}\n"
-    "}\n";
 
 Test(ir, round_trip_simple) {
   struct fixture fx;
   fx_init(&fx);
-  struct ir_func *f = parse_one(&fx, VADD);
+  struct ir_func *f = parse_one(&fx, TEST_VADD_IR);
   cr_assert(ir_verify(f, NULL, &fx.err), "%s", sb_str(&fx.err));
-  cr_assert_str_eq(print(&fx, f), VADD);
+  cr_assert_str_eq(print(&fx, f), TEST_VADD_IR);
   arena_free(&fx.a);
 }
 
@@ -272,7 +253,7 @@ Test(passes, dce_drops_dead_carried_values) {
 Test(passes, unknown_pass_is_an_error) {
   struct fixture fx;
   fx_init(&fx);
-  struct ir_func *f = parse_one(&fx, VADD);
+  struct ir_func *f = parse_one(&fx, TEST_VADD_IR);
   struct pass_options po = {0};
   cr_assert(!pass_run_list("cse,frobnicate", f, &po, &fx.err));
   cr_assert(strstr(sb_str(&fx.err), "unknown pass 'frobnicate'"));
@@ -284,7 +265,7 @@ Test(passes, unknown_pass_is_an_error) {
 Test(interp, vadd_with_ragged_tail) {
   struct fixture fx;
   fx_init(&fx);
-  struct ir_func *f = parse_one(&fx, VADD);
+  struct ir_func *f = parse_one(&fx, TEST_VADD_IR);
   struct rng r;
   rng_seed(&r, rng_test_seed("interp.vadd"));
   int sizes[] = {1, 7, 33, 64, 100, 257};

@@ -36,18 +36,11 @@
 #include "fp16.h"
 #include "ref.h"
 #include "rng.h"
+#include "testfiles.h"
 #include "tile.h"
-
-#ifndef TILE_SOURCE_DIR
-#define TILE_SOURCE_DIR "."
-#endif
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
-static const char *source_dir(void) {
-  const char *e = getenv("TILE_SOURCE_DIR");
-  return e && *e ? e : TILE_SOURCE_DIR;
-}
 
 static bool verbose(void) {
   const char *e = getenv("TILE_TEST_VERBOSE");
@@ -151,7 +144,7 @@ static tile_arg tb_arg(struct tbuf *b, unsigned rank, const int64_t *shape) {
 static tile_kernel *compile_lib(tile_context *ctx, const char *file, const char *kernel,
                                 const char *defs) {
   char path[1024], text[512];
-  snprintf(path, sizeof path, "%s/lib/%s", source_dir(), file);
+  test_lib_path(path, sizeof path, file);
   snprintf(text, sizeof text, "%s", defs ? defs : "");
   tile_define d[24];
   unsigned nd = 0;

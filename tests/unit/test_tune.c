@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testfiles.h"
 #include "tile.h"
 
 /* BM=64 violates the constraint (pruned), BM=24 is not a power of two (fails to compile),
@@ -309,18 +310,9 @@ Test(tune, params_fixed_by_arguments) {
 
 static char *read_lib_file(const char *name, size_t *len) {
   char path[1024];
-  const char *e = getenv("TILE_SOURCE_DIR");
-  snprintf(path, sizeof path, "%s/lib/%s", e && *e ? e : TILE_SOURCE_DIR, name);
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f, "%s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
-  s[n] = 0;
-  fclose(f);
-  *len = (size_t)n;
+  test_lib_path(path, sizeof path, name);
+  char *s = test_read_file(path, len);
+  cr_assert_not_null(s, "%s", path);
   return s;
 }
 
