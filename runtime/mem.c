@@ -51,8 +51,8 @@ TILE_API tile_status tile_mem_free(tile_context *ctx, tile_device dev, void *p) 
   return cuda_status(ctx, rt_cuda_free(&ctx->cuda, (CUdeviceptr)(uintptr_t)p, err, sizeof err), err);
 }
 
-TILE_API tile_status tile_mem_upload(tile_context *ctx, tile_device dev, void *dst, const void *src,
-                                     size_t bytes) {
+/* Host to device (up) or device to host; on the CPU device both are memcpy. */
+static tile_status mem_copy(tile_context *ctx, tile_device dev, void *dst, const void *src, size_t bytes, bool up) {
   tile_status st = check_dev(ctx, dev);
   if (st) return st;
   if (!bytes) return TILE_OK;
@@ -62,21 +62,19 @@ TILE_API tile_status tile_mem_upload(tile_context *ctx, tile_device dev, void *d
     return TILE_OK;
   }
   char err[512];
-  return cuda_status(ctx, rt_cuda_h2d(&ctx->cuda, (CUdeviceptr)(uintptr_t)dst, src, bytes, err, sizeof err), err);
+  int r = up ? rt_cuda_h2d(&ctx->cuda, (CUdeviceptr)(uintptr_t)dst, src, bytes, err, sizeof err)
+             : rt_cuda_d2h(&ctx->cuda, dst, (CUdeviceptr)(uintptr_t)src, bytes, err, sizeof err);
+  return cuda_status(ctx, r, err);
+}
+
+TILE_API tile_status tile_mem_upload(tile_context *ctx, tile_device dev, void *dst, const void *src,
+                                     size_t bytes) {
+  return mem_copy(ctx, dev, dst, src, bytes, true);
 }
 
 TILE_API tile_status tile_mem_download(tile_context *ctx, tile_device dev, void *dst,
                                        const void *src, size_t bytes) {
-  tile_status st = check_dev(ctx, dev);
-  if (st) return st;
-  if (!bytes) return TILE_OK;
-  if (!dst || !src) return rt_error(ctx, TILE_INVALID_ARGUMENT, "NULL pointer");
-  if (dev == TILE_DEVICE_CPU) {
-    memcpy(dst, src, bytes);
-    return TILE_OK;
-  }
-  char err[512];
-  return cuda_status(ctx, rt_cuda_d2h(&ctx->cuda, dst, (CUdeviceptr)(uintptr_t)src, bytes, err, sizeof err), err);
+  return mem_copy(ctx, dev, dst, src, bytes, false);
 }
 
 TILE_API tile_status tile_mem_fill(tile_context *ctx, tile_device dev, void *dst, uint8_t byte,
