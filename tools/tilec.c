@@ -93,6 +93,11 @@ static int die_usage(const char *fmt, ...) {
   return 2;
 }
 
+static bool is_ir_path(const char *path) {
+  size_t n = strlen(path);
+  return n > 3 && strcmp(path + n - 3, ".ir") == 0;
+}
+
 /* The whole file ("-": standard input), NUL-terminated; NULL after printing why. */
 static char *read_source(const char *path, size_t *len) {
   errno = 0;
@@ -284,8 +289,7 @@ static int compile_cmd(tile_context *ctx, struct options *o) {
   tile_emit_options eo = {0};
   eo.what = o->emit;
   bool is_ir = o->cmd && strcmp(o->cmd, "opt") == 0;
-  size_t fl = strlen(o->file);
-  if (fl > 3 && strcmp(o->file + fl - 3, ".ir") == 0) is_ir = true;
+  if (is_ir_path(o->file)) is_ir = true;
   eo.input_is_ir = is_ir;
   if (is_ir && o->cmd && strcmp(o->cmd, "opt") == 0 && eo.what != TILE_EMIT_LLVM && eo.what != TILE_EMIT_PTX)
     eo.what = TILE_EMIT_IR;
@@ -504,24 +508,41 @@ static int pick_device(tile_context *ctx, const struct options *o, tile_device *
   return 0;
 }
 
+/* What run, tune and cache bench do first: the source read, its //! lines applied, the
+ * device picked (its start-up time in *driver_ms when asked). NULL with *rc set on failure. */
+static char *open_for_run(tile_context *ctx, struct options *o, size_t *len, char *flops_buf, tile_device *dev,
+                          tile_device_info *info, double *driver_ms, int *rc) {
+  char *src = read_source(o->file, len);
+  if (!src) {
+    *rc = 1;
+    return NULL;
+  }
+  apply_meta(o, src, flops_buf);
+  double t0 = now_ms_tilec();
+  *rc = pick_device(ctx, o, dev, info);
+  if (driver_ms) *driver_ms = now_ms_tilec() - t0;
+  if (*rc) {
+    free(src);
+    return NULL;
+  }
+  return src;
+}
+
+/* Compile flags that follow from the input and the options: Tile IR input, --verify-each. */
+static unsigned source_flags(const struct options *o) {
+  return (o->verify_each ? TILE_VERIFY_EACH : 0u) | (is_ir_path(o->file) ? TILE_SOURCE_IR : 0u);
+}
+
 static int run_cmd(tile_context *ctx, struct options *o) {
   size_t len;
-  char *src = read_source(o->file, &len);
-  if (!src) return 1;
   char fbuf[256];
-  apply_meta(o, src, fbuf);
   tile_device dev;
   tile_device_info info;
-  int drc = pick_device(ctx, o, &dev, &info);
-  if (drc) {
-    free(src);
-    return drc;
-  }
+  int drc;
+  char *src = open_for_run(ctx, o, &len, fbuf, &dev, &info, NULL, &drc);
+  if (!src) return drc;
 
-  size_t fl = strlen(o->file);
-  unsigned flags = (o->verify_each ? TILE_VERIFY_EACH : 0u) |
-                   (fl > 3 && strcmp(o->file + fl - 3, ".ir") == 0 ? TILE_SOURCE_IR : 0u) |
-                   (o->autotune ? TILE_AUTOTUNE : 0u);
+  unsigned flags = source_flags(o) | (o->autotune ? TILE_AUTOTUNE : 0u);
   tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags};
   tile_kernel *k = NULL, *kref = NULL;
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
@@ -822,20 +843,13 @@ static int cmp_rows(const void *x, const void *y) {
 
 static int tune_cmd(tile_context *ctx, struct options *o) {
   size_t len;
-  char *src = read_source(o->file, &len);
-  if (!src) return 1;
   char fbuf[256];
-  apply_meta(o, src, fbuf);
   tile_device dev;
   tile_device_info info;
-  int rc = pick_device(ctx, o, &dev, &info);
-  if (rc) {
-    free(src);
-    return rc;
-  }
-  size_t fl = strlen(o->file);
-  unsigned flags = (o->verify_each ? TILE_VERIFY_EACH : 0u) |
-                   (fl > 3 && strcmp(o->file + fl - 3, ".ir") == 0 ? TILE_SOURCE_IR : 0u);
+  int rc;
+  char *src = open_for_run(ctx, o, &len, fbuf, &dev, &info, NULL, &rc);
+  if (!src) return rc;
+  unsigned flags = source_flags(o);
   tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags};
   tile_kernel *k = NULL;
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
@@ -937,19 +951,13 @@ static void list_entry(void *ud, const tile_cache_entry *e) {
 /* One fresh-process measurement for `cache bench`: prints one "probe ..." line. */
 static int probe_cmd(tile_context *ctx, struct options *o) {
   size_t len;
-  char *src = read_source(o->file, &len);
-  if (!src) return 1;
   char fbuf[256];
-  apply_meta(o, src, fbuf);
   tile_device dev;
   tile_device_info info;
-  double t0 = now_ms_tilec();
-  int rc = pick_device(ctx, o, &dev, &info);
-  double driver_ms = now_ms_tilec() - t0;
-  if (rc) {
-    free(src);
-    return rc;
-  }
+  double driver_ms;
+  int rc;
+  char *src = open_for_run(ctx, o, &len, fbuf, &dev, &info, &driver_ms, &rc);
+  if (!src) return rc;
   tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, 0};
   tile_kernel *k = NULL;
   double t1 = now_ms_tilec();
