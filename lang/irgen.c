@@ -18,7 +18,7 @@
  *    their new values; a run-time IF yields them from both branches. Results rebind the vars.
  *  - Math on f16/bf16 computes in f32 (CAST, op, CAST back); sum of f16/bf16 casts to f32
  *    first; `a @ b` is DOT(a, b, zeros f32[M, N]). Composite functions expand: sigmoid(x) =
- *    1/(1+exp(-x)), relu(x) = max(x, 0), silu(x) = x*sigmoid(x), gelu = the tanh form.
+ *    1/(1+exp(-x)), relu(x) = max(x, 0), silu(x) = x*sigmoid(x), gelu = the tanh form (as x * sigmoid(2u)).
  * Every op gets the source location of the AST node it comes from. */
 #include <string.h>
 
@@ -237,12 +237,16 @@ static ir_val emit_math(struct irgen *g, struct ast_node *n, enum builtin_id b, 
     break;
   }
   case BI_GELU: {
-    /* 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) */
-    ir_val x3 = binary(g, IR_MUL, binary(g, IR_MUL, x, x), x);
-    ir_val inner = binary(g, IR_ADD, x, binary(g, IR_MUL, const_num(g, 0.044715, &ct), x3));
-    ir_val th = ir_unary(&g->b, IR_TANH, binary(g, IR_MUL, const_num(g, 0.7978845608028654, &ct), inner));
-    ir_val half_x = binary(g, IR_MUL, const_num(g, 0.5, &ct), x);
-    r = binary(g, IR_MUL, half_x, binary(g, IR_ADD, const_num(g, 1.0, &ct), th));
+    /* 0.5 * x * (1 + tanh(u)), u = sqrt(2/pi) * (x + 0.044715 * x^3), computed as the equal
+     * x * sigmoid(2u) = x / (1 + exp2(x * (c1 + c2 * x^2))) with c1 = -2 sqrt(2/pi) log2(e),
+     * c2 = 0.044715 c1: one exp2 and one reciprocal, no cancellation in 1 + tanh for
+     * negative x (the tanh form costs twice the instructions in a GEMM epilogue) */
+    const double c1 = -2.0 * 0.7978845608028654 * 1.4426950408889634, c2 = 0.044715 * c1;
+    ir_val x2 = binary(g, IR_MUL, x, x);
+    ir_val poly = binary(g, IR_ADD, const_num(g, c1, &ct), binary(g, IR_MUL, const_num(g, c2, &ct), x2));
+    ir_val e = ir_unary(&g->b, IR_EXP2, binary(g, IR_MUL, x, poly));
+    ir_val one = const_num(g, 1.0, &ct);
+    r = binary(g, IR_MUL, x, binary(g, IR_DIV, one, binary(g, IR_ADD, one, e)));
     break;
   }
   default:

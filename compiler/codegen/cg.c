@@ -306,7 +306,7 @@ static LLVMValueRef emit_float_op(struct cg *g, ir_opcode op, LLVMValueRef a, LL
   case IR_ADD: return f_add(g, a, b);
   case IR_SUB: return f_sub(g, a, b);
   case IR_MUL: return f_mul(g, a, b);
-  case IR_DIV: return LLVMBuildFDiv(g->b, a, b, "");
+  case IR_DIV: return cg_intrinsic(g, "llvm.nvvm.div.full", NULL, 0, args, 2); /* div.full.f32: within 2 ulp */
   case IR_REM: return LLVMBuildFRem(g->b, a, b, "");
   case IR_MIN: return cg_intrinsic(g, "llvm.minnum", &t, 1, args, 2);
   case IR_MAX: return cg_intrinsic(g, "llvm.maxnum", &t, 1, args, 2);
