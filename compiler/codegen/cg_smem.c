@@ -448,6 +448,57 @@ static void gen_shifted_copy(struct cg *g, const struct sbuf *s, LLVMValueRef sl
   }
 }
 
+/* Element copies when a round of `threads` elements covers whole rows (threads % cols ==
+ * 0): each thread keeps one column and steps R = threads / cols rows per round, so the
+ * column test, the global address and the shared-memory address are computed once and
+ * then advanced by constants. The swizzle phase of a row repeats every per_phase *
+ * max_phase rows, so round i stores at the address of round i mod P plus a constant,
+ * where P rounds span a whole number of phase periods. Per element this leaves one
+ * 64-bit add, one row test, the load and the store. */
+static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef slot, struct cg_tensor *t,
+                             LLVMValueRef *start, LLVMValueRef *size, int drow, int dcol, LLVMValueRef fixed_ok,
+                             LLVMValueRef fixed_off, LLVMValueRef tid, int threads, const char *text,
+                             const char *cons, LLVMTypeRef rt, LLVMTypeRef it) {
+  LLVMBuilderRef b = g->b;
+  int R = threads / s->cols, rounds = (s->rows + R - 1) / R, eb = s->eb;
+  int period = s->per_phase * s->max_phase, P = 1;
+  while ((P * R) % period != 0) P++;
+  LLVMValueRef row0 = LLVMBuildUDiv(b, tid, cg_i32(g, s->cols), "");
+  LLVMValueRef col = LLVMBuildURem(b, tid, cg_i32(g, s->cols), "");
+  LLVMValueRef gcol = LLVMBuildAdd(b, start[dcol], LLVMBuildZExt(b, col, g->i64, ""), "");
+  LLVMValueRef col_ok = LLVMBuildAnd(b, fixed_ok, LLVMBuildICmp(b, LLVMIntULT, gcol, size[dcol], ""), "");
+  /* rows of this tile inside the tensor: clamp(size - start, 0, rows), as i32 */
+  LLVMValueRef left = LLVMBuildSub(b, size[drow], start[drow], "");
+  left = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, cg_i64(g, 0), ""), cg_i64(g, 0), left, "");
+  left = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, left, cg_i64(g, s->rows), ""), cg_i64(g, s->rows), left, "");
+  left = LLVMBuildTrunc(b, left, g->i32, "");
+  LLVMValueRef grow0 = LLVMBuildAdd(b, start[drow], LLVMBuildZExt(b, row0, g->i64, ""), "");
+  LLVMValueRef off = LLVMBuildAdd(b, fixed_off, LLVMBuildAdd(b, LLVMBuildMul(b, grow0, t->stride[drow], ""),
+                                                             LLVMBuildMul(b, gcol, t->stride[dcol], ""), ""), "");
+  LLVMValueRef src = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, t->ptr, g->i64, ""), LLVMBuildMul(b, off, cg_i64(g, eb), ""), "");
+  LLVMValueRef step = LLVMBuildMul(b, t->stride[drow], cg_i64(g, (int64_t)R * eb), "");
+  LLVMValueRef dst0[64];
+  if (P > 64) P = rounds; /* never for the buffers the passes make; stay correct anyway */
+  for (int i = 0; i < rounds; i++) {
+    LLVMValueRef row = LLVMBuildAdd(b, row0, cg_i32(g, i * R), "");
+    LLVMValueRef ok = LLVMBuildAnd(b, col_ok, LLVMBuildICmp(b, LLVMIntULT, row, left, ""), "");
+    LLVMValueRef args[2] = {src, LLVMBuildZExt(b, ok, g->i32, "")};
+    LLVMValueRef val = cg_asm(g, rt, text, cons, args, 2, true);
+    if (rt != it) val = LLVMBuildTrunc(b, val, it, "");
+    LLVMValueRef dst;
+    if (i < P || P == rounds) {
+      dst = swizzled(g, s, s->slots > 1 ? slot : NULL, row, col);
+      if (i < 64) dst0[i] = dst;
+    } else {
+      dst = LLVMBuildAdd(b, dst0[i % P], cg_i32(g, (int64_t)(i / P) * P * R * s->panel * eb), "");
+    }
+    /* the last round may run past the tile's rows: store only inside it */
+    LLVMValueRef in = (i + 1) * R > s->rows ? LLVMBuildICmp(b, LLVMIntULT, row, cg_i32(g, s->rows), "") : NULL;
+    cg_defer_store(g, cg_smem_at(g, dst), val, in, (unsigned)eb);
+    src = LLVMBuildAdd(b, src, step, "");
+  }
+}
+
 /* ---- async copies ---- */
 
 void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
@@ -550,6 +601,10 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
   snprintf(cons, sizeof cons, "=%s,l,r", bits <= 16 ? "h" : bits == 32 ? "r" : "l");
   LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
   LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, (unsigned)bits);
+  if (threads % s.cols == 0) {
+    gen_element_rows(g, &s, slot, t, start, size, drow, dcol, fixed_ok, fixed_off, tid, threads, text, cons, rt, it);
+    return;
+  }
   for (int i0 = 0; i0 < total; i0 += threads) {
     LLVMValueRef e = LLVMBuildAdd(g->b, tid, cg_i32(g, i0), "");
     LLVMValueRef row = LLVMBuildUDiv(g->b, e, cg_i32(g, s.cols), "");
