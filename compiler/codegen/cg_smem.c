@@ -378,76 +378,6 @@ void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
 }
 
 
-/* One 16-byte load of an aligned block, predicated (zeros when p is false). */
-static LLVMValueRef load_block(struct cg *g, LLVMValueRef addr, LLVMValueRef pred) {
-  LLVMTypeRef ts[4] = {g->i32, g->i32, g->i32, g->i32};
-  LLVMTypeRef rt = LLVMStructTypeInContext(g->ctx, ts, 4, 0);
-  const char *text = "{\n .reg .pred p;\n setp.ne.b32 p, $5, 0;\n mov.b32 $0, 0;\n mov.b32 $1, 0;\n"
-                     " mov.b32 $2, 0;\n mov.b32 $3, 0;\n @p ld.global.v4.b32 {$0, $1, $2, $3}, [$4];\n}";
-  LLVMValueRef args[2] = {addr, LLVMBuildZExt(g->b, pred, g->i32, "")};
-  return cg_asm(g, rt, text, "=r,=r,=r,=r,l,r", args, 2, true);
-}
-
-static void gen_shifted_copy(struct cg *g, const struct sbuf *s, LLVMValueRef slot, struct cg_tensor *t,
-                             LLVMValueRef *start, LLVMValueRef *size, int drow, int dcol, LLVMValueRef fixed_ok,
-                             LLVMValueRef fixed_off, LLVMValueRef tid, int threads) {
-  LLVMBuilderRef b = g->b;
-  int chunks_per_row = s->cols / 8, total = s->rows * chunks_per_row;
-  LLVMValueRef base_int = LLVMBuildPtrToInt(b, t->ptr, g->i64, "");
-  for (int i0 = 0; i0 < total; i0 += threads) {
-    LLVMValueRef chunk = LLVMBuildAdd(b, tid, cg_i32(g, i0), "");
-    LLVMValueRef row = LLVMBuildUDiv(b, chunk, cg_i32(g, chunks_per_row), "");
-    LLVMValueRef col = LLVMBuildMul(b, LLVMBuildURem(b, chunk, cg_i32(g, chunks_per_row), ""), cg_i32(g, 8), "");
-    LLVMValueRef grow = LLVMBuildAdd(b, start[drow], LLVMBuildZExt(b, row, g->i64, ""), "");
-    LLVMValueRef gcol = LLVMBuildAdd(b, start[dcol], LLVMBuildZExt(b, col, g->i64, ""), "");
-    LLVMValueRef rok = LLVMBuildAnd(b, fixed_ok, LLVMBuildICmp(b, LLVMIntULT, grow, size[drow], ""), "");
-    if (total - i0 < threads) rok = LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntULT, tid, cg_i32(g, total - i0), ""), "");
-    LLVMValueRef ok0 = LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntULT, gcol, size[dcol], ""), "");
-    LLVMValueRef off = LLVMBuildAdd(b, fixed_off, LLVMBuildAdd(b, LLVMBuildMul(b, grow, t->stride[drow], ""), gcol, ""), "");
-    LLVMValueRef a = LLVMBuildAdd(b, base_int, LLVMBuildMul(b, off, cg_i64(g, 2), ""), "");
-    LLVMValueRef lo = LLVMBuildAnd(b, a, cg_i64(g, ~(int64_t)15), "");
-    LLVMValueRef sh = LLVMBuildTrunc(b, LLVMBuildAnd(b, a, cg_i64(g, 15), ""), g->i32, ""); /* even, 0..14 */
-    /* the second block holds elements from (16 - sh) / 2 on: load it only if one exists */
-    LLVMValueRef first_in_b1 = LLVMBuildAdd(b, gcol, LLVMBuildZExt(b, LLVMBuildLShr(b, LLVMBuildSub(b, cg_i32(g, 16), sh, ""), cg_i32(g, 1), ""), g->i64, ""), "");
-    LLVMValueRef ok1 = LLVMBuildAnd(b, LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntNE, sh, cg_i32(g, 0), ""), ""),
-                                    LLVMBuildICmp(b, LLVMIntULT, first_in_b1, size[dcol], ""), "");
-    LLVMValueRef b0 = load_block(g, lo, ok0);
-    LLVMValueRef b1 = load_block(g, LLVMBuildAdd(b, lo, cg_i64(g, 16), ""), ok1);
-    LLVMValueRef w[9];
-    for (int k = 0; k < 4; k++) {
-      w[k] = LLVMBuildExtractValue(b, b0, (unsigned)k, "");
-      w[4 + k] = LLVMBuildExtractValue(b, b1, (unsigned)k, "");
-    }
-    w[8] = cg_i32(g, 0);
-    LLVMValueRef q = LLVMBuildLShr(b, sh, cg_i32(g, 2), ""); /* word offset 0..3 */
-    LLVMValueRef bits = LLVMBuildMul(b, LLVMBuildAnd(b, sh, cg_i32(g, 3), ""), cg_i32(g, 8), ""); /* 0 or 16 */
-    LLVMValueRef out[4];
-    LLVMTypeRef i32t = g->i32;
-    for (int j = 0; j < 4; j++) {
-      /* words j+q and j+q+1 of the window, chosen by q */
-      LLVMValueRef wl = w[j], wh = w[j + 1];
-      for (int c = 1; c < 4; c++) {
-        LLVMValueRef is = LLVMBuildICmp(b, LLVMIntEQ, q, cg_i32(g, c), "");
-        wl = LLVMBuildSelect(b, is, w[j + c], wl, "");
-        wh = LLVMBuildSelect(b, is, w[j + c + 1], wh, "");
-      }
-      LLVMValueRef fa[3] = {wh, wl, bits};
-      LLVMValueRef word = cg_intrinsic(g, "llvm.fshr", &i32t, 1, fa, 3);
-      /* zero the halves past the end of the row */
-      LLVMValueRef e0 = LLVMBuildAdd(b, gcol, cg_i64(g, 2 * j), "");
-      LLVMValueRef v0 = LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntULT, e0, size[dcol], ""), "");
-      LLVMValueRef v1 = LLVMBuildAnd(b, rok, LLVMBuildICmp(b, LLVMIntULT, LLVMBuildAdd(b, e0, cg_i64(g, 1), ""), size[dcol], ""), "");
-      LLVMValueRef m = LLVMBuildOr(b, LLVMBuildSelect(b, v0, cg_i32(g, 0xFFFF), cg_i32(g, 0), ""),
-                                   LLVMBuildSelect(b, v1, cg_i32(g, (int64_t)0xFFFF0000u), cg_i32(g, 0), ""), "");
-      out[j] = LLVMBuildAnd(b, word, m, "");
-    }
-    LLVMValueRef vec = LLVMGetUndef(LLVMVectorType(g->i32, 4));
-    for (int j = 0; j < 4; j++) vec = LLVMBuildInsertElement(b, vec, out[j], cg_i32(g, j), "");
-    LLVMValueRef dst = cg_smem_at(g, swizzled(g, s, s->slots > 1 ? slot : NULL, row, col));
-    cg_defer_store(g, dst, vec, total - i0 < threads ? LLVMBuildICmp(b, LLVMIntULT, tid, cg_i32(g, total - i0), "") : NULL, 16);
-  }
-}
-
 /* Element copies when a round of `threads` elements covers whole rows (threads % cols ==
  * 0): each thread keeps one column and steps R = threads / cols rows per round, so the
  * column test, the global address and the shared-memory address are computed once and
@@ -479,12 +409,54 @@ static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef sl
   LLVMValueRef step = LLVMBuildMul(b, t->stride[drow], cg_i64(g, (int64_t)R * eb), "");
   LLVMValueRef dst0[64];
   if (P > 64) P = rounds; /* never for the buffers the passes make; stay correct anyway */
+  /* A tile wholly inside the tensor (every program but those on the last row or column
+   * of tiles) loads without tests or zero fill; the edge tiles take the tested path.
+   * Only for R > 1 (a thread walks several short rows, as in an A tile [BM, BK]): with
+   * R == 1 (one column over every row, a B tile [BK, BN]) the split measured slower on
+   * the H200 (4095^3 f16: 172 vs 209 TFLOP/s, PERF.md entry 10). */
+  bool split = R > 1 && s->rows % R == 0;
+  LLVMValueRef *vf = arena_alloc(g->arena, sizeof *vf * (size_t)rounds * 2), *vs = vf + rounds;
+  LLVMBasicBlockRef fast_end = NULL, slow_end = NULL, join = NULL;
+  if (split) {
+    LLVMValueRef whole = LLVMBuildAnd(b, fixed_ok, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[drow], cg_i64(g, s->rows), ""), size[drow], ""), "");
+    whole = LLVMBuildAnd(b, whole, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[dcol], cg_i64(g, s->cols), ""), size[dcol], ""), "");
+    LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "el.whole");
+    LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "el.edge");
+    join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "el.join");
+    LLVMBuildCondBr(b, whole, fast, slow);
+    LLVMPositionBuilderAtEnd(b, fast);
+    LLVMValueRef a = src;
+    for (int i = 0; i < rounds; i++, a = LLVMBuildAdd(b, a, step, "")) {
+      vf[i] = LLVMBuildLoad2(b, it, LLVMBuildIntToPtr(b, a, g->gptr, ""), "");
+      LLVMSetAlignment(vf[i], (unsigned)eb);
+    }
+    fast_end = LLVMGetInsertBlock(b);
+    LLVMBuildBr(b, join);
+    LLVMPositionBuilderAtEnd(b, slow);
+  }
   for (int i = 0; i < rounds; i++) {
     LLVMValueRef row = LLVMBuildAdd(b, row0, cg_i32(g, i * R), "");
     LLVMValueRef ok = LLVMBuildAnd(b, col_ok, LLVMBuildICmp(b, LLVMIntULT, row, left, ""), "");
     LLVMValueRef args[2] = {src, LLVMBuildZExt(b, ok, g->i32, "")};
     LLVMValueRef val = cg_asm(g, rt, text, cons, args, 2, true);
-    if (rt != it) val = LLVMBuildTrunc(b, val, it, "");
+    vs[i] = rt != it ? LLVMBuildTrunc(b, val, it, "") : val;
+    src = LLVMBuildAdd(b, src, step, "");
+  }
+  if (split) {
+    slow_end = LLVMGetInsertBlock(b);
+    LLVMBuildBr(b, join);
+    LLVMPositionBuilderAtEnd(b, join);
+    for (int i = 0; i < rounds; i++) { /* the phis first: they lead the block */
+      LLVMValueRef in_v[2] = {vf[i], vs[i]};
+      LLVMBasicBlockRef in_b[2] = {fast_end, slow_end};
+      vf[i] = LLVMBuildPhi(b, it, "");
+      LLVMAddIncoming(vf[i], in_v, in_b, 2);
+    }
+  } else {
+    memcpy(vf, vs, sizeof *vf * (size_t)rounds);
+  }
+  for (int i = 0; i < rounds; i++) {
+    LLVMValueRef row = LLVMBuildAdd(b, row0, cg_i32(g, i * R), ""), val = vf[i];
     LLVMValueRef dst;
     if (i < P || P == rounds) {
       dst = swizzled(g, s, s->slots > 1 ? slot : NULL, row, col);
@@ -495,7 +467,6 @@ static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef sl
     /* the last round may run past the tile's rows: store only inside it */
     LLVMValueRef in = (i + 1) * R > s->rows ? LLVMBuildICmp(b, LLVMIntULT, row, cg_i32(g, s->rows), "") : NULL;
     cg_defer_store(g, cg_smem_at(g, dst), val, in, (unsigned)eb);
-    src = LLVMBuildAdd(b, src, step, "");
   }
 }
 
@@ -581,15 +552,6 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
         cg_intrinsic(g, "llvm.nvvm.cp.async.cg.shared.global.16.s", NULL, 0, args, 3);
       }
     }
-    return;
-  }
-  /* 16-bit elements in rows that are only 2-byte aligned (a 4095-wide matrix): each
-   * 8-element chunk is cut out of the two aligned 16-byte blocks around it with funnel
-   * shifts, then masked and stored as one 16-byte vector */
-  /* (measured slower than element copies on the H200, 89 vs 115 TFLOP/s at 4095^3: the
-   * shifts cost more than the loads they save; kept for reference, off) */
-  if (false && eb == 2 && p->facts.stride1[dcol] && p->facts.align >= 16 && s.cols % 8 == 0) {
-    gen_shifted_copy(g, &s, slot, t, start, size, drow, dcol, fixed_ok, fixed_off, tid, threads);
     return;
   }
   /* element by element through registers (unaligned rows) */
@@ -769,6 +731,10 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
       }
     }
   cg_intrinsic(g, "llvm.nvvm.wgmma.commit_group.sync.aligned", NULL, 0, NULL, 0);
+  /* the deferred stores of synchronous copies run while the Tensor Cores work: they fill
+   * a slot no wgmma in flight reads (a program must separate writing a buffer from
+   * reading it with a barrier, which flushes them first) */
+  cg_flush_stores(g);
   LLVMValueRef zero = LLVMConstInt(g->i64, 0, 0);
   cg_intrinsic(g, "llvm.nvvm.wgmma.wait_group.sync.aligned", NULL, 0, &zero, 1);
 }
