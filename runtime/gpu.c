@@ -110,12 +110,13 @@ static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const char 
 tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const char *arch, tile_emit_kind what,
                         const tile_emit_options *eo, struct pass_options *po, struct strbuf *out) {
   /* ahead of time the arguments are unknown: assume the common case (16-byte aligned
-   * bases, contiguous rows, 16-byte multiple strides and sizes) unless told otherwise */
+   * bases, contiguous rows, 16-byte multiple strides and sizes); assume_unaligned drops
+   * the strides and sizes (a 4095-wide matrix), not the bases' alignment */
   for (uint32_t i = 0; i < f->params.n; i++) {
     struct ir_param *p = &f->params.v[i];
     if (p->kind == IR_PARAM_TENSOR) {
       int rank = ir_vtype(f, p->value)->rank;
-      p->facts.align = eo->assume_unaligned ? 1 : 16;
+      p->facts.align = 16; /* any allocator's base pointers */
       for (int d = 0; d < rank; d++) {
         p->facts.stride1[d] = d == rank - 1;
         p->facts.div16[d] = !eo->assume_unaligned && d != rank - 1;

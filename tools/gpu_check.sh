@@ -328,6 +328,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
         "$TILEC" run "lib/$1" -k "$2" "${args[@]}" --size "$4" --device=cuda --seed="$SEED"
     }
     memcheck gemm.tile gemm T=f16,HAS_BIAS=true,HAS_RESIDUAL=true M=33,N=7,K=100 "$AB"
+    memcheck gemm.tile gemm T=f16 M=300,N=516,K=300 "$AB" # unaligned rows, interior tiles (realigned 16-byte loads)
     memcheck gemm.tile gemm T=f32 M=7,N=33,K=1000 "$AB"
     memcheck gemm.tile bmm T=bf16 BATCH=3,M=33,N=7,K=100 ""
     memcheck softmax.tile softmax T=f16 M=7,N=4095 ""

@@ -15,6 +15,8 @@ struct interval;
  * end of a loop body, so the global loads before it overlap the matrix work after it. */
 struct pending_store {
   LLVMValueRef ptr, value, pred; /* pred: NULL = always */
+  LLVMValueRef next, shift;      /* realigned copies: value and next are 16-byte blocks, the
+                                    stored chunk starts `shift` bytes into value */
   unsigned align;
 };
 

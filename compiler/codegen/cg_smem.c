@@ -162,13 +162,37 @@ void cg_plan_smem(struct cg *g) {
 }
 
 void cg_defer_store(struct cg *g, LLVMValueRef ptr, LLVMValueRef value, LLVMValueRef pred, unsigned align) {
-  struct pending_store ps = {ptr, value, pred, align};
+  struct pending_store ps = {ptr, value, pred, NULL, NULL, align};
   VEC_PUSH(g->arena, g->pending, ps);
+}
+
+/* The 16 bytes that start `shift` (even, 0..14) bytes into the 32 of blocks lo, hi
+ * (<4 x i32> each): two rounds of selects by 8 and by 4 bytes, then a funnel shift by 2. */
+static LLVMValueRef realign(struct cg *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef shift) {
+  LLVMBuilderRef b = g->b;
+  LLVMTypeRef i32 = g->i32;
+  LLVMValueRef w[8], x[6], y[5];
+  for (int k = 0; k < 4; k++) {
+    w[k] = LLVMBuildExtractElement(b, lo, cg_i32(g, k), "");
+    w[4 + k] = LLVMBuildExtractElement(b, hi, cg_i32(g, k), "");
+  }
+  LLVMValueRef by8 = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, shift, cg_i32(g, 8), ""), cg_i32(g, 0), "");
+  LLVMValueRef by4 = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, shift, cg_i32(g, 4), ""), cg_i32(g, 0), "");
+  LLVMValueRef bits = LLVMBuildMul(b, LLVMBuildAnd(b, shift, cg_i32(g, 2), ""), cg_i32(g, 8), ""); /* 0 or 16 */
+  for (int k = 0; k < 6; k++) x[k] = LLVMBuildSelect(b, by8, w[k + 2], w[k], "");
+  for (int k = 0; k < 5; k++) y[k] = LLVMBuildSelect(b, by4, x[k + 1], x[k], "");
+  LLVMValueRef v = LLVMGetUndef(LLVMVectorType(i32, 4));
+  for (int j = 0; j < 4; j++) {
+    LLVMValueRef fa[3] = {y[j + 1], y[j], bits};
+    v = LLVMBuildInsertElement(b, v, cg_intrinsic(g, "llvm.fshr", &i32, 1, fa, 3), cg_i32(g, j), "");
+  }
+  return v;
 }
 
 void cg_flush_stores(struct cg *g) {
   for (uint32_t i = 0; i < g->pending.n; i++) {
     struct pending_store *ps = &g->pending.v[i];
+    if (ps->next) ps->value = realign(g, ps->value, ps->next, ps->shift);
     if (ps->pred) {
       LLVMBasicBlockRef doit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "st.deferred");
       LLVMBasicBlockRef cont = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "st.cont");
@@ -470,6 +494,128 @@ static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef sl
   }
 }
 
+/* Smallest P such that P rounds of R rows span whole periods of the swizzle phase: round
+ * i then stores at the address of round i mod P plus a constant. */
+static int phase_rounds(const struct sbuf *s, int R, int rounds) {
+  int period = s->per_phase * s->max_phase, P = 1;
+  while ((P * R) % period != 0) P++;
+  return P > rounds ? rounds : P;
+}
+
+/* clamp(size - start, 0, n) as i32: how many of a tile's n rows (columns) lie inside */
+static LLVMValueRef inside(struct cg *g, LLVMValueRef size, LLVMValueRef start, int n) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef v = LLVMBuildSub(b, size, start, "");
+  v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, v, cg_i64(g, 0), ""), cg_i64(g, 0), v, "");
+  v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, v, cg_i64(g, n), ""), cg_i64(g, n), v, "");
+  return LLVMBuildTrunc(b, v, g->i32, "");
+}
+
+/* 16-bit elements in rows that are only 2-byte aligned (a 4095-wide matrix; the tensor's
+ * base is 16-byte aligned): each thread moves 8-element chunks. A chunk's 16 bytes lie in
+ * the two aligned 16-byte blocks around it; both are loaded whole and the chunk is cut out
+ * with two rounds of selects (by 8 and by 4 bytes) and a funnel shift (by 2), then stored
+ * as one 16-byte vector: 2 loads and 1 store per 8 elements instead of 8 and 8 (the
+ * element copies are bound by those memory instructions, PERF.md entry 10). Tiles on the
+ * tensor's edge load their chunks element by element with tests instead. Needs
+ * threads % (cols / 8) == 0 and whole rounds. */
+static void gen_realigned_copy(struct cg *g, const struct sbuf *s, LLVMValueRef slot, struct cg_tensor *t,
+                               LLVMValueRef *start, LLVMValueRef *size, int drow, int dcol, LLVMValueRef fixed_ok,
+                               LLVMValueRef fixed_off, LLVMValueRef tid, int threads) {
+  LLVMBuilderRef b = g->b;
+  int cpr = s->cols / 8, R = threads / cpr, rounds = s->rows * cpr / threads;
+  LLVMTypeRef i32 = g->i32, v4 = LLVMVectorType(g->i32, 4);
+  LLVMValueRef row0 = LLVMBuildUDiv(b, tid, cg_i32(g, cpr), "");
+  LLVMValueRef col = LLVMBuildMul(b, LLVMBuildURem(b, tid, cg_i32(g, cpr), ""), cg_i32(g, 8), "");
+  LLVMValueRef gcol = LLVMBuildAdd(b, start[dcol], LLVMBuildZExt(b, col, g->i64, ""), "");
+  LLVMValueRef grow0 = LLVMBuildAdd(b, start[drow], LLVMBuildZExt(b, row0, g->i64, ""), "");
+  LLVMValueRef off = LLVMBuildAdd(b, fixed_off, LLVMBuildAdd(b, LLVMBuildMul(b, grow0, t->stride[drow], ""), gcol, ""), "");
+  LLVMValueRef src = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, t->ptr, g->i64, ""), LLVMBuildMul(b, off, cg_i64(g, 2), ""), "");
+  LLVMValueRef step = LLVMBuildMul(b, t->stride[drow], cg_i64(g, (int64_t)R * 2), "");
+  LLVMValueRef whole = LLVMBuildAnd(b, fixed_ok, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[drow], cg_i64(g, s->rows), ""), size[drow], ""), "");
+  whole = LLVMBuildAnd(b, whole, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[dcol], cg_i64(g, s->cols), ""), size[dcol], ""), "");
+  LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "rc.whole");
+  LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "rc.edge");
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "rc.join");
+  LLVMBuildCondBr(b, whole, fast, slow);
+  /* per round: the block at or before the chunk, the next block and the chunk's offset
+   * into the first (the edge path assembles its chunk in the first, offset 0) */
+  LLVMValueRef *v = arena_alloc(g->arena, sizeof *v * (size_t)rounds * 6);
+  LLVMValueRef *lo_f = v, *hi_f = v + rounds, *sh_f = v + 2 * rounds, *lo_s = v + 3 * rounds;
+  LLVMValueRef *lo = v + 4 * rounds, *hi = v + 5 * rounds;
+
+  /* interior: two aligned blocks per chunk; the second only when the chunk reaches it.
+   * The cut is made when the stores are (after the matrix work is issued), so that the
+   * loads' latency is hidden behind it. */
+  LLVMPositionBuilderAtEnd(b, fast);
+  LLVMTypeRef ts[4] = {i32, i32, i32, i32};
+  LLVMTypeRef st4 = LLVMStructTypeInContext(g->ctx, ts, 4, 0);
+  LLVMValueRef a = src;
+  for (int i = 0; i < rounds; i++, a = LLVMBuildAdd(b, a, step, "")) {
+    LLVMValueRef al = LLVMBuildAnd(b, a, cg_i64(g, ~(int64_t)15), "");
+    sh_f[i] = LLVMBuildAnd(b, LLVMBuildTrunc(b, a, i32, ""), cg_i32(g, 15), "");
+    lo_f[i] = LLVMBuildLoad2(b, v4, LLVMBuildIntToPtr(b, al, g->gptr, ""), "");
+    LLVMSetAlignment(lo_f[i], 16);
+    LLVMValueRef args[2] = {al, LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntNE, sh_f[i], cg_i32(g, 0), ""), i32, "")};
+    LLVMValueRef b1 = cg_asm(g, st4, "{\n .reg .pred p;\n setp.ne.b32 p, $5, 0;\n @p ld.global.v4.b32 {$0, $1, $2, $3}, [$4+16];\n}",
+                             "=r,=r,=r,=r,l,r", args, 2, false);
+    hi_f[i] = LLVMGetUndef(v4);
+    for (int k = 0; k < 4; k++) hi_f[i] = LLVMBuildInsertElement(b, hi_f[i], LLVMBuildExtractValue(b, b1, (unsigned)k, ""), cg_i32(g, k), "");
+  }
+  LLVMBasicBlockRef fast_end = LLVMGetInsertBlock(b);
+  LLVMBuildBr(b, join);
+
+  /* edge: element by element, zeros outside the tensor */
+  LLVMPositionBuilderAtEnd(b, slow);
+  LLVMValueRef left = inside(g, size[drow], start[drow], s->rows);
+  LLVMValueRef nvalid = LLVMBuildSub(b, inside(g, size[dcol], start[dcol], s->cols), col, "");
+  nvalid = LLVMBuildSelect(b, fixed_ok, nvalid, cg_i32(g, 0), "");
+  a = src;
+  for (int i = 0; i < rounds; i++, a = LLVMBuildAdd(b, a, step, "")) {
+    LLVMValueRef rowok = LLVMBuildICmp(b, LLVMIntULT, LLVMBuildAdd(b, row0, cg_i32(g, i * R), ""), left, "");
+    LLVMValueRef e[8];
+    for (int k = 0; k < 8; k++) {
+      char text[160];
+      snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n mov.b16 $0, 0;\n @p ld.global.b16 $0, [$1+%d];\n}", 2 * k);
+      LLVMValueRef ok = LLVMBuildAnd(b, rowok, LLVMBuildICmp(b, LLVMIntSGT, nvalid, cg_i32(g, k), ""), "");
+      LLVMValueRef args[2] = {a, LLVMBuildZExt(b, ok, i32, "")};
+      e[k] = LLVMBuildZExt(b, cg_asm(g, g->i16, text, "=h,l,r", args, 2, true), i32, "");
+    }
+    LLVMValueRef w = LLVMGetUndef(v4);
+    for (int j = 0; j < 4; j++)
+      w = LLVMBuildInsertElement(b, w, LLVMBuildOr(b, e[2 * j], LLVMBuildShl(b, e[2 * j + 1], cg_i32(g, 16), ""), ""), cg_i32(g, j), "");
+    lo_s[i] = w;
+  }
+  LLVMBasicBlockRef slow_end = LLVMGetInsertBlock(b);
+  LLVMBuildBr(b, join);
+
+  LLVMPositionBuilderAtEnd(b, join);
+  LLVMBasicBlockRef in_b[2] = {fast_end, slow_end};
+  for (int i = 0; i < rounds; i++) {
+    LLVMValueRef in_lo[2] = {lo_f[i], lo_s[i]}, in_hi[2] = {hi_f[i], LLVMGetUndef(v4)}, in_sh[2] = {sh_f[i], cg_i32(g, 0)};
+    lo[i] = LLVMBuildPhi(b, v4, "");
+    LLVMAddIncoming(lo[i], in_lo, in_b, 2);
+    hi[i] = LLVMBuildPhi(b, v4, "");
+    LLVMAddIncoming(hi[i], in_hi, in_b, 2);
+    sh_f[i] = LLVMBuildPhi(b, i32, "");
+    LLVMAddIncoming(sh_f[i], in_sh, in_b, 2);
+  }
+  int P = phase_rounds(s, R, rounds);
+  LLVMValueRef dst0[64];
+  if (P > 64) P = rounds;
+  for (int i = 0; i < rounds; i++) {
+    LLVMValueRef d;
+    if (i < P) {
+      d = swizzled(g, s, s->slots > 1 ? slot : NULL, LLVMBuildAdd(b, row0, cg_i32(g, i * R), ""), col);
+      if (i < 64) dst0[i] = d;
+    } else {
+      d = LLVMBuildAdd(b, dst0[i % P], cg_i32(g, (int64_t)(i / P) * P * R * s->panel * 2), "");
+    }
+    struct pending_store ps = {cg_smem_at(g, d), lo[i], NULL, hi[i], sh_f[i], 16};
+    VEC_PUSH(g->arena, g->pending, ps);
+  }
+}
+
 /* ---- async copies ---- */
 
 void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
@@ -552,6 +698,14 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
         cg_intrinsic(g, "llvm.nvvm.cp.async.cg.shared.global.16.s", NULL, 0, args, 3);
       }
     }
+    return;
+  }
+  /* 16-bit rows of at most 64 elements (A tiles [BM, BK]) are cut out of aligned blocks;
+   * longer rows (B tiles [BK, BN]) measured slower that way on the H200 (B-only unaligned
+   * 4095x4095x8192: 228 vs 262 TFLOP/s with element copies, PERF.md entry 10) */
+  if (eb == 2 && p->facts.stride1[dcol] && p->facts.align >= 16 && s.cols % 8 == 0 && s.cols <= 64 &&
+      threads % (s.cols / 8) == 0 && (s.rows * (s.cols / 8)) % threads == 0) {
+    gen_realigned_copy(g, &s, slot, t, start, size, drow, dcol, fixed_ok, fixed_off, tid, threads);
     return;
   }
   /* element by element through registers (unaligned rows) */

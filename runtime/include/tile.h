@@ -298,8 +298,9 @@ typedef struct tile_emit_options {
   int time_passes;         /* a timing table goes to `report` */
   tile_text_fn report;     /* receives dumps and tables; NULL = discard */
   void *report_ud;
-  /* Optional tensor facts for the specialization (CUDA): 16-byte aligned, contiguous
-   * last dimension, 16-byte-divisible strides and 16-divisible sizes; default on. */
+  /* Tensor facts for the specialization (CUDA): bases 16-byte aligned and the last
+   * dimension contiguous always; strides divisible by 16 bytes and sizes by 16 unless
+   * assume_unaligned (the specialization of a 4095-wide matrix). */
   int assume_unaligned;
 } tile_emit_options;
 
