@@ -5,12 +5,16 @@
 #   tools/setup.sh            install + build (RelWithDebInfo)
 #   TILE_BUILD_DIR=b tools/setup.sh     build elsewhere
 #   TILE_CMAKE_ARGS="-DTILE_SANITIZE=ON" tools/setup.sh   extra CMake options
-#   TILE_SKIP_INSTALL=1 tools/setup.sh  do not touch packages
+#   TILE_SKIP_INSTALL=1 tools/setup.sh  do not touch packages (nor fetch ptxas)
+#
+# Without a CUDA toolkit, NVIDIA's ptxas is fetched from PyPI (the nvidia-cuda-nvcc-cu12
+# wheel) into BUILD/ptxas/, so that tests/cli/ptxas.sh can assemble the emitted PTX and
+# check it (no GPU needed). A failed download only skips that test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build gcc g++ make llvm-22-dev flex bison libcriterion-dev
-          libzstd-dev zlib1g-dev pkg-config)
+          libzstd-dev zlib1g-dev pkg-config python3-pip)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -36,3 +40,21 @@ EXTRA+=(${TILE_CMAKE_ARGS:-})
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${TILE_BUILD_TYPE:-RelWithDebInfo}" "${EXTRA[@]}" >/dev/null
 ninja -C "$BUILD_DIR"
 echo "setup: built into $BUILD_DIR ($(ls -la "$BUILD_DIR"/libtile.so | awk '{print $5}') bytes libtile.so)"
+
+# ptxas for tests/cli/ptxas.sh
+PTXAS_WHEEL=nvidia-cuda-nvcc-cu12==12.9.86
+if [ -z "${TILE_SKIP_INSTALL:-}" ] && [ ! -x "$BUILD_DIR/ptxas/ptxas" ] && [ ! -x /usr/local/cuda/bin/ptxas ] &&
+   ! command -v ptxas >/dev/null 2>&1; then
+  tmp=$(mktemp -d)
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$PTXAS_WHEEL" >/dev/null 2>&1 &&
+     mkdir -p "$BUILD_DIR/ptxas" &&
+     python3 -c 'import glob, sys, zipfile
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0])
+open(sys.argv[2], "wb").write(z.read("nvidia/cuda_nvcc/bin/ptxas"))' "$tmp" "$BUILD_DIR/ptxas/ptxas.part" &&
+     chmod +x "$BUILD_DIR/ptxas/ptxas.part" && mv "$BUILD_DIR/ptxas/ptxas.part" "$BUILD_DIR/ptxas/ptxas"; then
+    echo "setup: ptxas from $PTXAS_WHEEL in $BUILD_DIR/ptxas"
+  else
+    echo "setup: could not fetch ptxas ($PTXAS_WHEEL); tests/cli/ptxas.sh will be skipped"
+  fi
+  rm -rf "$tmp"
+fi
