@@ -187,7 +187,7 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
     }
   }
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
-  LLVMPositionBuilderBefore(g->b, g->prologue_end);
+  LLVMPositionBuilderBefore(g->b, g->coord_point ? g->coord_point : g->prologue_end);
   for (int d = 0; d < l->rank; d++) {
     LLVMValueRef acc = cg_i32(g, 0);
     for (int k = 0; k < l->nlane; k++)
@@ -208,6 +208,21 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
     c->l = *l;
     for (int d = 0; d < l->rank; d++) c->coord[d] = coord[d];
   }
+}
+
+/* Thread coordinates computed from here on go before `before` (which must dominate the
+ * rest of the kernel), from a fresh read of the thread index that LLVM cannot merge with
+ * the first: the coordinates of a second top-level loop are not kept alive through the
+ * first (attention's boundary loop: they were, and spilled 12-16 bytes at head dim 128). */
+void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before) {
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+  LLVMPositionBuilderBefore(g->b, before);
+  LLVMValueRef tid = cg_asm(g, g->i32, "mov.u32 $0, %tid.x;", "=r", NULL, 0, true);
+  g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
+  g->warp = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
+  LLVMPositionBuilderAtEnd(g->b, cur);
+  g->coord_point = before;
+  g->ncoord_cache = 0;
 }
 
 /* Full coordinates (i32) of register r of a value with layout l. */

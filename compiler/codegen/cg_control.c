@@ -27,7 +27,9 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   LLVMBasicBlockRef header = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "for.header");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "for.body");
   LLVMBasicBlockRef exit = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "for.exit");
-  LLVMBuildBr(g->b, header);
+  LLVMValueRef enter = LLVMBuildBr(g->b, header);
+  /* a top-level loop after another one computes its own thread coordinates */
+  if (op->block == IR_BODY_BLOCK && g->top_loops++ > 0) cg_fresh_thread_coords(g, enter);
   LLVMPositionBuilderAtEnd(g->b, header);
   LLVMValueRef iv = LLVMBuildPhi(g->b, g->i64, "iv");
   struct cgval *phis = ARENA_NEWN(g->arena, struct cgval, nc + 1);

@@ -48,6 +48,9 @@ struct cg {
   LLVMBuilderRef b;
   LLVMValueRef fn;
   LLVMValueRef prologue_end; /* the entry block's terminator: per-kernel values go before it */
+  LLVMValueRef coord_point;  /* thread coordinates go before it (NULL: prologue_end; or the
+                                entry of a top-level loop after the first) */
+  int top_loops;             /* top-level loops generated so far */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, gptr, sptr;
   LLVMValueRef lane, warp, pid[3], nprog[3];
   LLVMValueRef smem;         /* dynamic shared memory, [0 x i8] addrspace(3) */
@@ -73,6 +76,7 @@ LLVMValueRef cg_intrinsic(struct cg *g, const char *name, LLVMTypeRef *ovl, unsi
 LLVMValueRef cg_asm(struct cg *g, LLVMTypeRef ret, const char *text, const char *cons,
                     LLVMValueRef *args, unsigned nargs, bool side_effects);
 void cg_barrier(struct cg *g);
+void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before);
 LLVMValueRef cg_i32(struct cg *g, int64_t v);
 LLVMValueRef cg_i64(struct cg *g, int64_t v);
 LLVMTypeRef cg_reg_type(struct cg *g, ir_dtype dt);
