@@ -11,7 +11,8 @@
 # default configuration (every kernel's defaults, and the shipped attention configuration
 # for head dim 128) spills, or when the Tensor Core instructions are missing from the PTX:
 # mma.sync, ldmatrix and cp.async in the sm_80 GEMM, wgmma and cp.async in the sm_90a GEMM,
-# mma.sync in attention. Spills of other configurations are recorded, not failures. The
+# mma.sync in attention, and in the unaligned GEMM (a 4095-wide matrix) 16-byte block loads
+# for A, element loads for B and still wgmma. Spills of other configurations are recorded, not failures. The
 # table is printed and written to BUILD_DIR/ptxas_report.txt. No GPU is needed. (smem is
 # the static shared memory ptxas reports; "-" when the kernel only uses dynamic shared
 # memory, sized at launch.)
@@ -36,7 +37,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 REPORT=$BUILD/ptxas_report.txt
 
-# The configurations: "FILE KERNEL DEFINES" (DEFINES: comma-separated, "-" for the defaults).
+# The configurations: "FILE KERNEL DEFINES" (DEFINES: comma-separated, "-" for the defaults;
+# UNALIGNED: the specialization for rows that are not 16-byte multiples, tilec --unaligned).
 # Every kernel of every lib file with its defaults first ...
 configs=()
 for f in "$SRC"/lib/*.tile; do
@@ -53,6 +55,7 @@ configs+=(
   "gemm.tile gemm BM=256,BN=128,NW=8"
   "gemm.tile gemm BM=64,BN=64,BK=64,STAGES=4"
   "gemm.tile bmm T=bf16"
+  "gemm.tile gemm UNALIGNED"
   "attention.tile attention D=128,CAUSAL=true"
   "attention.tile attention T=bf16,HAS_LSE=true"
   "attention.tile attention D=256,BM=32,BN=32"
@@ -75,6 +78,7 @@ configs+=("${no_spill[@]}")
 declare -A must_have=(
   ["gemm.tile gemm - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global"
   ["gemm.tile gemm - sm_90a"]="wgmma.mma_async cp.async.cg.shared.global"
+  ["gemm.tile gemm UNALIGNED sm_90a"]="ld.global.v4.b32 ld.global.b16 wgmma.mma_async"
   ["gemm.tile bmm - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global"
   ["attention.tile attention - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global"
   ["attention.tile attention - sm_90a"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global"
@@ -87,7 +91,9 @@ for c in "${configs[@]}"; do
   dargs=()
   if [ "$defs" != - ]; then
     IFS=, read -ra items <<<"$defs"
-    for d in "${items[@]}"; do dargs+=(-D "$d"); done
+    for d in "${items[@]}"; do
+      if [ "$d" = UNALIGNED ]; then dargs+=(--unaligned); else dargs+=(-D "$d"); fi
+    done
   fi
   for arch in $ARCHS; do
     ptx=$TMP/$kernel.$arch.ptx
