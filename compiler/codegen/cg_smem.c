@@ -885,10 +885,9 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
       }
     }
   cg_intrinsic(g, "llvm.nvvm.wgmma.commit_group.sync.aligned", NULL, 0, NULL, 0);
-  /* the deferred stores of synchronous copies run while the Tensor Cores work: they fill
-   * a slot no wgmma in flight reads (a program must separate writing a buffer from
-   * reading it with a barrier, which flushes them first) */
-  cg_flush_stores(g);
+  /* (The deferred stores of synchronous copies are not flushed here, between commit and
+   * wait, though that would overlap them with the Tensor Cores: ptxas 12.8 and 12.9, the
+   * JIT of CUDA 12 drivers, crash on that PTX for many tile shapes; PERF.md entry 11.) */
   LLVMValueRef zero = LLVMConstInt(g->i64, 0, 0);
   cg_intrinsic(g, "llvm.nvvm.wgmma.wait_group.sync.aligned", NULL, 0, &zero, 1);
 }

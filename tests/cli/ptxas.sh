@@ -56,6 +56,8 @@ configs+=(
   "gemm.tile gemm BM=64,BN=64,BK=64,STAGES=4"
   "gemm.tile bmm T=bf16"
   "gemm.tile gemm UNALIGNED"
+  "gemm.tile gemm UNALIGNED,BM=128,BN=128,BK=32"
+  "gemm.tile gemm UNALIGNED,BM=128,BN=64,NW=4"
   "attention.tile attention D=128,CAUSAL=true"
   "attention.tile attention T=bf16,HAS_LSE=true"
   "attention.tile attention D=256,BM=32,BN=32"
