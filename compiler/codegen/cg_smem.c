@@ -12,8 +12,11 @@
  * cp.async copies 16-byte chunks; a chunk that crosses the end of a row copies only its
  * valid bytes and zero-fills the rest (src-size), and a chunk outside the tensor copies
  * nothing and reads from the tensor base, which is always a valid address. When the
- * alignment facts do not allow 16-byte chunks (a 4095-wide matrix), elements move one by
- * one through registers instead; the result in shared memory is the same.               */
+ * alignment facts do not allow 16-byte chunks (a 4095-wide matrix), the copy goes through
+ * registers instead, with the same result in shared memory: short rows of 16-bit elements
+ * (A tiles) as 16-byte chunks cut out of aligned blocks, other rows element by element.
+ * Those register copies load at the copy and store later (cg_defer_store), at the next
+ * barrier, wait or loop end, so that the loads' latency overlaps the matrix work.       */
 #include <stdio.h>
 #include <string.h>
 
