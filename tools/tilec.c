@@ -485,6 +485,95 @@ struct run_buf {
   size_t n, bytes;
 };
 
+/* ---- shared by run, tune and cache bench: random arguments on the device ---- */
+
+struct arg_set {
+  tile_arg args[MAX_ARGS];
+  struct run_buf bufs[MAX_ARGS];
+  unsigned n;
+  double bytes_moved;
+};
+
+/* Allocates and fills the arguments of k (sizes from --size or //! sizes, scalars from -a;
+ * outputs that are not read are poisoned with NaN, so every element must be written); with
+ * `show`, prints each tensor's shape. Returns 0, or the exit status after printing why not
+ * (free_args releases what was allocated either way). */
+static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k, tile_device dev, bool show,
+                     struct arg_set *as) {
+  memset(as, 0, sizeof *as);
+  unsigned np = tile_kernel_param_count(k);
+  if (np > MAX_ARGS) {
+    fprintf(stderr, "tilec: too many parameters\n");
+    return 1;
+  }
+  as->n = np;
+  for (unsigned i = 0; i < as->n; i++) {
+    tile_param_info pi;
+    tile_kernel_param(k, i, &pi);
+    if (!pi.is_tensor) {
+      const char *val = NULL;
+      for (unsigned s = 0; s < o->nscalars; s++)
+        if (strcmp(o->scalars[s].name, pi.name) == 0) val = o->scalars[s].value;
+      if (!val) {
+        fprintf(stderr, "tilec: scalar parameter '%s' needs a value: -a %s=VALUE\n", pi.name, pi.name);
+        return 2;
+      }
+      if (pi.dtype == TILE_F32 || pi.dtype == TILE_F16 || pi.dtype == TILE_BF16 || pi.dtype == TILE_F64)
+        as->args[i] = tile_arg_float(strtod(val, NULL));
+      else
+        as->args[i] = tile_arg_int(strcmp(val, "true") == 0 ? 1 : strcmp(val, "false") == 0 ? 0 : strtoll(val, NULL, 0));
+      continue;
+    }
+    int64_t shape[TILE_MAX_RANK];
+    size_t n = 1;
+    for (unsigned d = 0; d < pi.rank; d++) {
+      if (pi.dim_symbol[d]) {
+        if (!lookup_size(o, pi.dim_symbol[d], &shape[d])) {
+          fprintf(stderr, "tilec: size '%s' of '%s' is not given: --size %s=N\n", pi.dim_symbol[d], pi.name,
+                  pi.dim_symbol[d]);
+          return 2;
+        }
+      } else {
+        shape[d] = pi.dim_size[d];
+      }
+      n *= (size_t)shape[d];
+    }
+    if (show) {
+      printf("  %-10s %s%s[", pi.name, pi.is_output ? "out " : "", tile_dtype_name(pi.dtype));
+      for (unsigned d = 0; d < pi.rank; d++) printf("%s%lld", d ? ", " : "", (long long)shape[d]);
+      printf("]\n");
+    }
+    struct run_buf *b = &as->bufs[i];
+    b->n = n;
+    b->bytes = n * tile_dtype_size(pi.dtype);
+    b->host = malloc(b->bytes + 1);
+    if (!b->host) {
+      fprintf(stderr, "tilec: out of host memory\n");
+      return 1;
+    }
+    if (pi.is_output && !pi.is_read)
+      fill_nan(b->host, pi.dtype, n);
+    else
+      fill_random(b->host, pi.dtype, n);
+    if (pi.is_used) as->bytes_moved += (double)b->bytes * (pi.is_output && pi.is_read ? 2 : 1);
+    if (tile_mem_alloc(ctx, dev, b->bytes, &b->dev) || tile_mem_upload(ctx, dev, b->dev, b->host, b->bytes)) {
+      fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
+      return 1;
+    }
+    as->args[i] = tile_arg_tensor(b->dev, pi.dtype, pi.rank, shape, NULL);
+  }
+  return 0;
+}
+
+static void free_args(tile_context *ctx, tile_device dev, struct arg_set *as) {
+  for (unsigned i = 0; i < as->n; i++) {
+    tile_mem_free(ctx, dev, as->bufs[i].dev);
+    free(as->bufs[i].host);
+    free(as->bufs[i].ref);
+  }
+  memset(as, 0, sizeof *as);
+}
+
 /* The source's `//! sizes` and `//! flops` lines fill what the command line left open
  * (flops_buf, 256 bytes, holds the expression); the input generator is seeded. */
 static void apply_meta(struct options *o, const char *src, char *flops_buf) {
@@ -562,83 +651,30 @@ static int run_cmd(tile_context *ctx, struct options *o) {
   }
   free(src);
 
-  unsigned np = tile_kernel_param_count(k);
-  tile_arg args[MAX_ARGS], rargs[MAX_ARGS];
-  struct run_buf bufs[MAX_ARGS];
-  memset(bufs, 0, sizeof bufs);
-  if (np > MAX_ARGS) {
-    fprintf(stderr, "tilec: too many parameters\n");
-    return 1;
-  }
-  int rc = 0;
-  double bytes_moved = 0;
   printf("kernel %s [%s] on %s\n", tile_kernel_name(k), tile_kernel_config(k), info.name);
   config_text = tile_kernel_config(k);
+  struct arg_set as;
+  int rc = make_args(ctx, o, k, dev, true, &as);
+  unsigned np = as.n;
+  tile_arg *args = as.args, rargs[MAX_ARGS];
+  struct run_buf *bufs = as.bufs;
+  double bytes_moved = as.bytes_moved;
+  /* the reference's arguments: the same inputs on the host, its own copy of the outputs */
   for (unsigned i = 0; i < np && !rc; i++) {
+    rargs[i] = args[i];
+    if (args[i].kind != TILE_ARG_TENSOR) continue;
+    struct run_buf *b = &bufs[i];
+    rargs[i].u.tensor.data = b->host;
     tile_param_info pi;
     tile_kernel_param(k, i, &pi);
-    if (!pi.is_tensor) {
-      const char *val = NULL;
-      for (unsigned s = 0; s < o->nscalars; s++)
-        if (strcmp(o->scalars[s].name, pi.name) == 0) val = o->scalars[s].value;
-      if (!val) {
-        fprintf(stderr, "tilec: scalar parameter '%s' needs a value: -a %s=VALUE\n", pi.name, pi.name);
-        rc = 2;
-        break;
-      }
-      if (pi.dtype == TILE_F32 || pi.dtype == TILE_F16 || pi.dtype == TILE_BF16)
-        args[i] = tile_arg_float(strtod(val, NULL));
-      else
-        args[i] = tile_arg_int(strcmp(val, "true") == 0 ? 1 : strcmp(val, "false") == 0 ? 0 : strtoll(val, NULL, 0));
-      rargs[i] = args[i];
-      continue;
-    }
-    int64_t shape[TILE_MAX_RANK];
-    size_t n = 1;
-    printf("  %-10s %s%s[", pi.name, pi.is_output ? "out " : "", tile_dtype_name(pi.dtype));
-    for (unsigned d = 0; d < pi.rank; d++) {
-      if (pi.dim_symbol[d]) {
-        if (!lookup_size(o, pi.dim_symbol[d], &shape[d])) {
-          fprintf(stderr, "\ntilec: size '%s' of '%s' is not given: --size %s=N\n", pi.dim_symbol[d],
-                  pi.name, pi.dim_symbol[d]);
-          rc = 2;
-          break;
-        }
-      } else {
-        shape[d] = pi.dim_size[d];
-      }
-      printf("%s%lld", d ? ", " : "", (long long)shape[d]);
-      n *= (size_t)shape[d];
-    }
-    if (rc) break;
-    printf("]\n");
-    struct run_buf *b = &bufs[i];
-    b->n = n;
-    b->bytes = n * tile_dtype_size(pi.dtype);
-    b->host = malloc(b->bytes + 1);
-    if (pi.is_output) b->ref = malloc(b->bytes + 1);
-    if (!b->host || (pi.is_output && !b->ref)) {
+    if (!pi.is_output) continue;
+    if (!(b->ref = malloc(b->bytes + 1))) {
       fprintf(stderr, "tilec: out of host memory\n");
       rc = 1;
       break;
     }
-    if (pi.is_output && !pi.is_read)
-      fill_nan(b->host, pi.dtype, n); /* poison: every element must be written */
-    else
-      fill_random(b->host, pi.dtype, n);
-    if (pi.is_used) bytes_moved += (double)b->bytes * (pi.is_output && pi.is_read ? 2 : 1);
-    if (tile_mem_alloc(ctx, dev, b->bytes, &b->dev) ||
-        tile_mem_upload(ctx, dev, b->dev, b->host, b->bytes)) {
-      fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
-      rc = 1;
-      break;
-    }
-    args[i] = tile_arg_tensor(b->dev, pi.dtype, pi.rank, shape, NULL);
-    rargs[i] = tile_arg_tensor(b->host, pi.dtype, pi.rank, shape, NULL);
-    if (pi.is_output) {
-      memcpy(b->ref, b->host, b->bytes);
-      rargs[i].u.tensor.data = b->ref;
-    }
+    memcpy(b->ref, b->host, b->bytes);
+    rargs[i].u.tensor.data = b->ref;
   }
   if (!rc && tile_launch(ctx, k, args, np, NULL)) {
     fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
@@ -710,94 +746,11 @@ static int run_cmd(tile_context *ctx, struct options *o) {
       printf(", %.1f GB/s\n", bytes_moved / (br.median_ms * 1e-3) / 1e9);
     }
   }
-  for (unsigned i = 0; i < np; i++) {
-    tile_mem_free(ctx, dev, bufs[i].dev);
-    free(bufs[i].host);
-    free(bufs[i].ref);
-  }
+  free_args(ctx, dev, &as);
   tile_kernel_release(k);
   tile_kernel_release(kref);
   if (!rc) printf("ok\n");
   return rc;
-}
-
-/* ---- shared by tune and cache bench: random arguments on the device ---- */
-
-struct arg_set {
-  tile_arg args[MAX_ARGS];
-  struct run_buf bufs[MAX_ARGS];
-  unsigned n;
-  double bytes_moved;
-};
-
-/* Allocates and fills the arguments of k as `run` does (sizes from --size or //! sizes,
- * scalars from -a). Returns 0, or the exit status after printing why not. */
-static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k, tile_device dev, struct arg_set *as) {
-  memset(as, 0, sizeof *as);
-  as->n = tile_kernel_param_count(k);
-  if (as->n > MAX_ARGS) {
-    fprintf(stderr, "tilec: too many parameters\n");
-    return 1;
-  }
-  for (unsigned i = 0; i < as->n; i++) {
-    tile_param_info pi;
-    tile_kernel_param(k, i, &pi);
-    if (!pi.is_tensor) {
-      const char *val = NULL;
-      for (unsigned s = 0; s < o->nscalars; s++)
-        if (strcmp(o->scalars[s].name, pi.name) == 0) val = o->scalars[s].value;
-      if (!val) {
-        fprintf(stderr, "tilec: scalar parameter '%s' needs a value: -a %s=VALUE\n", pi.name, pi.name);
-        return 2;
-      }
-      if (pi.dtype == TILE_F32 || pi.dtype == TILE_F16 || pi.dtype == TILE_BF16 || pi.dtype == TILE_F64)
-        as->args[i] = tile_arg_float(strtod(val, NULL));
-      else
-        as->args[i] = tile_arg_int(strcmp(val, "true") == 0 ? 1 : strcmp(val, "false") == 0 ? 0 : strtoll(val, NULL, 0));
-      continue;
-    }
-    int64_t shape[TILE_MAX_RANK];
-    size_t n = 1;
-    for (unsigned d = 0; d < pi.rank; d++) {
-      if (pi.dim_symbol[d]) {
-        if (!lookup_size(o, pi.dim_symbol[d], &shape[d])) {
-          fprintf(stderr, "tilec: size '%s' of '%s' is not given: --size %s=N\n", pi.dim_symbol[d], pi.name,
-                  pi.dim_symbol[d]);
-          return 2;
-        }
-      } else {
-        shape[d] = pi.dim_size[d];
-      }
-      n *= (size_t)shape[d];
-    }
-    struct run_buf *b = &as->bufs[i];
-    b->n = n;
-    b->bytes = n * tile_dtype_size(pi.dtype);
-    b->host = malloc(b->bytes + 1);
-    if (!b->host) {
-      fprintf(stderr, "tilec: out of host memory\n");
-      return 1;
-    }
-    if (pi.is_output && !pi.is_read)
-      fill_nan(b->host, pi.dtype, n);
-    else
-      fill_random(b->host, pi.dtype, n);
-    if (pi.is_used) as->bytes_moved += (double)b->bytes * (pi.is_output && pi.is_read ? 2 : 1);
-    if (tile_mem_alloc(ctx, dev, b->bytes, &b->dev) || tile_mem_upload(ctx, dev, b->dev, b->host, b->bytes)) {
-      fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
-      return 1;
-    }
-    as->args[i] = tile_arg_tensor(b->dev, pi.dtype, pi.rank, shape, NULL);
-  }
-  return 0;
-}
-
-static void free_args(tile_context *ctx, tile_device dev, struct arg_set *as) {
-  for (unsigned i = 0; i < as->n; i++) {
-    tile_mem_free(ctx, dev, as->bufs[i].dev);
-    free(as->bufs[i].host);
-  }
-  memset(as, 0, sizeof *as);
 }
 
 /* ---- tilec tune ---- */
@@ -859,7 +812,7 @@ static int tune_cmd(tile_context *ctx, struct options *o) {
   }
   config_text = tile_kernel_config(k);
   struct arg_set as;
-  rc = make_args(ctx, o, k, dev, &as);
+  rc = make_args(ctx, o, k, dev, false, &as);
   struct tune_ui ui = {.tty = isatty(fileno(stderr)) != 0};
   double flops = 0;
   if (!rc && o->flops && eval_expr(o, o->flops, &flops)) ui.flops = flops;
@@ -969,7 +922,7 @@ static int probe_cmd(tile_context *ctx, struct options *o) {
   double compile_ms = now_ms_tilec() - t1;
   config_text = tile_kernel_config(k);
   struct arg_set as;
-  rc = make_args(ctx, o, k, dev, &as);
+  rc = make_args(ctx, o, k, dev, false, &as);
   double prepare_ms = 0;
   tile_kernel_stats ks = {0};
   if (!rc) {
