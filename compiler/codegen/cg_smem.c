@@ -405,6 +405,43 @@ void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
 }
 
 
+/* Smallest P such that P rounds of R rows span whole periods of the swizzle phase: round
+ * i then stores at the address of round i mod P plus a constant (all rounds compute their
+ * own when that P is over 64, which the passes' buffers never need). */
+static int phase_rounds(const struct sbuf *s, int R, int rounds) {
+  int period = s->per_phase * s->max_phase, P = 1;
+  while ((P * R) % period != 0) P++;
+  return P > rounds || P > 64 ? rounds : P;
+}
+
+/* Shared-memory byte address of round i of a register copy (rows `row`, column `col`):
+ * rounds below P compute it (and keep it in dst0), later ones add a constant to round
+ * i mod P's. */
+static LLVMValueRef round_dst(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef row,
+                              LLVMValueRef col, int i, int R, int P, LLVMValueRef *dst0) {
+  if (i >= P) return LLVMBuildAdd(g->b, dst0[i % P], cg_i32(g, (int64_t)(i / P) * P * R * s->panel * s->eb), "");
+  LLVMValueRef d = swizzled(g, s, s->slots > 1 ? slot : NULL, row, col);
+  if (i < 64) dst0[i] = d;
+  return d;
+}
+
+/* True when the whole tile lies inside the tensor (and the fixed indices are in range). */
+static LLVMValueRef tile_inside(struct cg *g, const struct sbuf *s, LLVMValueRef *start, LLVMValueRef *size,
+                                int drow, int dcol, LLVMValueRef fixed_ok) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef in = LLVMBuildAnd(b, fixed_ok, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[drow], cg_i64(g, s->rows), ""), size[drow], ""), "");
+  return LLVMBuildAnd(b, in, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[dcol], cg_i64(g, s->cols), ""), size[dcol], ""), "");
+}
+
+/* clamp(size - start, 0, n) as i32: how many of a tile's n rows (columns) lie inside */
+static LLVMValueRef inside(struct cg *g, LLVMValueRef size, LLVMValueRef start, int n) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef v = LLVMBuildSub(b, size, start, "");
+  v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, v, cg_i64(g, 0), ""), cg_i64(g, 0), v, "");
+  v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, v, cg_i64(g, n), ""), cg_i64(g, n), v, "");
+  return LLVMBuildTrunc(b, v, g->i32, "");
+}
+
 /* Element copies when a round of `threads` elements covers whole rows (threads % cols ==
  * 0): each thread keeps one column and steps R = threads / cols rows per round, so the
  * column test, the global address and the shared-memory address are computed once and
@@ -418,35 +455,28 @@ static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef sl
                              const char *cons, LLVMTypeRef rt, LLVMTypeRef it) {
   LLVMBuilderRef b = g->b;
   int R = threads / s->cols, rounds = (s->rows + R - 1) / R, eb = s->eb;
-  int period = s->per_phase * s->max_phase, P = 1;
-  while ((P * R) % period != 0) P++;
+  int P = phase_rounds(s, R, rounds);
   LLVMValueRef row0 = LLVMBuildUDiv(b, tid, cg_i32(g, s->cols), "");
   LLVMValueRef col = LLVMBuildURem(b, tid, cg_i32(g, s->cols), "");
   LLVMValueRef gcol = LLVMBuildAdd(b, start[dcol], LLVMBuildZExt(b, col, g->i64, ""), "");
   LLVMValueRef col_ok = LLVMBuildAnd(b, fixed_ok, LLVMBuildICmp(b, LLVMIntULT, gcol, size[dcol], ""), "");
-  /* rows of this tile inside the tensor: clamp(size - start, 0, rows), as i32 */
-  LLVMValueRef left = LLVMBuildSub(b, size[drow], start[drow], "");
-  left = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, left, cg_i64(g, 0), ""), cg_i64(g, 0), left, "");
-  left = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, left, cg_i64(g, s->rows), ""), cg_i64(g, s->rows), left, "");
-  left = LLVMBuildTrunc(b, left, g->i32, "");
+  LLVMValueRef left = inside(g, size[drow], start[drow], s->rows);
   LLVMValueRef grow0 = LLVMBuildAdd(b, start[drow], LLVMBuildZExt(b, row0, g->i64, ""), "");
   LLVMValueRef off = LLVMBuildAdd(b, fixed_off, LLVMBuildAdd(b, LLVMBuildMul(b, grow0, t->stride[drow], ""),
                                                              LLVMBuildMul(b, gcol, t->stride[dcol], ""), ""), "");
   LLVMValueRef src = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, t->ptr, g->i64, ""), LLVMBuildMul(b, off, cg_i64(g, eb), ""), "");
   LLVMValueRef step = LLVMBuildMul(b, t->stride[drow], cg_i64(g, (int64_t)R * eb), "");
   LLVMValueRef dst0[64];
-  if (P > 64) P = rounds; /* never for the buffers the passes make; stay correct anyway */
   /* A tile wholly inside the tensor (every program but those on the last row or column
    * of tiles) loads without tests or zero fill; the edge tiles take the tested path.
    * Only for R > 1 (a thread walks several short rows, as in an A tile [BM, BK]): with
    * R == 1 (one column over every row, a B tile [BK, BN]) the split measured slower on
-   * the H200 (4095^3 f16: 172 vs 209 TFLOP/s, PERF.md entry 10). */
+   * the H200 (4095^3 f16: 172 vs 209 TFLOP/s, PERF.md entry 11). */
   bool split = R > 1 && s->rows % R == 0;
   LLVMValueRef *vf = arena_alloc(g->arena, sizeof *vf * (size_t)rounds * 2), *vs = vf + rounds;
   LLVMBasicBlockRef fast_end = NULL, slow_end = NULL, join = NULL;
   if (split) {
-    LLVMValueRef whole = LLVMBuildAnd(b, fixed_ok, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[drow], cg_i64(g, s->rows), ""), size[drow], ""), "");
-    whole = LLVMBuildAnd(b, whole, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[dcol], cg_i64(g, s->cols), ""), size[dcol], ""), "");
+    LLVMValueRef whole = tile_inside(g, s, start, size, drow, dcol, fixed_ok);
     LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "el.whole");
     LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "el.edge");
     join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "el.join");
@@ -484,34 +514,11 @@ static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef sl
   }
   for (int i = 0; i < rounds; i++) {
     LLVMValueRef row = LLVMBuildAdd(b, row0, cg_i32(g, i * R), ""), val = vf[i];
-    LLVMValueRef dst;
-    if (i < P || P == rounds) {
-      dst = swizzled(g, s, s->slots > 1 ? slot : NULL, row, col);
-      if (i < 64) dst0[i] = dst;
-    } else {
-      dst = LLVMBuildAdd(b, dst0[i % P], cg_i32(g, (int64_t)(i / P) * P * R * s->panel * eb), "");
-    }
+    LLVMValueRef dst = round_dst(g, s, slot, row, col, i, R, P, dst0);
     /* the last round may run past the tile's rows: store only inside it */
     LLVMValueRef in = (i + 1) * R > s->rows ? LLVMBuildICmp(b, LLVMIntULT, row, cg_i32(g, s->rows), "") : NULL;
     cg_defer_store(g, cg_smem_at(g, dst), val, in, (unsigned)eb);
   }
-}
-
-/* Smallest P such that P rounds of R rows span whole periods of the swizzle phase: round
- * i then stores at the address of round i mod P plus a constant. */
-static int phase_rounds(const struct sbuf *s, int R, int rounds) {
-  int period = s->per_phase * s->max_phase, P = 1;
-  while ((P * R) % period != 0) P++;
-  return P > rounds ? rounds : P;
-}
-
-/* clamp(size - start, 0, n) as i32: how many of a tile's n rows (columns) lie inside */
-static LLVMValueRef inside(struct cg *g, LLVMValueRef size, LLVMValueRef start, int n) {
-  LLVMBuilderRef b = g->b;
-  LLVMValueRef v = LLVMBuildSub(b, size, start, "");
-  v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, v, cg_i64(g, 0), ""), cg_i64(g, 0), v, "");
-  v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, v, cg_i64(g, n), ""), cg_i64(g, n), v, "");
-  return LLVMBuildTrunc(b, v, g->i32, "");
 }
 
 /* 16-bit elements in rows that are only 2-byte aligned (a 4095-wide matrix; the tensor's
@@ -519,7 +526,7 @@ static LLVMValueRef inside(struct cg *g, LLVMValueRef size, LLVMValueRef start, 
  * the two aligned 16-byte blocks around it; both are loaded whole and the chunk is cut out
  * with two rounds of selects (by 8 and by 4 bytes) and a funnel shift (by 2), then stored
  * as one 16-byte vector: 2 loads and 1 store per 8 elements instead of 8 and 8 (the
- * element copies are bound by those memory instructions, PERF.md entry 10). Tiles on the
+ * element copies are bound by those memory instructions, PERF.md entry 11). Tiles on the
  * tensor's edge load their chunks element by element with tests instead. Needs
  * threads % (cols / 8) == 0 and whole rounds. */
 static void gen_realigned_copy(struct cg *g, const struct sbuf *s, LLVMValueRef slot, struct cg_tensor *t,
@@ -535,8 +542,7 @@ static void gen_realigned_copy(struct cg *g, const struct sbuf *s, LLVMValueRef 
   LLVMValueRef off = LLVMBuildAdd(b, fixed_off, LLVMBuildAdd(b, LLVMBuildMul(b, grow0, t->stride[drow], ""), gcol, ""), "");
   LLVMValueRef src = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, t->ptr, g->i64, ""), LLVMBuildMul(b, off, cg_i64(g, 2), ""), "");
   LLVMValueRef step = LLVMBuildMul(b, t->stride[drow], cg_i64(g, (int64_t)R * 2), "");
-  LLVMValueRef whole = LLVMBuildAnd(b, fixed_ok, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[drow], cg_i64(g, s->rows), ""), size[drow], ""), "");
-  whole = LLVMBuildAnd(b, whole, LLVMBuildICmp(b, LLVMIntSLE, LLVMBuildAdd(b, start[dcol], cg_i64(g, s->cols), ""), size[dcol], ""), "");
+  LLVMValueRef whole = tile_inside(g, s, start, size, drow, dcol, fixed_ok);
   LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "rc.whole");
   LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "rc.edge");
   LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "rc.join");
@@ -605,15 +611,8 @@ static void gen_realigned_copy(struct cg *g, const struct sbuf *s, LLVMValueRef 
   }
   int P = phase_rounds(s, R, rounds);
   LLVMValueRef dst0[64];
-  if (P > 64) P = rounds;
   for (int i = 0; i < rounds; i++) {
-    LLVMValueRef d;
-    if (i < P) {
-      d = swizzled(g, s, s->slots > 1 ? slot : NULL, LLVMBuildAdd(b, row0, cg_i32(g, i * R), ""), col);
-      if (i < 64) dst0[i] = d;
-    } else {
-      d = LLVMBuildAdd(b, dst0[i % P], cg_i32(g, (int64_t)(i / P) * P * R * s->panel * 2), "");
-    }
+    LLVMValueRef d = round_dst(g, s, slot, LLVMBuildAdd(b, row0, cg_i32(g, i * R), ""), col, i, R, P, dst0);
     struct pending_store ps = {cg_smem_at(g, d), lo[i], NULL, hi[i], sh_f[i], 16};
     VEC_PUSH(g->arena, g->pending, ps);
   }
@@ -705,7 +704,7 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
   }
   /* 16-bit rows of at most 64 elements (A tiles [BM, BK]) are cut out of aligned blocks;
    * longer rows (B tiles [BK, BN]) measured slower that way on the H200 (B-only unaligned
-   * 4095x4095x8192: 228 vs 262 TFLOP/s with element copies, PERF.md entry 10) */
+   * 4095x4095x8192: 228 vs 262 TFLOP/s with element copies, PERF.md entry 11) */
   if (eb == 2 && p->facts.stride1[dcol] && p->facts.align >= 16 && s.cols % 8 == 0 && s.cols <= 64 &&
       threads % (s.cols / 8) == 0 && (s.rows * (s.cols / 8)) % threads == 0) {
     gen_realigned_copy(g, &s, slot, t, start, size, drow, dcol, fixed_ok, fixed_off, tid, threads);
