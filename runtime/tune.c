@@ -1156,7 +1156,14 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
       return TILE_OK;
     }
   }
-  if (!st) st = make_jobs(T, (uint64_t)h[0] | (uint64_t)h[1] << 8 | (uint64_t)h[2] << 16 | (uint64_t)h[3] << 24);
+  if (!st) {
+    /* the order is seeded by the key without its compiler line, so that it is the same
+     * for every build of the library (the key itself changes with the build) */
+    uint8_t hs[RT_HASH_LEN];
+    const char *rest = strstr(key, "\nsource=");
+    rt_hash(rest, strlen(rest), hs);
+    st = make_jobs(T, (uint64_t)hs[0] | (uint64_t)hs[1] << 8 | (uint64_t)hs[2] << 16 | (uint64_t)hs[3] << 24);
+  }
   if (!st && uco.device == TILE_DEVICE_CUDA) {
     rt_gpu_target_of(ctx, true, &T->target);
     snprintf(T->target.arch, sizeof T->target.arch, "%s", kdef->arch);
