@@ -23,43 +23,9 @@
 #include <string.h>
 
 #include "tile.h"
-
-#ifndef TILE_SOURCE_DIR
-#define TILE_SOURCE_DIR "."
-#endif
+#include "example_util.h"
 
 enum { B = 2, H = 8, HKV = 2, D = 64 };
-
-/* bf16 is the upper half of an IEEE float: converting is a shift (with rounding). */
-static uint16_t bf16_from_float(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even (inputs here are finite) */
-  return (uint16_t)(u >> 16);
-}
-static float bf16_to_float(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Reproducible uniform numbers in [-1, 1). */
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float uniform(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
-}
-
-static void lib_path(char *buf, size_t cap, const char *file) {
-  const char *dir = getenv("TILE_LIB_DIR");
-  if (dir && dir[0])
-    snprintf(buf, cap, "%s/%s", dir, file);
-  else
-    snprintf(buf, cap, "%s/lib/%s", TILE_SOURCE_DIR, file);
-}
 
 /* Accumulates the squared error of got against want into e[0], e[1] (and the max into e[2]). */
 static void account(double *e, double got, double want) {

@@ -30,10 +30,7 @@
 #include <string.h>
 
 #include "tile.h"
-
-#ifndef TILE_SOURCE_DIR
-#define TILE_SOURCE_DIR "."
-#endif
+#include "example_util.h"
 
 #define EXIT_SKIP 77
 
@@ -83,15 +80,6 @@ static void *load_cudart(void) {
     }
   }
   return NULL;
-}
-
-/* Reproducible uniform numbers in [-1, 1). */
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float uniform(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
 }
 
 int main(int argc, char **argv) {
@@ -170,8 +158,7 @@ int main(int argc, char **argv) {
     goto done;
   }
   char path[1024];
-  const char *dir = getenv("TILE_LIB_DIR");
-  snprintf(path, sizeof path, "%s/%s", dir && dir[0] ? dir : TILE_SOURCE_DIR "/lib", "rmsnorm.tile");
+  lib_path(path, sizeof path, "rmsnorm.tile");
   tile_define defines[] = {{"T", "f32"}};
   tile_compile_options co = {0};
   co.defines = defines;

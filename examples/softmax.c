@@ -19,27 +19,10 @@
 #include <stdlib.h>
 
 #include "tile.h"
-
-#ifndef TILE_SOURCE_DIR
-#define TILE_SOURCE_DIR "."
-#endif
+#include "example_util.h"
 
 /* Reproducible uniform numbers in [-4, 4): a wide enough range that the max matters. */
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float uniform(void) {
-  rng ^= rng << 13;
-  rng ^= rng >> 7;
-  rng ^= rng << 17;
-  return (float)((double)(rng >> 11) / 9007199254740992.0 * 8.0 - 4.0);
-}
-
-static void lib_path(char *buf, size_t cap, const char *file) {
-  const char *dir = getenv("TILE_LIB_DIR");
-  if (dir && dir[0])
-    snprintf(buf, cap, "%s/%s", dir, file);
-  else
-    snprintf(buf, cap, "%s/lib/%s", TILE_SOURCE_DIR, file);
-}
+static float wide(void) { return 4.0f * uniform(); }
 
 /* Runs softmax on a rows x cols matrix and compares with the definition; 1 when it matches. */
 static int run_one(tile_context *ctx, tile_device dev, tile_kernel *k, int64_t rows, int64_t cols) {
@@ -49,7 +32,7 @@ static int run_one(tile_context *ctx, tile_device dev, tile_kernel *k, int64_t r
   int ok = 0;
   tile_status st = TILE_NOMEM;
   if (!x || !y) goto done;
-  for (size_t i = 0; i < n; i++) x[i] = uniform();
+  for (size_t i = 0; i < n; i++) x[i] = wide();
 
   if ((st = tile_mem_alloc(ctx, dev, bytes, &d_x)) || (st = tile_mem_alloc(ctx, dev, bytes, &d_y)) ||
       (st = tile_mem_upload(ctx, dev, d_x, x, bytes)))
