@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "tile.h"
-#include "find_lib.h"
+#include "bench_util.h"
 
 enum { MAX_REPS = 100, MAX_DEFS = 16, MAX_PARAMS = 32 };
 
@@ -50,17 +50,6 @@ static const struct bench_case {
     {"attention.tile", "attention", "T=f16,D=64", "B=1,H=8,HKV=8,N=1024,NK=1024"},
     {"attention.tile", "attention", "T=f16,D=128,CAUSAL=true,HAS_LSE=true", "B=1,H=8,HKV=8,N=1024,NK=1024"},
 };
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);

@@ -73,7 +73,7 @@
 
 #include "cudrv.h"
 #include "tile.h"
-#include "find_lib.h"
+#include "bench_util.h"
 
 /* ---- cuBLASLt declarations ------------------------------------------------------------------
  * Numeric values copied from the CUDA 13.0 toolkit headers on the build machine
@@ -333,17 +333,6 @@ static double gelu_tanh(double x) {
 }
 
 /* ---- small utilities -------------------------------------------------------------------- */
-
-static double host_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
 
 /* ---- options ---------------------------------------------------------------------------- */
 
@@ -752,12 +741,12 @@ static int time_launches(struct timer *tm, launch_fn fn, void *ud, struct timing
     if (fn(ud, err, errlen)) return 1;
   double t[MAX_REPS];
   if (tm->host) {
-    double start = host_ms();
+    double start = now_ms();
     int n = 0;
-    while (n < tm->max_reps && (n < tm->min_reps || host_ms() - start < tm->budget_ms)) {
-      double t0 = host_ms();
+    while (n < tm->max_reps && (n < tm->min_reps || now_ms() - start < tm->budget_ms)) {
+      double t0 = now_ms();
       if (fn(ud, err, errlen)) return 1;
-      t[n++] = host_ms() - t0;
+      t[n++] = now_ms() - t0;
     }
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
     out->median_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);

@@ -1,12 +1,14 @@
-/* find_lib.h - where the benchmark tools find lib/ (included by bench_compile.c and
- * bench_gemm.c; static functions, no object of its own). */
-#ifndef TOOLS_FIND_LIB_H
-#define TOOLS_FIND_LIB_H
+/* bench_util.h - what the benchmark tools share: where they find lib/, a millisecond clock
+ * and a comparison for sorting timings (included by bench_compile.c and bench_gemm.c;
+ * static functions, no object of its own). */
+#ifndef TOOLS_BENCH_UTIL_H
+#define TOOLS_BENCH_UTIL_H
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool file_exists(const char *dir, const char *name) {
@@ -38,6 +40,19 @@ static bool find_lib(const char *opt, char *out, size_t cap) {
     }
   }
   return false;
+}
+
+/* Milliseconds on the monotonic clock. */
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* qsort order of doubles. */
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
 }
 
 #endif
