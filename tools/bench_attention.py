@@ -657,6 +657,16 @@ def is_fatal(msg):
             "device-side assert" in m or "misaligned address" in m)
 
 
+def record_failure(row, e, verbose):
+    """Marks the row failed with the exception's first line; True if the CUDA context is gone."""
+    row["fail"] = True
+    text = str(e).strip()
+    row["note"] += "%s: %s; " % (type(e).__name__, text.splitlines()[0][:300] if text else "")
+    if verbose:
+        traceback.print_exc()
+    return is_fatal(str(e))
+
+
 def run_gpu(args):
     try:
         import torch
@@ -809,13 +819,7 @@ def run_gpu(args):
                     row["note"] += "%s n/a (%s); " % (bname, first[:100])
             del ref
         except Exception as e:  # noqa: BLE001 - report, and go on unless the context is gone
-            row["fail"] = True
-            row["note"] += "%s: %s; " % (type(e).__name__, str(e).strip().splitlines()[0][:300]
-                                         if str(e).strip() else "")
-            if is_fatal(str(e)):
-                fatal = True
-            if args.verbose:
-                traceback.print_exc()
+            fatal = record_failure(row, e, args.verbose) or fatal
         print(format_row(row))
         torch.cuda.empty_cache()
 
@@ -869,13 +873,7 @@ def run_gpu(args):
                 row["fail"] = True
                 row["note"] += "LSE error %.2e >= %.0e; " % (row["lse_err"], LSE_TOL)
         except Exception as e:  # noqa: BLE001
-            row["fail"] = True
-            row["note"] += "%s: %s; " % (type(e).__name__, str(e).strip().splitlines()[0][:300]
-                                         if str(e).strip() else "")
-            if is_fatal(str(e)):
-                fatal = True
-            if args.verbose:
-                traceback.print_exc()
+            fatal = record_failure(row, e, args.verbose) or fatal
         print(format_extra(row))
         torch.cuda.empty_cache()
 
