@@ -425,6 +425,67 @@ LLVMValueRef cg_elem(struct cg *g, ir_opcode op, ir_dtype dt, LLVMValueRef a, LL
   return from_f32(g, r, dt);
 }
 
+/* Is v the accumulator of a dot (mma.sync or wgmma) in block blk? */
+static bool feeds_dot_acc(struct cg *g, ir_val v, uint32_t blk) {
+  const struct ir_block *b = &g->f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *u = &g->f->ops.v[b->ops.v[i]];
+    if ((u->code == IR_DOT && u->args[2] == v) || (u->code == IR_WGMMA && u->args[4] == v)) return true;
+  }
+  return false;
+}
+
+/* Rescale skip. An f32 accumulator multiplied by a broadcast factor right before a dot
+ * accumulates into it (online softmax's acc * alpha[:, None]) is left alone by a warp whose
+ * factors are all exactly 1: x * 1 == x for every float, so the result is bit for bit the
+ * same, and a lazily moved running maximum (lib/attention.tile) makes that the usual case.
+ * Cost: one compare per distinct factor register, a vote and a warp-uniform branch, against
+ * one multiply per accumulator register (128 per thread at head dim 128). */
+static bool gen_rescale_skip(struct cg *g, const struct ir_op *op, struct cgval *out) {
+  uint32_t n = out->n;
+  if (op->code != IR_MUL || ir_vtype(g->f, op->res)->dtype != DT_F32 || n < 32) return false;
+  if (!feeds_dot_acc(g, op->res, op->block)) return false;
+  for (int k = 0; k < 2; k++) {
+    uint32_t d = ir_def_op(g->f, op->args[k]);
+    if (!d || g->f->ops.v[d].code != IR_BROADCAST) continue;
+    struct cgval *x = cg_val(g, op->args[1 - k]), *s = cg_val(g, op->args[k]);
+    if (x->n != n || s->n != n) return false;
+    /* the distinct factor registers: few per thread, or the skip does not pay */
+    LLVMValueRef *fac = ARENA_NEWN(g->arena, LLVMValueRef, n);
+    uint32_t nf = 0;
+    for (uint32_t r = 0; r < n; r++) {
+      uint32_t j = 0;
+      while (j < nf && fac[j] != s->r[r]) j++;
+      if (j == nf) fac[nf++] = s->r[r];
+    }
+    if (nf * 8 > n) return false;
+    LLVMValueRef unit = NULL;
+    for (uint32_t j = 0; j < nf; j++) {
+      LLVMValueRef c = LLVMBuildFCmp(g->b, LLVMRealOEQ, fac[j], fconst(g, 1.0), "");
+      unit = unit ? LLVMBuildAnd(g->b, unit, c, "") : c;
+    }
+    LLVMValueRef vargs[2] = {cg_i32(g, -1), unit};
+    unit = cg_intrinsic(g, "llvm.nvvm.vote.all.sync", NULL, 0, vargs, 2);
+    LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
+    LLVMBasicBlockRef scale = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "rescale");
+    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "rescale.end");
+    LLVMBuildCondBr(g->b, unit, join, scale);
+    LLVMPositionBuilderAtEnd(g->b, scale);
+    LLVMValueRef *prod = ARENA_NEWN(g->arena, LLVMValueRef, n);
+    for (uint32_t r = 0; r < n; r++) prod[r] = f_mul(g, x->r[r], s->r[r]);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+    LLVMBasicBlockRef from[2] = {pre, scale};
+    for (uint32_t r = 0; r < n; r++) {
+      out->r[r] = LLVMBuildPhi(g->b, g->f32, "");
+      LLVMValueRef v[2] = {x->r[r], prod[r]};
+      LLVMAddIncoming(out->r[r], v, from, 2);
+    }
+    return true;
+  }
+  return false;
+}
+
 static void gen_elementwise(struct cg *g, const struct ir_op *op) {
   uint32_t n = cg_num_regs(g, op->res);
   struct cgval *out = cg_new_val(g, op->res, n);
@@ -432,6 +493,7 @@ static void gen_elementwise(struct cg *g, const struct ir_op *op) {
   struct cgval *a = cg_val(g, op->args[0]);
   struct cgval *b = op->nargs > 1 ? cg_val(g, op->args[1]) : NULL;
   struct cgval *c = op->nargs > 2 ? cg_val(g, op->args[2]) : NULL;
+  if (!g->failed && gen_rescale_skip(g, op, out)) return;
   for (uint32_t r = 0; r < n && !g->failed; r++) {
     if (a->n != n || (b && b->n != n) || (c && c->n != n)) {
       cg_fail(g, "%s: operand register counts differ", ir_ops[op->code].name);
