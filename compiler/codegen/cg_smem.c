@@ -43,10 +43,10 @@ static void buffer_info(struct cg *g, ir_val buf, struct sbuf *s) {
   s->panel = l->panel ? l->panel : s->cols;
 }
 
-/* Byte offset (i32) of element (row, col) of slot `slot`; row and col are i32 values.
- * Panels of `panel` columns are stored one after another, each rows x panel. */
-static LLVMValueRef swizzled(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef row,
-                             LLVMValueRef col) {
+/* Byte offset (i32) of element (row, col) within one slot, before the buffer's base; row
+ * and col are i32 values. Panels of `panel` columns are stored one after another, each
+ * rows x panel. */
+static LLVMValueRef swizzle_off(struct cg *g, const struct sbuf *s, LLVMValueRef row, LLVMValueRef col) {
   LLVMBuilderRef b = g->b;
   LLVMValueRef pidx = NULL;
   if (s->panel != s->cols) {
@@ -59,8 +59,31 @@ static LLVMValueRef swizzled(struct cg *g, const struct sbuf *s, LLVMValueRef sl
   LLVMValueRef e = LLVMBuildAdd(b, LLVMBuildMul(b, row, cg_i32(g, s->panel), ""),
                                 LLVMBuildAdd(b, LLVMBuildMul(b, chunk, cg_i32(g, s->vec), ""), within, ""), "");
   if (pidx) e = LLVMBuildAdd(b, e, LLVMBuildMul(b, pidx, cg_i32(g, s->rows * s->panel), ""), "");
-  if (slot) e = LLVMBuildAdd(b, e, LLVMBuildMul(b, slot, cg_i32(g, s->rows * s->cols), ""), "");
-  return LLVMBuildAdd(b, s->base, LLVMBuildMul(b, e, cg_i32(g, s->eb), ""), "");
+  return LLVMBuildMul(b, e, cg_i32(g, s->eb), "");
+}
+
+/* Byte offset (i32) of slot `slot` (NULL: the only one) of the buffer. */
+static LLVMValueRef slot_base(struct cg *g, const struct sbuf *s, LLVMValueRef slot) {
+  if (!slot || s->slots == 1) return s->base;
+  return LLVMBuildAdd(g->b, s->base, LLVMBuildMul(g->b, slot, cg_i32(g, s->rows * s->cols * s->eb), ""), "");
+}
+
+/* Byte offset (i32) of element (row, col) of slot `slot`. */
+static LLVMValueRef swizzled(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef row,
+                             LLVMValueRef col) {
+  return LLVMBuildAdd(g->b, slot_base(g, s, slot), swizzle_off(g, s, row, col), "");
+}
+
+/* Shared-memory pointer to element (row, col) of slot `slot`, formed as the slot's address
+ * (the same in every thread) plus the thread's offset. Kept apart, the two stay an add that
+ * ptxas folds into the access ([R + UR]) and the thread part stays loop invariant; summed
+ * first, LLVM turns the add of disjoint bits into an or, and every access in a pipelined
+ * loop recomputes its address (3-4 instructions per ldmatrix, PERF.md entry 13). */
+static LLVMValueRef swizzled_ptr(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef row,
+                                 LLVMValueRef col) {
+  LLVMValueRef off = swizzle_off(g, s, row, col);
+  LLVMValueRef base = cg_smem_at(g, slot_base(g, s, slot));
+  return LLVMBuildGEP2(g->b, g->i8, base, &off, 1, "");
 }
 
 /* ---- allocation by liveness ----
@@ -248,8 +271,7 @@ void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
   for (uint32_t r = 0; r < v->n; r++) {
     LLVMValueRef c[IR_MAX_RANK];
     cg_coords(g, &l, r, c);
-    LLVMValueRef off = swizzled(g, &s, s.slots > 1 ? slot : NULL, c[0], c[1]);
-    LLVMValueRef st = LLVMBuildStore(g->b, to_store_bits(g, v->r[r], s.eb), cg_smem_at(g, off));
+    LLVMValueRef st = LLVMBuildStore(g->b, to_store_bits(g, v->r[r], s.eb), swizzled_ptr(g, &s, slot, c[0], c[1]));
     LLVMSetAlignment(st, (unsigned)s.eb);
   }
   /* ordinary stores read by wgmma (the async proxy) need a proxy fence before the barrier */
@@ -271,11 +293,10 @@ static void warp_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
   }
 }
 
-static LLVMValueRef ldmatrix(struct cg *g, int n, bool trans, LLVMValueRef addr) {
+static LLVMValueRef ldmatrix(struct cg *g, int n, bool trans, LLVMValueRef ptr) {
   char name[96];
   snprintf(name, sizeof name, "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x%d%s.b16", n, trans ? ".trans" : "");
   LLVMTypeRef ovl = g->sptr;
-  LLVMValueRef ptr = cg_smem_at(g, addr);
   return cg_intrinsic(g, name, &ovl, 1, &ptr, 1);
 }
 
@@ -360,7 +381,7 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
     d0 = LLVMBuildAdd(g->b, d0, wc[0], "");
     d1 = LLVMBuildAdd(g->b, d1, wc[1], "");
     LLVMValueRef row = view_trans ? d1 : d0, col = view_trans ? d0 : d1;
-    LLVMValueRef addr = swizzled(g, s, s->slots > 1 ? slot : NULL, row, col);
+    LLVMValueRef addr = swizzled_ptr(g, s, slot, row, col);
     /* the instruction transposes when registers pair along the buffer's rows */
     bool hw_trans = op_idx == 0 ? view_trans : !view_trans;
     LLVMValueRef res = ldmatrix(g, nmat, hw_trans, addr);
@@ -396,8 +417,7 @@ void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
     LLVMValueRef c[IR_MAX_RANK];
     cg_coords(g, &l, r, c);
     LLVMValueRef row = op->i[0] ? c[1] : c[0], col = op->i[0] ? c[0] : c[1];
-    LLVMValueRef off = swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col);
-    LLVMValueRef v = LLVMBuildLoad2(g->b, it, cg_smem_at(g, off), "");
+    LLVMValueRef v = LLVMBuildLoad2(g->b, it, swizzled_ptr(g, &s, slot, row, col), "");
     LLVMSetAlignment(v, (unsigned)s.eb);
     out->r[r] = et == g->i1 ? LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(it, 0, 0), "")
                 : LLVMGetTypeKind(et) == LLVMIntegerTypeKind ? v : LLVMBuildBitCast(g->b, v, et, "");
@@ -667,24 +687,51 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
   LLVMValueRef base_int = LLVMBuildPtrToInt(g->b, t->ptr, g->i64, "");
   if (wide) {
     int chunks_per_row = s.cols / v, total = s.rows * chunks_per_row;
+    /* The source address is split in a part the same in every thread (the slice's corner,
+     * computed once per copy) and the thread's part (loop invariant in a pipelined loop),
+     * and the bounds tests compare corner + thread index in 32 bits: with i32 corners and
+     * sizes, a sum past INT32_MAX wraps negative and fails the unsigned test, as it must. */
+    LLVMValueRef r0 = cg_val(g, op->args[3 + drow])->r[0], c0 = cg_val(g, op->args[3 + dcol])->r[0];
+    LLVMValueRef rsz = LLVMBuildTrunc(g->b, size[drow], g->i32, ""), csz = LLVMBuildTrunc(g->b, size[dcol], g->i32, "");
+    LLVMValueRef corner = LLVMBuildAdd(g->b, fixed_off, LLVMBuildAdd(g->b, LLVMBuildMul(g->b, start[drow], t->stride[drow], ""),
+                                                                      LLVMBuildMul(g->b, start[dcol], t->stride[dcol], ""), ""), "");
+    LLVMValueRef ubase = LLVMBuildGEP2(g->b, g->i8, t->ptr, (LLVMValueRef[]){LLVMBuildMul(g->b, corner, cg_i64(g, eb), "")}, 1, "");
+    /* when every round covers whole rows, a thread keeps one column and its rounds are a
+     * uniform row step apart: one 64-bit thread offset per copy, not one per round (the
+     * registers matter in attention's loop: PERF.md entry 13) */
+    LLVMValueRef p0 = NULL;
+    if (threads % chunks_per_row == 0) {
+      LLVMValueRef row = LLVMBuildUDiv(g->b, tid, cg_i32(g, chunks_per_row), "");
+      LLVMValueRef col = LLVMBuildMul(g->b, LLVMBuildURem(g->b, tid, cg_i32(g, chunks_per_row), ""), cg_i32(g, v), "");
+      LLVMValueRef toff = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, LLVMBuildZExt(g->b, row, g->i64, ""), t->stride[drow], ""),
+                                       LLVMBuildMul(g->b, LLVMBuildZExt(g->b, col, g->i64, ""), t->stride[dcol], ""), "");
+      toff = LLVMBuildMul(g->b, toff, cg_i64(g, eb), "");
+      p0 = LLVMBuildGEP2(g->b, g->i8, ubase, &toff, 1, "");
+    }
     for (int i0 = 0; i0 < total; i0 += threads) {
       LLVMValueRef chunk = LLVMBuildAdd(g->b, tid, cg_i32(g, i0), "");
       LLVMValueRef row = LLVMBuildUDiv(g->b, chunk, cg_i32(g, chunks_per_row), "");
       LLVMValueRef col = LLVMBuildMul(g->b, LLVMBuildURem(g->b, chunk, cg_i32(g, chunks_per_row), ""), cg_i32(g, v), "");
-      LLVMValueRef grow = LLVMBuildAdd(g->b, start[drow], LLVMBuildZExt(g->b, row, g->i64, ""), "");
-      LLVMValueRef gcol = LLVMBuildAdd(g->b, start[dcol], LLVMBuildZExt(g->b, col, g->i64, ""), "");
-      LLVMValueRef ok = LLVMBuildAnd(g->b, fixed_ok, LLVMBuildICmp(g->b, LLVMIntULT, grow, size[drow], ""), "");
-      ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntULT, gcol, size[dcol], ""), "");
+      LLVMValueRef grow = LLVMBuildAdd(g->b, r0, row, ""), gcol = LLVMBuildAdd(g->b, c0, col, "");
+      LLVMValueRef ok = LLVMBuildAnd(g->b, fixed_ok, LLVMBuildICmp(g->b, LLVMIntULT, grow, rsz, ""), "");
+      ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntULT, gcol, csz, ""), "");
       /* valid bytes of this chunk: min(16, (size - gcol) * eb) */
-      LLVMValueRef left = LLVMBuildMul(g->b, LLVMBuildSub(g->b, size[dcol], gcol, ""), cg_i64(g, eb), "");
-      LLVMValueRef nbytes = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, cg_i64(g, 16), ""), left, cg_i64(g, 16), "");
-      nbytes = LLVMBuildSelect(g->b, ok, LLVMBuildTrunc(g->b, nbytes, g->i32, ""), cg_i32(g, 0), "");
-      LLVMValueRef off = LLVMBuildAdd(g->b, fixed_off, LLVMBuildAdd(g->b, LLVMBuildMul(g->b, grow, t->stride[drow], ""),
-                                                                     LLVMBuildMul(g->b, gcol, t->stride[dcol], ""), ""), "");
-      LLVMValueRef src = LLVMBuildAdd(g->b, base_int, LLVMBuildMul(g->b, off, cg_i64(g, eb), ""), "");
-      src = LLVMBuildSelect(g->b, ok, src, base_int, "");
-      LLVMValueRef srcp = LLVMBuildIntToPtr(g->b, src, g->gptr, "");
-      LLVMValueRef dst = cg_smem_at(g, swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col));
+      LLVMValueRef left = LLVMBuildMul(g->b, LLVMBuildSub(g->b, csz, gcol, ""), cg_i32(g, eb), "");
+      LLVMValueRef nbytes = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, cg_i32(g, 16), ""), left, cg_i32(g, 16), "");
+      nbytes = LLVMBuildSelect(g->b, ok, nbytes, cg_i32(g, 0), "");
+      /* a masked chunk reads nothing (src-size 0: the 16 bytes are zero filled), so its
+       * address need not be valid and is not clamped */
+      LLVMValueRef srcp;
+      if (p0) { /* round i0 is i0 / chunks_per_row rows below round 0 */
+        LLVMValueRef step = LLVMBuildMul(g->b, t->stride[drow], cg_i64(g, (int64_t)(i0 / chunks_per_row) * eb), "");
+        srcp = LLVMBuildGEP2(g->b, g->i8, p0, &step, 1, "");
+      } else {
+        LLVMValueRef toff = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, LLVMBuildZExt(g->b, row, g->i64, ""), t->stride[drow], ""),
+                                         LLVMBuildMul(g->b, LLVMBuildZExt(g->b, col, g->i64, ""), t->stride[dcol], ""), "");
+        toff = LLVMBuildMul(g->b, toff, cg_i64(g, eb), "");
+        srcp = LLVMBuildGEP2(g->b, g->i8, ubase, &toff, 1, "");
+      }
+      LLVMValueRef dst = swizzled_ptr(g, &s, slot, row, col);
       LLVMValueRef args[3] = {dst, srcp, nbytes};
       LLVMValueRef inrange = total - i0 < threads ? LLVMBuildICmp(g->b, LLVMIntULT, tid, cg_i32(g, total - i0), "") : NULL;
       if (inrange) {
@@ -738,7 +785,7 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
     LLVMValueRef args[2] = {src, LLVMBuildZExt(g->b, ok, g->i32, "")};
     LLVMValueRef val = cg_asm(g, rt, text, cons, args, 2, true);
     if (rt != it) val = LLVMBuildTrunc(g->b, val, it, "");
-    LLVMValueRef dst = cg_smem_at(g, swizzled(g, &s, s.slots > 1 ? slot : NULL, row, col));
+    LLVMValueRef dst = swizzled_ptr(g, &s, slot, row, col);
     cg_defer_store(g, dst, val, total - i0 < threads ? LLVMBuildICmp(g->b, LLVMIntULT, tid, cg_i32(g, total - i0), "") : NULL,
                    (unsigned)eb);
   }
