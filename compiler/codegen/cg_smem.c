@@ -469,6 +469,20 @@ static LLVMValueRef inside(struct cg *g, LLVMValueRef size, LLVMValueRef start, 
  * max_phase rows, so round i stores at the address of round i mod P plus a constant,
  * where P rounds span a whole number of phase periods. Per element this leaves one
  * 64-bit add, one row test, the load and the store. */
+/* Global addresses of the rounds of a copy: ADDR_CHAINS independent chains, round i on
+ * chain i % ADDR_CHAINS, each stepping ADDR_CHAINS rounds at a time. One chain made every
+ * load wait for the 64-bit add before it (the warps stalled on it, PERF.md entry 13). */
+enum { ADDR_CHAINS = 4 };
+
+static LLVMValueRef chain_addr(struct cg *g, LLVMValueRef *chain, int i, LLVMValueRef src, LLVMValueRef step) {
+  int c = i % ADDR_CHAINS;
+  if (i < ADDR_CHAINS)
+    chain[c] = i ? LLVMBuildAdd(g->b, src, LLVMBuildMul(g->b, step, cg_i64(g, i), ""), "") : src;
+  else
+    chain[c] = LLVMBuildAdd(g->b, chain[c], LLVMBuildMul(g->b, step, cg_i64(g, ADDR_CHAINS), ""), "");
+  return chain[c];
+}
+
 static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef slot, struct cg_tensor *t,
                              LLVMValueRef *start, LLVMValueRef *size, int drow, int dcol, LLVMValueRef fixed_ok,
                              LLVMValueRef fixed_off, LLVMValueRef tid, int threads, const char *text,
@@ -486,7 +500,7 @@ static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef sl
                                                              LLVMBuildMul(b, gcol, t->stride[dcol], ""), ""), "");
   LLVMValueRef src = LLVMBuildAdd(b, LLVMBuildPtrToInt(b, t->ptr, g->i64, ""), LLVMBuildMul(b, off, cg_i64(g, eb), ""), "");
   LLVMValueRef step = LLVMBuildMul(b, t->stride[drow], cg_i64(g, (int64_t)R * eb), "");
-  LLVMValueRef dst0[64];
+  LLVMValueRef dst0[64], chain[ADDR_CHAINS];
   /* A tile wholly inside the tensor (every program but those on the last row or column
    * of tiles) loads without tests or zero fill; the edge tiles take the tested path.
    * Only for R > 1 (a thread walks several short rows, as in an A tile [BM, BK]): with
@@ -502,22 +516,24 @@ static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef sl
     join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "el.join");
     LLVMBuildCondBr(b, whole, fast, slow);
     LLVMPositionBuilderAtEnd(b, fast);
-    LLVMValueRef a = src;
-    for (int i = 0; i < rounds; i++, a = LLVMBuildAdd(b, a, step, "")) {
-      vf[i] = LLVMBuildLoad2(b, it, LLVMBuildIntToPtr(b, a, g->gptr, ""), "");
+    for (int i = 0; i < rounds; i++) {
+      vf[i] = LLVMBuildLoad2(b, it, LLVMBuildIntToPtr(b, chain_addr(g, chain, i, src, step), g->gptr, ""), "");
       LLVMSetAlignment(vf[i], (unsigned)eb);
     }
     fast_end = LLVMGetInsertBlock(b);
     LLVMBuildBr(b, join);
     LLVMPositionBuilderAtEnd(b, slow);
   }
+  /* rows left below this thread's first: round i is inside when i * R < rem, one 32-bit
+   * compare per element (through an opaque copy: LLVM otherwise widens the compares back to
+   * 64 bits, two instructions each) */
+  LLVMValueRef rem = LLVMBuildSub(b, left, row0, "");
+  rem = cg_asm(g, g->i32, "mov.b32 $0, $1;", "=r,r", &rem, 1, false);
   for (int i = 0; i < rounds; i++) {
-    LLVMValueRef row = LLVMBuildAdd(b, row0, cg_i32(g, i * R), "");
-    LLVMValueRef ok = LLVMBuildAnd(b, col_ok, LLVMBuildICmp(b, LLVMIntULT, row, left, ""), "");
-    LLVMValueRef args[2] = {src, LLVMBuildZExt(b, ok, g->i32, "")};
+    LLVMValueRef ok = LLVMBuildAnd(b, col_ok, LLVMBuildICmp(b, LLVMIntSGT, rem, cg_i32(g, i * R), ""), "");
+    LLVMValueRef args[2] = {chain_addr(g, chain, i, src, step), LLVMBuildZExt(b, ok, g->i32, "")};
     LLVMValueRef val = cg_asm(g, rt, text, cons, args, 2, true);
     vs[i] = rt != it ? LLVMBuildTrunc(b, val, it, "") : val;
-    src = LLVMBuildAdd(b, src, step, "");
   }
   if (split) {
     slow_end = LLVMGetInsertBlock(b);
