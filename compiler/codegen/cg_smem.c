@@ -731,9 +731,11 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
       LLVMValueRef grow = LLVMBuildAdd(g->b, r0, row, ""), gcol = LLVMBuildAdd(g->b, c0, col, "");
       LLVMValueRef ok = LLVMBuildAnd(g->b, fixed_ok, LLVMBuildICmp(g->b, LLVMIntULT, grow, rsz, ""), "");
       ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntULT, gcol, csz, ""), "");
-      /* valid bytes of this chunk: min(16, (size - gcol) * eb) */
-      LLVMValueRef left = LLVMBuildMul(g->b, LLVMBuildSub(g->b, csz, gcol, ""), cg_i32(g, eb), "");
-      LLVMValueRef nbytes = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, cg_i32(g, 16), ""), left, cg_i32(g, 16), "");
+      /* valid bytes of this chunk: min(v, size - gcol) * eb (clamped before the multiply,
+       * which could overflow 32 bits for a row of over 2^29 elements) */
+      LLVMValueRef left = LLVMBuildSub(g->b, csz, gcol, "");
+      left = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, left, cg_i32(g, v), ""), left, cg_i32(g, v), "");
+      LLVMValueRef nbytes = LLVMBuildMul(g->b, left, cg_i32(g, eb), "");
       nbytes = LLVMBuildSelect(g->b, ok, nbytes, cg_i32(g, 0), "");
       /* a masked chunk reads nothing (src-size 0: the 16 bytes are zero filled), so its
        * address need not be valid and is not clamped */
