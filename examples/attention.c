@@ -57,24 +57,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "out of memory\n");
     goto done;
   }
-/* On failure: print what the library said and clean up. */
-#define TRY(call)                                                                              \
-  do {                                                                                         \
-    if ((st = (call)) != TILE_OK) {                                                            \
-      fprintf(stderr, "%s: %s\n", tile_status_name(st),                                       \
-              tile_errmsg(ctx)[0] ? tile_errmsg(ctx) : tile_strerror(st));                    \
-      goto done;                                                                               \
-    }                                                                                          \
-  } while (0)
-
   /* The GPU if the CUDA driver sees one, else the interpreter. */
   tile_device_info info;
-  if (tile_device_query(ctx, TILE_DEVICE_CUDA, &info) != TILE_OK) {
-    printf("no GPU (%s); using the CPU interpreter\n", tile_errmsg(ctx));
-    dev = TILE_DEVICE_CPU;
-    TRY(tile_device_query(ctx, TILE_DEVICE_CPU, &info));
-  }
-  printf("device: %s (%s)\n", info.name, info.arch);
+  TRY(pick_device(ctx, &dev, &info));
 
   char path[1024];
   lib_path(path, sizeof path, "attention.tile");

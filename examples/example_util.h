@@ -1,5 +1,6 @@
-/* example_util.h - what the examples share: reproducible random inputs, bf16 conversions
- * and where lib/ is. Only static inline functions, so each example takes what it uses. */
+/* example_util.h - what the examples share: reproducible random inputs, bf16 conversions,
+ * where lib/ is, the choice of device and the TRY error check. Only static inline
+ * functions and macros, so each example takes what it uses. */
 #ifndef EXAMPLE_UTIL_H
 #define EXAMPLE_UTIL_H
 
@@ -7,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "tile.h"
 
 #ifndef TILE_SOURCE_DIR
 #define TILE_SOURCE_DIR "."
@@ -43,5 +46,29 @@ static inline void lib_path(char *buf, size_t cap, const char *file) {
   else
     snprintf(buf, cap, "%s/lib/%s", TILE_SOURCE_DIR, file);
 }
+
+/* The GPU if the CUDA driver sees one, else the CPU interpreter; says which. */
+static inline tile_status pick_device(tile_context *ctx, tile_device *dev, tile_device_info *info) {
+  *dev = TILE_DEVICE_CUDA;
+  if (tile_device_query(ctx, TILE_DEVICE_CUDA, info) != TILE_OK) {
+    printf("no GPU (%s); using the CPU interpreter\n", tile_errmsg(ctx));
+    *dev = TILE_DEVICE_CPU;
+    tile_status st = tile_device_query(ctx, TILE_DEVICE_CPU, info);
+    if (st != TILE_OK) return st;
+  }
+  printf("device: %s (%s)\n", info->name, info->arch);
+  return TILE_OK;
+}
+
+/* On failure: print what the library said and clean up (the caller has a tile_context
+ * *ctx, a tile_status st and a label done). */
+#define TRY(call)                                                                              \
+  do {                                                                                         \
+    if ((st = (call)) != TILE_OK) {                                                            \
+      fprintf(stderr, "%s: %s\n", tile_status_name(st),                                       \
+              tile_errmsg(ctx)[0] ? tile_errmsg(ctx) : tile_strerror(st));                    \
+      goto done;                                                                               \
+    }                                                                                          \
+  } while (0)
 
 #endif

@@ -91,13 +91,8 @@ int main(int argc, char **argv) {
 
   /* The GPU if the CUDA driver sees one, else the interpreter. */
   tile_device_info info;
-  tile_device dev = TILE_DEVICE_CUDA;
-  if (tile_device_query(ctx, TILE_DEVICE_CUDA, &info) != TILE_OK) {
-    printf("no GPU (%s); using the CPU interpreter\n", tile_errmsg(ctx));
-    dev = TILE_DEVICE_CPU;
-    tile_device_query(ctx, TILE_DEVICE_CPU, &info);
-  }
-  printf("device: %s (%s)\n", info.name, info.arch);
+  tile_device dev;
+  pick_device(ctx, &dev, &info);
 
   char path[1024];
   lib_path(path, sizeof path, "softmax.tile");
