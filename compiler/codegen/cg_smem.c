@@ -440,7 +440,7 @@ static int phase_rounds(const struct sbuf *s, int R, int rounds) {
 static LLVMValueRef round_dst(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef row,
                               LLVMValueRef col, int i, int R, int P, LLVMValueRef *dst0) {
   if (i >= P) return LLVMBuildAdd(g->b, dst0[i % P], cg_i32(g, (int64_t)(i / P) * P * R * s->panel * s->eb), "");
-  LLVMValueRef d = swizzled(g, s, s->slots > 1 ? slot : NULL, row, col);
+  LLVMValueRef d = swizzled(g, s, slot, row, col);
   if (i < 64) dst0[i] = d;
   return d;
 }
@@ -656,6 +656,15 @@ static void gen_realigned_copy(struct cg *g, const struct sbuf *s, LLVMValueRef 
 
 /* ---- async copies ---- */
 
+/* Global address of the element (row, col) of a slice whose corner is at `corner`. */
+static LLVMValueRef element_at(struct cg *g, const struct cg_tensor *t, LLVMValueRef corner, int drow, int dcol,
+                               LLVMValueRef row, LLVMValueRef col, int eb) {
+  LLVMValueRef off = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, LLVMBuildZExt(g->b, row, g->i64, ""), t->stride[drow], ""),
+                                  LLVMBuildMul(g->b, LLVMBuildZExt(g->b, col, g->i64, ""), t->stride[dcol], ""), "");
+  off = LLVMBuildMul(g->b, off, cg_i64(g, eb), "");
+  return LLVMBuildGEP2(g->b, g->i8, corner, &off, 1, "");
+}
+
 void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
   struct ir_func *f = g->f;
   if (g->barrier_before[op - f->ops.v]) cg_barrier(g);
@@ -719,10 +728,7 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
     if (threads % chunks_per_row == 0) {
       LLVMValueRef row = LLVMBuildUDiv(g->b, tid, cg_i32(g, chunks_per_row), "");
       LLVMValueRef col = LLVMBuildMul(g->b, LLVMBuildURem(g->b, tid, cg_i32(g, chunks_per_row), ""), cg_i32(g, v), "");
-      LLVMValueRef toff = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, LLVMBuildZExt(g->b, row, g->i64, ""), t->stride[drow], ""),
-                                       LLVMBuildMul(g->b, LLVMBuildZExt(g->b, col, g->i64, ""), t->stride[dcol], ""), "");
-      toff = LLVMBuildMul(g->b, toff, cg_i64(g, eb), "");
-      p0 = LLVMBuildGEP2(g->b, g->i8, ubase, &toff, 1, "");
+      p0 = element_at(g, t, ubase, drow, dcol, row, col, eb);
     }
     for (int i0 = 0; i0 < total; i0 += threads) {
       LLVMValueRef chunk = LLVMBuildAdd(g->b, tid, cg_i32(g, i0), "");
@@ -744,10 +750,7 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
         LLVMValueRef step = LLVMBuildMul(g->b, t->stride[drow], cg_i64(g, (int64_t)(i0 / chunks_per_row) * eb), "");
         srcp = LLVMBuildGEP2(g->b, g->i8, p0, &step, 1, "");
       } else {
-        LLVMValueRef toff = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, LLVMBuildZExt(g->b, row, g->i64, ""), t->stride[drow], ""),
-                                         LLVMBuildMul(g->b, LLVMBuildZExt(g->b, col, g->i64, ""), t->stride[dcol], ""), "");
-        toff = LLVMBuildMul(g->b, toff, cg_i64(g, eb), "");
-        srcp = LLVMBuildGEP2(g->b, g->i8, ubase, &toff, 1, "");
+        srcp = element_at(g, t, ubase, drow, dcol, row, col, eb);
       }
       LLVMValueRef dst = swizzled_ptr(g, &s, slot, row, col);
       LLVMValueRef args[3] = {dst, srcp, nbytes};
