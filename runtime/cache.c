@@ -450,17 +450,25 @@ static const char *key_field(const char *key, size_t len, const char *name, char
   return NULL;
 }
 
+/* Opens the cache directory for listing: *d is NULL (and the status TILE_OK) when there is
+ * no cache, or no directory yet. */
+static tile_status open_cache_dir(tile_context *ctx, const char **dir, DIR **d) {
+  *dir = tile_cache_path(ctx);
+  *d = NULL;
+  if (!(*dir)[0]) return TILE_OK;
+  *d = opendir(*dir);
+  if (*d || errno == ENOENT) return TILE_OK;
+  return rt_error(ctx, TILE_CACHE, "cannot read the cache directory '%s': %s", *dir, strerror(errno));
+}
+
 TILE_API tile_status tile_cache_list(tile_context *ctx, tile_cache_fn fn, void *ud) {
   if (!ctx) return TILE_INVALID_ARGUMENT;
   rt_clear_error(ctx);
   if (!fn) return rt_error(ctx, TILE_INVALID_ARGUMENT, "fn is NULL");
-  const char *dir = tile_cache_path(ctx);
-  if (!dir[0]) return TILE_OK;
-  DIR *d = opendir(dir);
-  if (!d) {
-    if (errno == ENOENT) return TILE_OK;
-    return rt_error(ctx, TILE_CACHE, "cannot read the cache directory '%s': %s", dir, strerror(errno));
-  }
+  const char *dir;
+  DIR *d;
+  tile_status os = open_cache_dir(ctx, &dir, &d);
+  if (!d) return os;
   struct dirent *de;
   while ((de = readdir(d))) {
     const char *kind = rt_cache_classify(de->d_name);
@@ -509,13 +517,10 @@ TILE_API tile_status tile_cache_clear(tile_context *ctx, unsigned *removed) {
   if (!ctx) return TILE_INVALID_ARGUMENT;
   rt_clear_error(ctx);
   if (removed) *removed = 0;
-  const char *dir = tile_cache_path(ctx);
-  if (!dir[0]) return TILE_OK;
-  DIR *d = opendir(dir);
-  if (!d) {
-    if (errno == ENOENT) return TILE_OK;
-    return rt_error(ctx, TILE_CACHE, "cannot read the cache directory '%s': %s", dir, strerror(errno));
-  }
+  const char *dir;
+  DIR *d;
+  tile_status os = open_cache_dir(ctx, &dir, &d);
+  if (!d) return os;
   tile_status st = TILE_OK;
   struct dirent *de;
   while ((de = readdir(d))) {
