@@ -225,6 +225,17 @@ void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before) {
   g->ncoord_cache = 0;
 }
 
+/* The same at the current position, after a top-level loop: what follows it (the next
+ * loop's pipeline prologue and masks, the epilogue) does not keep the prologue's
+ * coordinates alive through the loop (PERF.md 17). */
+void cg_fresh_thread_coords_here(struct cg *g) {
+  LLVMValueRef tid = cg_asm(g, g->i32, "mov.u32 $0, %tid.x;", "=r", NULL, 0, true);
+  g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
+  g->warp = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
+  g->coord_point = LLVMBuildAdd(g->b, g->warp, cg_i32(g, 0), "coords"); /* the coordinates go before it */
+  g->ncoord_cache = 0;
+}
+
 /* Full coordinates (i32) of register r of a value with layout l. */
 void cg_coords(struct cg *g, const struct ll *l, uint32_t r, LLVMValueRef *coord) {
   LLVMValueRef th[IR_MAX_RANK];

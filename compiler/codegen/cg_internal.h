@@ -77,6 +77,7 @@ LLVMValueRef cg_asm(struct cg *g, LLVMTypeRef ret, const char *text, const char 
                     LLVMValueRef *args, unsigned nargs, bool side_effects);
 void cg_barrier(struct cg *g);
 void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before);
+void cg_fresh_thread_coords_here(struct cg *g);
 LLVMValueRef cg_i32(struct cg *g, int64_t v);
 LLVMValueRef cg_i64(struct cg *g, int64_t v);
 LLVMTypeRef cg_reg_type(struct cg *g, ir_dtype dt);

@@ -326,6 +326,41 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
   LLVMValueRef j_hi = LLVMBuildLShr(g->b, lj, cg_i32(g, 1), "");
   uint32_t n = ll_num_regs(l);
   bool *done = ARENA_NEWN(g->arena, bool, n);
+  /* The thread's offset for the block at origin (0, 0); the other blocks' offsets derive
+   * from it with constants: a block's column offset is a whole number of 16-byte chunks
+   * whose bits are clear in every chunk index the thread's own column can have, so the
+   * swizzle (chunk XOR row phase) of the sum is an XOR of the base offset with a constant,
+   * and a row offset that is a whole number of swizzle periods is an add. Computed from
+   * scratch, each block's offset was a loop-invariant register of its own (the XOR of the
+   * phase does not distribute over the add for LLVM): ~20 registers at head dim 128,
+   * where attention's BN=64 spilled (PERF.md 17). */
+  LLVMValueRef xbase = NULL;
+  int cdim = view_trans ? 0 : 1, period = s->per_phase * s->max_phase;
+  /* every chunk index (within a panel) the base column can have: lane part 0 or 8, warp
+   * part an OR of the layout's warp bases */
+  int cbits = 0, cmax = 0;
+  for (int lp = 0; lp <= 8; lp += 8)
+    for (int w = 0; w < 1 << l->nwarp; w++) {
+      int wcol = 0;
+      for (int k = 0; k < l->nwarp; k++)
+        if (w >> k & 1) wcol |= l->warp[k][cdim];
+      int col = lp + wcol;
+      cbits |= col / s->vec;
+      if (col > cmax) cmax = col;
+    }
+  if (s->vec * s->eb == 16 && cmax < s->panel) {
+    LLVMValueRef b0, b1; /* the lane's part of block (0, 0), as d0 and d1 below */
+    if (!view_trans) {
+      b0 = LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), "");
+      b1 = LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), "");
+    } else {
+      b0 = LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), "");
+      b1 = LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), "");
+    }
+    b0 = LLVMBuildAdd(g->b, b0, wc[0], "");
+    b1 = LLVMBuildAdd(g->b, b1, wc[1], "");
+    xbase = swizzle_off(g, s, view_trans ? b1 : b0, view_trans ? b0 : b1);
+  }
   for (uint32_t r = 0; r < n; r++) {
     if (done[r]) continue;
     int32_t c[IR_MAX_RANK];
@@ -381,7 +416,19 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
     d0 = LLVMBuildAdd(g->b, d0, wc[0], "");
     d1 = LLVMBuildAdd(g->b, d1, wc[1], "");
     LLVMValueRef row = view_trans ? d1 : d0, col = view_trans ? d0 : d1;
-    LLVMValueRef addr = swizzled_ptr(g, s, slot, row, col);
+    int32_t dr = view_trans ? o1 : o0, dc = view_trans ? o0 : o1;
+    int32_t rem = dc % s->panel, chunks = rem / s->vec;
+    LLVMValueRef addr;
+    if (xbase && dr % period == 0 && rem % s->vec == 0 && (cbits & chunks) == 0 &&
+        (cbits | chunks) < s->panel / s->vec) {
+      LLVMValueRef off = LLVMBuildXor(g->b, xbase, cg_i32(g, chunks * 16), "");
+      int64_t add = ((int64_t)dr * s->panel + (int64_t)(dc / s->panel) * s->rows * s->panel) * s->eb;
+      off = LLVMBuildAdd(g->b, off, cg_i32(g, add), "");
+      LLVMValueRef base = cg_smem_at(g, slot_base(g, s, slot));
+      addr = LLVMBuildGEP2(g->b, g->i8, base, &off, 1, "");
+    } else {
+      addr = swizzled_ptr(g, s, slot, row, col);
+    }
     /* the instruction transposes when registers pair along the buffer's rows */
     bool hw_trans = op_idx == 0 ? view_trans : !view_trans;
     LLVMValueRef res = ldmatrix(g, nmat, hw_trans, addr);
@@ -724,11 +771,20 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
     /* when every round covers whole rows, a thread keeps one column and its rounds are a
      * uniform row step apart: one 64-bit thread offset per copy, not one per round (the
      * registers matter in attention's loop: PERF.md entry 13) */
-    LLVMValueRef p0 = NULL;
+    LLVMValueRef p0 = NULL, d0 = NULL, chain[2] = {NULL, NULL}, rstep = NULL;
     if (threads % chunks_per_row == 0) {
+      /* the source of round i0 + 2 * threads from that of round i0, in two chains: the step
+       * (2 * threads / chunks_per_row rows) is one 64-bit register, where the products of
+       * the stride with each round's row offset were one each, all held across a pipelined
+       * loop (14 registers of attention's head-dim-128 loop: PERF.md 17) */
+      rstep = LLVMBuildMul(g->b, t->stride[drow], cg_i64(g, (int64_t)(2 * threads / chunks_per_row) * eb), "");
       LLVMValueRef row = LLVMBuildUDiv(g->b, tid, cg_i32(g, chunks_per_row), "");
       LLVMValueRef col = LLVMBuildMul(g->b, LLVMBuildURem(g->b, tid, cg_i32(g, chunks_per_row), ""), cg_i32(g, v), "");
       p0 = element_at(g, t, ubase, drow, dcol, row, col, eb);
+      /* rounds a whole number of swizzle periods apart keep the thread's swizzle: one
+       * shared-memory offset, the rounds at constant distances from it (LLVM does not
+       * see through the phase's remainder and kept one offset per round: PERF.md 17) */
+      if ((threads / chunks_per_row) % (s.per_phase * s.max_phase) == 0) d0 = swizzle_off(g, &s, row, col);
     }
     for (int i0 = 0; i0 < total; i0 += threads) {
       LLVMValueRef chunk = LLVMBuildAdd(g->b, tid, cg_i32(g, i0), "");
@@ -746,13 +802,25 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
       /* a masked chunk reads nothing (src-size 0: the 16 bytes are zero filled), so its
        * address need not be valid and is not clamped */
       LLVMValueRef srcp;
-      if (p0) { /* round i0 is i0 / chunks_per_row rows below round 0 */
-        LLVMValueRef step = LLVMBuildMul(g->b, t->stride[drow], cg_i64(g, (int64_t)(i0 / chunks_per_row) * eb), "");
-        srcp = LLVMBuildGEP2(g->b, g->i8, p0, &step, 1, "");
+      if (p0) { /* round i0 is one row step below round i0 - 2 * threads (two chains) */
+        int r = i0 / threads;
+        if (r < 2) {
+          LLVMValueRef step = LLVMBuildMul(g->b, t->stride[drow], cg_i64(g, (int64_t)(i0 / chunks_per_row) * eb), "");
+          chain[r] = LLVMBuildGEP2(g->b, g->i8, p0, &step, 1, "");
+        } else {
+          chain[r % 2] = LLVMBuildGEP2(g->b, g->i8, chain[r % 2], &rstep, 1, "");
+        }
+        srcp = chain[r % 2];
       } else {
         srcp = element_at(g, t, ubase, drow, dcol, row, col, eb);
       }
-      LLVMValueRef dst = swizzled_ptr(g, &s, slot, row, col);
+      LLVMValueRef dst;
+      if (d0) {
+        LLVMValueRef off = LLVMBuildAdd(g->b, d0, cg_i32(g, (int64_t)(i0 / chunks_per_row) * s.panel * eb), "");
+        dst = LLVMBuildGEP2(g->b, g->i8, cg_smem_at(g, slot_base(g, &s, slot)), &off, 1, "");
+      } else {
+        dst = swizzled_ptr(g, &s, slot, row, col);
+      }
       LLVMValueRef args[3] = {dst, srcp, nbytes};
       LLVMValueRef inrange = total - i0 < threads ? LLVMBuildICmp(g->b, LLVMIntULT, tid, cg_i32(g, total - i0), "") : NULL;
       if (inrange) {
