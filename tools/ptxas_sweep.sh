@@ -54,9 +54,9 @@ export -f one
     done; done; done
   done
   for d in 64 128; do for bm in 64 128; do for bn in 16 32 64 128; do for nw in 4 8; do
-    for st in 1 2 3; do for c in false true; do
-      echo "attention.tile attention - D=$d BM=$bm BN=$bn NW=$nw STAGES=$st CAUSAL=$c"
-    done; done
+    for st in 1 2 3; do for c in false true; do for bnm in 16 64; do
+      echo "attention.tile attention - D=$d BM=$bm BN=$bn BNM=$bnm NW=$nw STAGES=$st CAUSAL=$c"
+    done; done; done
   done; done; done; done
 } | xargs -P "$JOBS" -L 1 bash -c 'one "$@"' _ | tee "$TMP/fails"
 
