@@ -308,6 +308,43 @@ static void unpack2(struct cg *g, LLVMValueRef w, LLVMTypeRef et, LLVMValueRef *
   *hi = LLVMBuildBitCast(g->b, h16, et, "");
 }
 
+/* swizzle_off on numbers. */
+static int64_t swizzle_num(const struct sbuf *s, int64_t row, int64_t col) {
+  int64_t pidx = 0;
+  if (s->panel != s->cols) {
+    pidx = col / s->panel;
+    col %= s->panel;
+  }
+  int64_t chunk = (col / s->vec) ^ (row / s->per_phase % s->max_phase);
+  return (row * s->panel + chunk * s->vec + col % s->vec + pidx * s->rows * s->panel) * s->eb;
+}
+
+/* The lane's part of an ldmatrix address in operand coordinates (d0, d1): lane L supplies
+ * row L % 8 of matrix L / 8, matrices in the order of gen_ldmatrix. */
+static void ldmatrix_lane(int lane, bool view_trans, int *d0, int *d1) {
+  int li = lane & 7, j_lo = lane >> 3 & 1, j_hi = lane >> 4;
+  *d0 = view_trans ? 8 * j_lo : li + 8 * j_lo;
+  *d1 = view_trans ? li + 8 * j_hi : 8 * j_hi;
+}
+
+/* Whether, in every lane of every warp of layout l, the offset of the ldmatrix block at
+ * buffer offset (dr, dc) is the offset of block (0, 0) XOR x, plus a. */
+static bool block_by_xor(const struct sbuf *s, const struct ll *l, bool view_trans, int dr, int dc, int64_t x,
+                         int64_t a) {
+  for (int w = 0; w < 1 << l->nwarp; w++) {
+    int wc[2] = {0, 0};
+    for (int k = 0; k < l->nwarp; k++)
+      if (w >> k & 1) wc[0] |= l->warp[k][0], wc[1] |= l->warp[k][1];
+    for (int lane = 0; lane < 32; lane++) {
+      int d0, d1;
+      ldmatrix_lane(lane, view_trans, &d0, &d1);
+      int row = view_trans ? d1 + wc[1] : d0 + wc[0], col = view_trans ? d0 + wc[0] : d1 + wc[1];
+      if (((swizzle_num(s, row, col) ^ x) + a) != swizzle_num(s, row + dr, col + dc)) return false;
+    }
+  }
+  return true;
+}
+
 /* Loads the fragments of a 16-bit mma operand. For each 16x16 (A) or 16x16 (two n8 tiles
  * of B) block of the thread's registers one ldmatrix.x4 fetches four 8x8 matrices; lane L
  * supplies row L%8 of matrix L/8. `view` maps operand coordinates to buffer coordinates
@@ -327,40 +364,23 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
   uint32_t n = ll_num_regs(l);
   bool *done = ARENA_NEWN(g->arena, bool, n);
   /* The thread's offset for the block at origin (0, 0); the other blocks' offsets derive
-   * from it with constants: a block's column offset is a whole number of 16-byte chunks
-   * whose bits are clear in every chunk index the thread's own column can have, so the
-   * swizzle (chunk XOR row phase) of the sum is an XOR of the base offset with a constant,
-   * and a row offset that is a whole number of swizzle periods is an add. Computed from
-   * scratch, each block's offset was a loop-invariant register of its own (the XOR of the
-   * phase does not distribute over the add for LLVM): ~20 registers at head dim 128,
-   * where attention's BN=64 spilled (PERF.md 17). */
-  LLVMValueRef xbase = NULL;
-  int cdim = view_trans ? 0 : 1, period = s->per_phase * s->max_phase;
-  /* every chunk index (within a panel) the base column can have: lane part 0 or 8, warp
-   * part an OR of the layout's warp bases */
-  int cbits = 0, cmax = 0;
-  for (int lp = 0; lp <= 8; lp += 8)
-    for (int w = 0; w < 1 << l->nwarp; w++) {
-      int wcol = 0;
-      for (int k = 0; k < l->nwarp; k++)
-        if (w >> k & 1) wcol |= l->warp[k][cdim];
-      int col = lp + wcol;
-      cbits |= col / s->vec;
-      if (col > cmax) cmax = col;
-    }
-  if (s->vec * s->eb == 16 && cmax < s->panel) {
-    LLVMValueRef b0, b1; /* the lane's part of block (0, 0), as d0 and d1 below */
-    if (!view_trans) {
-      b0 = LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), "");
-      b1 = LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), "");
-    } else {
-      b0 = LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), "");
-      b1 = LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), "");
-    }
-    b0 = LLVMBuildAdd(g->b, b0, wc[0], "");
-    b1 = LLVMBuildAdd(g->b, b1, wc[1], "");
-    xbase = swizzle_off(g, s, view_trans ? b1 : b0, view_trans ? b0 : b1);
+   * from it with constants where that holds in every lane (block_by_xor): a column offset
+   * of whole 16-byte chunks clear of the thread's chunk bits turns the swizzle (chunk XOR
+   * row phase) of the sum into an XOR of the base offset with a constant, and a row offset
+   * of whole swizzle periods is an add. Computed from scratch, each block's offset was a
+   * loop-invariant register of its own (LLVM does not distribute the XOR over the add):
+   * ~20 registers at head dim 128, where attention's BN=64 spilled (PERF.md 17). */
+  LLVMValueRef b0, b1; /* the lane's part of block (0, 0), as d0 and d1 below */
+  if (!view_trans) {
+    b0 = LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), "");
+    b1 = LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), "");
+  } else {
+    b0 = LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), "");
+    b1 = LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), "");
   }
+  b0 = LLVMBuildAdd(g->b, b0, wc[0], "");
+  b1 = LLVMBuildAdd(g->b, b1, wc[1], "");
+  LLVMValueRef xbase = swizzle_off(g, s, view_trans ? b1 : b0, view_trans ? b0 : b1);
   for (uint32_t r = 0; r < n; r++) {
     if (done[r]) continue;
     int32_t c[IR_MAX_RANK];
@@ -417,13 +437,11 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
     d1 = LLVMBuildAdd(g->b, d1, wc[1], "");
     LLVMValueRef row = view_trans ? d1 : d0, col = view_trans ? d0 : d1;
     int32_t dr = view_trans ? o1 : o0, dc = view_trans ? o0 : o1;
-    int32_t rem = dc % s->panel, chunks = rem / s->vec;
+    int64_t x = (int64_t)(dc % s->panel / s->vec) * s->vec * s->eb;
+    int64_t add = ((int64_t)dr * s->panel + (int64_t)(dc / s->panel) * s->rows * s->panel) * s->eb;
     LLVMValueRef addr;
-    if (xbase && dr % period == 0 && rem % s->vec == 0 && (cbits & chunks) == 0 &&
-        (cbits | chunks) < s->panel / s->vec) {
-      LLVMValueRef off = LLVMBuildXor(g->b, xbase, cg_i32(g, chunks * 16), "");
-      int64_t add = ((int64_t)dr * s->panel + (int64_t)(dc / s->panel) * s->rows * s->panel) * s->eb;
-      off = LLVMBuildAdd(g->b, off, cg_i32(g, add), "");
+    if (block_by_xor(s, l, view_trans, dr, dc, x, add)) {
+      LLVMValueRef off = LLVMBuildAdd(g->b, LLVMBuildXor(g->b, xbase, cg_i32(g, x), ""), cg_i32(g, add), "");
       LLVMValueRef base = cg_smem_at(g, slot_base(g, s, slot));
       addr = LLVMBuildGEP2(g->b, g->i8, base, &off, 1, "");
     } else {
