@@ -211,28 +211,21 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
 }
 
 /* Thread coordinates computed from here on go before `before` (which must dominate the
- * rest of the kernel), from a fresh read of the thread index that LLVM cannot merge with
- * the first: the coordinates of a second top-level loop are not kept alive through the
- * first (attention's boundary loop: they were, and spilled 12-16 bytes at head dim 128). */
+ * rest of the kernel; NULL: at the current position), from a fresh read of the thread
+ * index that LLVM cannot merge with the first. At the entry of a top-level loop after the
+ * first (attention's boundary loop kept the main loop's coordinates alive and spilled
+ * 12-16 bytes at head dim 128) and after every top-level loop (what follows it, the next
+ * loop's pipeline prologue and masks or the epilogue, does not keep the prologue's alive
+ * through it: PERF.md 17). */
 void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before) {
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
-  LLVMPositionBuilderBefore(g->b, before);
+  if (before) LLVMPositionBuilderBefore(g->b, before);
   LLVMValueRef tid = cg_asm(g, g->i32, "mov.u32 $0, %tid.x;", "=r", NULL, 0, true);
   g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
   g->warp = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
-  LLVMPositionBuilderAtEnd(g->b, cur);
+  if (before) LLVMPositionBuilderAtEnd(g->b, cur);
+  else before = LLVMBuildAdd(g->b, g->warp, cg_i32(g, 0), "coords"); /* a place to put them before */
   g->coord_point = before;
-  g->ncoord_cache = 0;
-}
-
-/* The same at the current position, after a top-level loop: what follows it (the next
- * loop's pipeline prologue and masks, the epilogue) does not keep the prologue's
- * coordinates alive through the loop (PERF.md 17). */
-void cg_fresh_thread_coords_here(struct cg *g) {
-  LLVMValueRef tid = cg_asm(g, g->i32, "mov.u32 $0, %tid.x;", "=r", NULL, 0, true);
-  g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
-  g->warp = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
-  g->coord_point = LLVMBuildAdd(g->b, g->warp, cg_i32(g, 0), "coords"); /* the coordinates go before it */
   g->ncoord_cache = 0;
 }
 

@@ -71,7 +71,7 @@ void cg_gen_for(struct cg *g, uint32_t id) {
     }
   }
   LLVMPositionBuilderAtEnd(g->b, exit);
-  if (op->block == IR_BODY_BLOCK) cg_fresh_thread_coords_here(g);
+  if (op->block == IR_BODY_BLOCK) cg_fresh_thread_coords(g, NULL);
   for (uint32_t k = 0; k < nc; k++) g->vals[op->res + k] = phis[k];
 }
 

@@ -48,8 +48,8 @@ struct cg {
   LLVMBuilderRef b;
   LLVMValueRef fn;
   LLVMValueRef prologue_end; /* the entry block's terminator: per-kernel values go before it */
-  LLVMValueRef coord_point;  /* thread coordinates go before it (NULL: prologue_end; or the
-                                entry of a top-level loop after the first) */
+  LLVMValueRef coord_point;  /* thread coordinates go before it (NULL: prologue_end;
+                                cg_fresh_thread_coords moves it along top-level loops) */
   int top_loops;             /* top-level loops generated so far */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, gptr, sptr;
   LLVMValueRef lane, warp, pid[3], nprog[3];
@@ -77,7 +77,6 @@ LLVMValueRef cg_asm(struct cg *g, LLVMTypeRef ret, const char *text, const char 
                     LLVMValueRef *args, unsigned nargs, bool side_effects);
 void cg_barrier(struct cg *g);
 void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before);
-void cg_fresh_thread_coords_here(struct cg *g);
 LLVMValueRef cg_i32(struct cg *g, int64_t v);
 LLVMValueRef cg_i64(struct cg *g, int64_t v);
 LLVMTypeRef cg_reg_type(struct cg *g, ir_dtype dt);

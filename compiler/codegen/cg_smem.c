@@ -74,16 +74,19 @@ static LLVMValueRef swizzled(struct cg *g, const struct sbuf *s, LLVMValueRef sl
   return LLVMBuildAdd(g->b, slot_base(g, s, slot), swizzle_off(g, s, row, col), "");
 }
 
-/* Shared-memory pointer to element (row, col) of slot `slot`, formed as the slot's address
- * (the same in every thread) plus the thread's offset. Kept apart, the two stay an add that
+/* Shared-memory pointer to byte `off` of slot `slot` (slot_ptr), or to its element (row,
+ * col) (swizzled_ptr), formed as the slot's address (the same in every thread) plus the
+ * thread's offset. Kept apart, the two stay an add that
  * ptxas folds into the access ([R + UR]) and the thread part stays loop invariant; summed
  * first, LLVM turns the add of disjoint bits into an or, and every access in a pipelined
  * loop recomputes its address (3-4 instructions per ldmatrix, PERF.md entry 13). */
+static LLVMValueRef slot_ptr(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef off) {
+  return LLVMBuildGEP2(g->b, g->i8, cg_smem_at(g, slot_base(g, s, slot)), &off, 1, "");
+}
+
 static LLVMValueRef swizzled_ptr(struct cg *g, const struct sbuf *s, LLVMValueRef slot, LLVMValueRef row,
                                  LLVMValueRef col) {
-  LLVMValueRef off = swizzle_off(g, s, row, col);
-  LLVMValueRef base = cg_smem_at(g, slot_base(g, s, slot));
-  return LLVMBuildGEP2(g->b, g->i8, base, &off, 1, "");
+  return slot_ptr(g, s, slot, swizzle_off(g, s, row, col));
 }
 
 /* ---- allocation by liveness ----
@@ -363,24 +366,19 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
   LLVMValueRef j_hi = LLVMBuildLShr(g->b, lj, cg_i32(g, 1), "");
   uint32_t n = ll_num_regs(l);
   bool *done = ARENA_NEWN(g->arena, bool, n);
-  /* The thread's offset for the block at origin (0, 0); the other blocks' offsets derive
-   * from it with constants where that holds in every lane (block_by_xor): a column offset
-   * of whole 16-byte chunks clear of the thread's chunk bits turns the swizzle (chunk XOR
-   * row phase) of the sum into an XOR of the base offset with a constant, and a row offset
-   * of whole swizzle periods is an add. Computed from scratch, each block's offset was a
-   * loop-invariant register of its own (LLVM does not distribute the XOR over the add):
-   * ~20 registers at head dim 128, where attention's BN=64 spilled (PERF.md 17). */
-  LLVMValueRef b0, b1; /* the lane's part of block (0, 0), as d0 and d1 below */
-  if (!view_trans) {
-    b0 = LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), "");
-    b1 = LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), "");
-  } else {
-    b0 = LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), "");
-    b1 = LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), "");
-  }
-  b0 = LLVMBuildAdd(g->b, b0, wc[0], "");
-  b1 = LLVMBuildAdd(g->b, b1, wc[1], "");
-  LLVMValueRef xbase = swizzle_off(g, s, view_trans ? b1 : b0, view_trans ? b0 : b1);
+  /* The lane's address of the block at origin (0, 0) in buffer coordinates (lrow + warp
+   * part, lcol + warp part; ldmatrix_lane) and its offset xbase. The other blocks' offsets
+   * derive from xbase with constants where that holds in every lane (block_by_xor): a
+   * column offset of whole 16-byte chunks clear of the thread's chunk bits turns the
+   * swizzle (chunk XOR row phase) of the sum into an XOR of the base offset with a
+   * constant, and a row offset of whole swizzle periods is an add. Computed from scratch,
+   * each block's offset was a loop-invariant register of its own (LLVM does not distribute
+   * the XOR over the add): ~20 registers at head dim 128, where attention's BN=64 spilled
+   * (PERF.md 17). wc[view_trans] is the warp part of the buffer's rows, wc[!view_trans]
+   * of its columns. */
+  LLVMValueRef lrow = LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, view_trans ? j_hi : j_lo, cg_i32(g, 3), ""), "");
+  LLVMValueRef lcol = LLVMBuildShl(g->b, view_trans ? j_lo : j_hi, cg_i32(g, 3), "");
+  LLVMValueRef xbase = swizzle_off(g, s, LLVMBuildAdd(g->b, lrow, wc[view_trans], ""), LLVMBuildAdd(g->b, lcol, wc[!view_trans], ""));
   for (uint32_t r = 0; r < n; r++) {
     if (done[r]) continue;
     int32_t c[IR_MAX_RANK];
@@ -389,14 +387,9 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
     int32_t o0 = c[0] & ~15, o1 = c[1] & ~15;
     if (kslice >= 0 && (op_idx == 0 ? o1 : o0) != kslice) continue; /* another k-slice */
     /* four 8x8 matrices in register order, as (d0, d1) offsets of element pairs */
-    int32_t m[4][2];
-    if (op_idx == 0) { /* a0 (0,0) a1 (8,0) a2 (0,8) a3 (8,8) */
-      int32_t mm[4][2] = {{0, 0}, {8, 0}, {0, 8}, {8, 8}};
-      memcpy(m, mm, sizeof m);
-    } else { /* b0 (0,0) b1 (8,0) of n-tile o1, then of n-tile o1+8 */
-      int32_t mm[4][2] = {{0, 0}, {8, 0}, {0, 8}, {8, 8}};
-      memcpy(m, mm, sizeof m);
-    }
+    /* A: a0 (0,0) a1 (8,0) a2 (0,8) a3 (8,8); B: b0 (0,0) b1 (8,0) of n-tile o1, then of
+     * n-tile o1+8 */
+    static const int32_t m[4][2] = {{0, 0}, {8, 0}, {0, 8}, {8, 8}};
     int regs[4][2];
     int count = 0;
     for (int q = 0; q < 4; q++) {
@@ -413,40 +406,16 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
     /* B blocks may hold only one n8 tile (x2); A blocks are always complete */
     int nmat = count == 4 ? 4 : count == 2 && regs[0][0] >= 0 && regs[1][0] >= 0 ? 2 : 0;
     if (!nmat) return false;
-    /* lane address in operand coordinates: matrix q = lj, row li of it */
-    LLVMValueRef d0, d1;
-    if (op_idx == 0) {
-      /* A: ldmatrix rows are operand rows when k is contiguous (no view trans) */
-      if (!view_trans) { /* row = o0 + li + 8*(j&1), k = o1 + 8*(j>>1) */
-        d0 = LLVMBuildAdd(g->b, cg_i32(g, o0), LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), ""), "");
-        d1 = LLVMBuildAdd(g->b, cg_i32(g, o1), LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), "");
-      } else { /* buffer rows are k: k = o1 + li + 8*(j>>1), m = o0 + 8*(j&1) */
-        d0 = LLVMBuildAdd(g->b, cg_i32(g, o0), LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), "");
-        d1 = LLVMBuildAdd(g->b, cg_i32(g, o1), LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), ""), "");
-      }
-    } else {
-      if (!view_trans) { /* buffer [K, N], rows are k: k = o0 + li + 8*(j&1), n = o1 + 8*(j>>1) */
-        d0 = LLVMBuildAdd(g->b, cg_i32(g, o0), LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), ""), "");
-        d1 = LLVMBuildAdd(g->b, cg_i32(g, o1), LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), "");
-      } else { /* buffer [N, K], rows are n: n = o1 + li + 8*(j>>1), k = o0 + 8*(j&1) */
-        d0 = LLVMBuildAdd(g->b, cg_i32(g, o0), LLVMBuildShl(g->b, j_lo, cg_i32(g, 3), ""), "");
-        d1 = LLVMBuildAdd(g->b, cg_i32(g, o1), LLVMBuildAdd(g->b, li, LLVMBuildShl(g->b, j_hi, cg_i32(g, 3), ""), ""), "");
-      }
-    }
-    d0 = LLVMBuildAdd(g->b, d0, wc[0], "");
-    d1 = LLVMBuildAdd(g->b, d1, wc[1], "");
-    LLVMValueRef row = view_trans ? d1 : d0, col = view_trans ? d0 : d1;
+    /* this block's origin in the buffer */
     int32_t dr = view_trans ? o1 : o0, dc = view_trans ? o0 : o1;
     int64_t x = (int64_t)(dc % s->panel / s->vec) * s->vec * s->eb;
     int64_t add = ((int64_t)dr * s->panel + (int64_t)(dc / s->panel) * s->rows * s->panel) * s->eb;
     LLVMValueRef addr;
-    if (block_by_xor(s, l, view_trans, dr, dc, x, add)) {
-      LLVMValueRef off = LLVMBuildAdd(g->b, LLVMBuildXor(g->b, xbase, cg_i32(g, x), ""), cg_i32(g, add), "");
-      LLVMValueRef base = cg_smem_at(g, slot_base(g, s, slot));
-      addr = LLVMBuildGEP2(g->b, g->i8, base, &off, 1, "");
-    } else {
-      addr = swizzled_ptr(g, s, slot, row, col);
-    }
+    if (block_by_xor(s, l, view_trans, dr, dc, x, add))
+      addr = slot_ptr(g, s, slot, LLVMBuildAdd(g->b, LLVMBuildXor(g->b, xbase, cg_i32(g, x), ""), cg_i32(g, add), ""));
+    else
+      addr = swizzled_ptr(g, s, slot, LLVMBuildAdd(g->b, LLVMBuildAdd(g->b, cg_i32(g, dr), lrow, ""), wc[view_trans], ""),
+                          LLVMBuildAdd(g->b, LLVMBuildAdd(g->b, cg_i32(g, dc), lcol, ""), wc[!view_trans], ""));
     /* the instruction transposes when registers pair along the buffer's rows */
     bool hw_trans = op_idx == 0 ? view_trans : !view_trans;
     LLVMValueRef res = ldmatrix(g, nmat, hw_trans, addr);
@@ -527,13 +496,6 @@ static LLVMValueRef inside(struct cg *g, LLVMValueRef size, LLVMValueRef start, 
   return LLVMBuildTrunc(b, v, g->i32, "");
 }
 
-/* Element copies when a round of `threads` elements covers whole rows (threads % cols ==
- * 0): each thread keeps one column and steps R = threads / cols rows per round, so the
- * column test, the global address and the shared-memory address are computed once and
- * then advanced by constants. The swizzle phase of a row repeats every per_phase *
- * max_phase rows, so round i stores at the address of round i mod P plus a constant,
- * where P rounds span a whole number of phase periods. Per element this leaves one
- * 64-bit add, one row test, the load and the store. */
 /* Global addresses of the rounds of a copy: ADDR_CHAINS independent chains, round i on
  * chain i % ADDR_CHAINS, each stepping ADDR_CHAINS rounds at a time. One chain made every
  * load wait for the 64-bit add before it (the warps stalled on it, PERF.md entry 13). */
@@ -548,6 +510,13 @@ static LLVMValueRef chain_addr(struct cg *g, LLVMValueRef *chain, int i, LLVMVal
   return chain[c];
 }
 
+/* Element copies when a round of `threads` elements covers whole rows (threads % cols ==
+ * 0): each thread keeps one column and steps R = threads / cols rows per round, so the
+ * column test, the global address and the shared-memory address are computed once and
+ * then advanced by constants. The swizzle phase of a row repeats every per_phase *
+ * max_phase rows, so round i stores at the address of round i mod P plus a constant,
+ * where P rounds span a whole number of phase periods. Per element this leaves one
+ * 64-bit add, one row test, the load and the store. */
 static void gen_element_rows(struct cg *g, const struct sbuf *s, LLVMValueRef slot, struct cg_tensor *t,
                              LLVMValueRef *start, LLVMValueRef *size, int drow, int dcol, LLVMValueRef fixed_ok,
                              LLVMValueRef fixed_off, LLVMValueRef tid, int threads, const char *text,
@@ -834,8 +803,7 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
       }
       LLVMValueRef dst;
       if (d0) {
-        LLVMValueRef off = LLVMBuildAdd(g->b, d0, cg_i32(g, (int64_t)(i0 / chunks_per_row) * s.panel * eb), "");
-        dst = LLVMBuildGEP2(g->b, g->i8, cg_smem_at(g, slot_base(g, &s, slot)), &off, 1, "");
+        dst = slot_ptr(g, &s, slot, LLVMBuildAdd(g->b, d0, cg_i32(g, (int64_t)(i0 / chunks_per_row) * s.panel * eb), ""));
       } else {
         dst = swizzled_ptr(g, &s, slot, row, col);
       }
