@@ -11,11 +11,11 @@
 # default configuration (every kernel's defaults, and the shipped attention configuration
 # for head dim 128) spills, or when the Tensor Core instructions are missing from the PTX:
 # mma.sync, ldmatrix and cp.async in the sm_80 GEMM, wgmma and cp.async in the sm_90a GEMM,
-# mma.sync in attention (and the vote of its rescale skip), and in the unaligned GEMM (a 4095-wide matrix) 16-byte block loads
-# for A, element loads for B and still wgmma. Spills of other configurations are recorded, not failures. The
-# table is printed and written to BUILD_DIR/ptxas_report.txt. No GPU is needed. (smem is
-# the static shared memory ptxas reports; "-" when the kernel only uses dynamic shared
-# memory, sized at launch.)
+# mma.sync in attention (and the vote of its rescale skip), and in the unaligned GEMM (a
+# 4095-wide matrix) 16-byte block loads for A, element loads for B and still wgmma. Spills
+# of other configurations are recorded, not failures. The table is printed and written to
+# BUILD_DIR/ptxas_report.txt. No GPU is needed. (smem is the static shared memory ptxas
+# reports; "-" when the kernel only uses dynamic shared memory, sized at launch.)
 set -uo pipefail
 BUILD=${1:?usage: ptxas.sh BUILD_DIR SOURCE_DIR}
 SRC=${2:?usage: ptxas.sh BUILD_DIR SOURCE_DIR}
