@@ -105,6 +105,7 @@ TILE_API void tile_context_destroy(tile_context *ctx) {
   for (uint32_t i = 0; i < ctx->kernels.n; i++) kernel_free(ctx->kernels.v[i]);
   if (ctx->cuda_ok) {
     char err[256];
+    rt_repack_release(ctx);
     rt_cuda_device_close(&ctx->cuda, &ctx->dev, err, sizeof err);
   }
   if (ctx->cuda_tried) rt_cuda_unload(&ctx->cuda);

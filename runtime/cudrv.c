@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,10 @@
 _Static_assert(sizeof(void *) == sizeof(CUresult (*)(void)),
                "function pointers must have the size of void * (POSIX dlsym)");
 _Static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
+_Static_assert(sizeof(CUDA_MEMCPY2D) == 128 && offsetof(CUDA_MEMCPY2D, srcPitch) == 48 &&
+                   offsetof(CUDA_MEMCPY2D, dstPitch) == 104,
+               "CUDA_MEMCPY2D_v2 layout");
+_Static_assert(sizeof(CUmemPoolProps) == 88 && offsetof(CUmemPoolProps, maxSize) == 24, "CUmemPoolProps_v1 layout");
 
 /* ---- Messages ---------------------------------------------------------------------------- */
 
@@ -719,4 +724,97 @@ int rt_cuda_event_destroy(const struct rt_cuda *cu, CUevent event, char *err, si
   if (!event) return 0;
   REQUIRE_LOADED(cu);
   return rt_cuda_check(cu, cu->cuEventDestroy(event), "cuEventDestroy", err, errlen);
+}
+
+/* ---- stream-ordered memory ---- */
+
+static int need(int present, const char *name, char *err, size_t errlen) {
+  if (present) return 0;
+  return fail(RT_CUDA_FAILED, err, errlen, "%s is not provided by this driver (needs CUDA 11.2 or newer)",
+              name);
+}
+
+int rt_cuda_pool_create(const struct rt_cuda *cu, int ordinal, uint64_t keep_bytes,
+                        CUmemoryPool *pool, char *err, size_t errlen) {
+  REQUIRE_LOADED(cu);
+  *pool = NULL;
+  if (need(cu->cuMemPoolCreate != NULL, "cuMemPoolCreate", err, errlen) ||
+      need(cu->cuMemPoolSetAttribute != NULL, "cuMemPoolSetAttribute", err, errlen))
+    return RT_CUDA_FAILED;
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = ordinal;
+  int rc = rt_cuda_check(cu, cu->cuMemPoolCreate(pool, &props), "cuMemPoolCreate", err, errlen);
+  if (rc) return rc;
+  uint64_t keep = keep_bytes;
+  rc = rt_cuda_check(cu, cu->cuMemPoolSetAttribute(*pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
+                     "cuMemPoolSetAttribute(release threshold)", err, errlen);
+  if (rc) {
+    cu->cuMemPoolDestroy(*pool);
+    *pool = NULL;
+  }
+  return rc;
+}
+
+int rt_cuda_pool_destroy(const struct rt_cuda *cu, CUmemoryPool pool, char *err, size_t errlen) {
+  if (!pool) return 0;
+  REQUIRE_LOADED(cu);
+  return rt_cuda_check(cu, cu->cuMemPoolDestroy(pool), "cuMemPoolDestroy", err, errlen);
+}
+
+int rt_cuda_pool_alloc(const struct rt_cuda *cu, CUmemoryPool pool, size_t bytes, CUstream stream,
+                       CUdeviceptr *ptr, char *err, size_t errlen) {
+  REQUIRE_LOADED(cu);
+  *ptr = 0;
+  if (need(cu->cuMemAllocFromPoolAsync != NULL, "cuMemAllocFromPoolAsync", err, errlen))
+    return RT_CUDA_FAILED;
+  CUresult r = cu->cuMemAllocFromPoolAsync(ptr, bytes, pool, stream);
+  if (r == CUDA_SUCCESS) return 0;
+  char what[64];
+  snprintf(what, sizeof what, "cuMemAllocFromPoolAsync(%zu bytes)", bytes);
+  return rt_cuda_check(cu, r, what, err, errlen);
+}
+
+int rt_cuda_free_async(const struct rt_cuda *cu, CUdeviceptr ptr, CUstream stream, char *err,
+                       size_t errlen) {
+  if (!ptr) return 0;
+  REQUIRE_LOADED(cu);
+  if (need(cu->cuMemFreeAsync != NULL, "cuMemFreeAsync", err, errlen)) return RT_CUDA_FAILED;
+  return rt_cuda_check(cu, cu->cuMemFreeAsync(ptr, stream), "cuMemFreeAsync", err, errlen);
+}
+
+int rt_cuda_stream_capturing(const struct rt_cuda *cu, CUstream stream, int *capturing, char *err,
+                             size_t errlen) {
+  REQUIRE_LOADED(cu);
+  *capturing = 0;
+  if (need(cu->cuStreamIsCapturing != NULL, "cuStreamIsCapturing", err, errlen))
+    return RT_CUDA_FAILED;
+  int status = CU_STREAM_CAPTURE_STATUS_NONE;
+  int rc = rt_cuda_check(cu, cu->cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing", err, errlen);
+  *capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return rc;
+}
+
+int rt_cuda_d2d_2d_async(const struct rt_cuda *cu, CUdeviceptr dst, size_t dst_pitch, CUdeviceptr src,
+                         size_t src_pitch, size_t width_bytes, size_t height, CUstream stream, char *err,
+                         size_t errlen) {
+  REQUIRE_LOADED(cu);
+  if (need(cu->cuMemcpy2DAsync != NULL, "cuMemcpy2DAsync", err, errlen)) return RT_CUDA_FAILED;
+  CUDA_MEMCPY2D c;
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = src;
+  c.srcPitch = src_pitch;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = dst;
+  c.dstPitch = dst_pitch;
+  c.WidthInBytes = width_bytes;
+  c.Height = height;
+  CUresult r = cu->cuMemcpy2DAsync(&c, stream);
+  if (r == CUDA_SUCCESS) return 0;
+  char what[96];
+  snprintf(what, sizeof what, "cuMemcpy2DAsync(%zu x %zu bytes)", height, width_bytes);
+  return rt_cuda_check(cu, r, what, err, errlen);
 }

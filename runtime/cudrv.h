@@ -45,6 +45,7 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUlinkState_st *CUlinkState;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
 
 typedef int CUdevice_attribute;
 typedef int CUfunction_attribute;
@@ -167,6 +168,46 @@ enum {
   CU_MEMORYTYPE_UNIFIED = 0x04
 };
 
+/* enum CUmemPool_attribute_enum, CUmemAllocationType_enum, CUmemLocationType_enum and
+ * CUstreamCaptureStatus_enum */
+enum {
+  CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,
+  CU_MEM_ALLOCATION_TYPE_PINNED = 1,
+  CU_MEM_LOCATION_TYPE_DEVICE = 1,
+  CU_STREAM_CAPTURE_STATUS_NONE = 0
+};
+
+/* cuda.h: CUmemPoolProps_v1 (88 bytes; the reserved bytes must be zero). */
+typedef struct CUmemPoolProps_st {
+  int allocType;
+  int handleTypes;
+  struct {
+    int type;
+    int id;
+  } location;
+  void *win32SecurityAttributes;
+  size_t maxSize;
+  unsigned short usage;
+  unsigned char reserved[54];
+} CUmemPoolProps;
+
+/* cuda.h: CUDA_MEMCPY2D_v2 (the array fields are unused here and kept as pointers). */
+typedef struct CUDA_MEMCPY2D_st {
+  size_t srcXInBytes, srcY;
+  int srcMemoryType;
+  const void *srcHost;
+  CUdeviceptr srcDevice;
+  void *srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY;
+  int dstMemoryType;
+  void *dstHost;
+  CUdeviceptr dstDevice;
+  void *dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes, Height;
+} CUDA_MEMCPY2D;
+
 /* ---- Status codes of this layer -------------------------------------------------------------
  * A failing rt_cuda_* function returns a positive CUresult when the driver reported the error,
  * or one of these negative codes when the failure was found here.                            */
@@ -233,6 +274,14 @@ enum {
     (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream))                           \
   X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 1,                                                \
     (void *dst, CUdeviceptr src, size_t bytes, CUstream stream))                                 \
+  X(cuMemPoolCreate, "cuMemPoolCreate", 0, (CUmemoryPool *pool, const CUmemPoolProps *props))   \
+  X(cuMemPoolDestroy, "cuMemPoolDestroy", 0, (CUmemoryPool pool))                                \
+  X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 0, (CUmemoryPool pool, int attr, void *value)) \
+  X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 0,                                       \
+    (CUdeviceptr *ptr, size_t bytes, CUmemoryPool pool, CUstream stream))                        \
+  X(cuMemFreeAsync, "cuMemFreeAsync", 0, (CUdeviceptr ptr, CUstream stream))                     \
+  X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", 0, (const CUDA_MEMCPY2D *copy, CUstream stream))      \
+  X(cuStreamIsCapturing, "cuStreamIsCapturing", 0, (CUstream stream, int *status))               \
   X(cuStreamCreate, "cuStreamCreate", 1, (CUstream *stream, unsigned int flags))                \
   X(cuStreamDestroy, "cuStreamDestroy_v2", 1, (CUstream stream))                                 \
   X(cuStreamSynchronize, "cuStreamSynchronize", 1, (CUstream stream))                            \
@@ -467,5 +516,28 @@ int rt_cuda_event_elapsed(const struct rt_cuda *cu, CUevent start, CUevent end, 
 
 /* Destroys an event; NULL is a no-op. */
 int rt_cuda_event_destroy(const struct rt_cuda *cu, CUevent event, char *err, size_t errlen);
+
+/* ---- Stream-ordered memory (a pool of the device's memory) --------------------------------- */
+
+/* Creates a pool on device `ordinal` that keeps up to keep_bytes of freed memory for reuse
+ * (instead of returning it to the system at each synchronization). Needs a driver >= 11.2. */
+int rt_cuda_pool_create(const struct rt_cuda *cu, int ordinal, uint64_t keep_bytes,
+                        CUmemoryPool *pool, char *err, size_t errlen);
+/* Destroys a pool; its memory goes back once outstanding allocations are freed. NULL: no-op. */
+int rt_cuda_pool_destroy(const struct rt_cuda *cu, CUmemoryPool pool, char *err, size_t errlen);
+/* Allocates from pool in stream order (usable by work queued on stream after this call). */
+int rt_cuda_pool_alloc(const struct rt_cuda *cu, CUmemoryPool pool, size_t bytes, CUstream stream,
+                       CUdeviceptr *ptr, char *err, size_t errlen);
+/* Frees in stream order: the memory is reused only after the work queued before it. */
+int rt_cuda_free_async(const struct rt_cuda *cu, CUdeviceptr ptr, CUstream stream, char *err,
+                       size_t errlen);
+/* Copies `height` rows of width_bytes from src (rows src_pitch bytes apart) to dst (rows
+ * dst_pitch apart), device to device, in stream order. */
+int rt_cuda_d2d_2d_async(const struct rt_cuda *cu, CUdeviceptr dst, size_t dst_pitch, CUdeviceptr src,
+                         size_t src_pitch, size_t width_bytes, size_t height, CUstream stream, char *err,
+                         size_t errlen);
+/* *capturing = whether stream is being captured into a CUDA graph. */
+int rt_cuda_stream_capturing(const struct rt_cuda *cu, CUstream stream, int *capturing, char *err,
+                             size_t errlen);
 
 #endif /* RT_CUDRV_H */

@@ -274,6 +274,14 @@ static tile_status prepare(tile_context *ctx, tile_kernel *k, const struct rt_bo
 
 tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
                           bool launch) {
+  struct rt_repack_plan plan;
+  if (launch && rt_cuda_ready(ctx) && rt_repack_plan(ctx, k, b, stream, &plan))
+    return rt_repack_launch(ctx, k, b, &plan, stream);
+  return rt_gpu_launch_direct(ctx, k, b, stream, launch);
+}
+
+tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
+                                 bool launch) {
   if (k->flags & TILE_AUTOTUNE) { /* runs the tuned kernel chosen for these arguments */
     tile_kernel *run = k;
     tile_status st = rt_autotune_pick(ctx, k, b, stream, &run);
@@ -291,6 +299,18 @@ tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bou
   if (rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, (CUstream)stream, pk.ptrs, err, sizeof err))
     return rt_error(ctx, TILE_CUDA, "launching '%s': %s", k->name, err);
   return TILE_OK;
+}
+
+/* One timed launch of rt_gpu_bench: the prepared specialization, or (plan) the repacking
+ * path. Driver failures return nonzero with err; the repacking path's errors go to *st. */
+static int enqueue(tile_context *ctx, tile_kernel *k, struct rt_spec *sp, const struct rt_repack_plan *plan,
+                   const struct rt_bound *b, const unsigned grid[3], const unsigned block[3], CUstream s,
+                   struct packed *pk, char *err, size_t errlen, tile_status *st) {
+  if (plan) {
+    *st = rt_repack_launch(ctx, k, b, plan, s);
+    return 0;
+  }
+  return rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, s, pk->ptrs, err, errlen);
 }
 
 tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args, unsigned nargs,
@@ -311,8 +331,11 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
       return st;
     }
   }
+  /* with repacking, each timed launch is the copies and the kernel */
+  struct rt_repack_plan plan;
+  bool repack = !st && rt_cuda_ready(ctx) && rt_repack_plan(ctx, k, &b, o->stream, &plan);
   struct rt_spec *sp = NULL;
-  if (!st) st = prepare(ctx, k, &b, &sp);
+  if (!st && !repack) st = prepare(ctx, k, &b, &sp);
   if (st) {
     arena_free(&scratch);
     return st;
@@ -320,19 +343,20 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
   struct packed pk;
   pack_args(k->ir, &b, &pk);
   unsigned grid[3] = {(unsigned)b.grid[0], (unsigned)b.grid[1], (unsigned)b.grid[2]};
-  unsigned block[3] = {sp->threads, 1, 1};
+  unsigned block[3] = {sp ? sp->threads : 0, 1, 1};
   char err[1024];
   CUevent e0 = NULL, e1 = NULL;
   CUstream s = (CUstream)o->stream;
   int rc = rt_cuda_event_create(&ctx->cuda, 0, &e0, err, sizeof err);
   if (!rc) rc = rt_cuda_event_create(&ctx->cuda, 0, &e1, err, sizeof err);
-  for (int i = 0; !rc && i < o->warmup; i++)
-    rc = rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, s, pk.ptrs, err, sizeof err);
+  for (int i = 0; !rc && !st && i < o->warmup; i++)
+    rc = enqueue(ctx, k, sp, repack ? &plan : NULL, &b, grid, block, s, &pk, err, sizeof err, &st);
   if (!rc) rc = rt_cuda_stream_sync(&ctx->cuda, s, err, sizeof err);
   double start = tl_now_ms();
-  while (!rc && *n < o->reps && (*n < 5 || tl_now_ms() - start < o->max_ms)) {
+  while (!rc && !st && *n < o->reps && (*n < 5 || tl_now_ms() - start < o->max_ms)) {
     rc = rt_cuda_event_record(&ctx->cuda, e0, s, err, sizeof err);
-    if (!rc) rc = rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, s, pk.ptrs, err, sizeof err);
+    if (!rc) rc = enqueue(ctx, k, sp, repack ? &plan : NULL, &b, grid, block, s, &pk, err, sizeof err, &st);
+    if (st) break;
     if (!rc) rc = rt_cuda_event_record(&ctx->cuda, e1, s, err, sizeof err);
     float ms = 0;
     if (!rc) rc = rt_cuda_event_elapsed(&ctx->cuda, e0, e1, &ms, err, sizeof err);
@@ -341,6 +365,7 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
   rt_cuda_event_destroy(&ctx->cuda, e0, err, sizeof err);
   rt_cuda_event_destroy(&ctx->cuda, e1, err, sizeof err);
   arena_free(&scratch);
+  if (st) return st;
   if (rc) return rt_error(ctx, TILE_CUDA, "benchmarking '%s': %s", k->name, err);
   return TILE_OK;
 }

@@ -38,6 +38,10 @@ struct tile_context {
   char *cache_dir; /* on-disk cache directory ("" = off); never NULL */
   /* best configurations found by tuning in this context (tune.c), in cache_arena */
   VEC(struct rt_tune_memo) tunes;
+  /* repacking unaligned operands (repack.c): the scratch pool and the copy kernels by
+   * [rank - 2][f16, bf16, f32] (entries of `kernels`, freed with them) */
+  CUmemoryPool repack_pool;
+  struct tile_kernel *repack_kernels[2][3];
 };
 
 /* A tuning result remembered by the context: the hash of the tuning key and the winner. */
@@ -96,6 +100,8 @@ struct tile_kernel {
   bool src_hashed;
   VEC(struct rt_autotuned) tuned; /* TILE_AUTOTUNE: the choice per tuning key */
   const char *last_config;  /* tile_kernel_tuned_config */
+  uint64_t dot_operands;    /* repack.c: ir params loaded in a loop into a dot (bit per param) */
+  bool dot_operands_known;
 };
 
 void rt_clear_error(tile_context *ctx);
@@ -122,6 +128,9 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
 bool rt_cuda_ready(tile_context *ctx);
 tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
                           void *stream, bool launch);
+/* The launch itself, without repacking (repack.c calls it with the repacked arguments). */
+tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
+                                 void *stream, bool launch);
 /* Generates PTX for the kernel's IR with the given facts: used by tile_emit. */
 struct pass_options;
 tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const char *arch, tile_emit_kind what,
@@ -175,6 +184,45 @@ tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_boun
 tile_status rt_gpu_check_args(tile_context *ctx, tile_kernel *k, const struct rt_bound *b);
 /* Writes an artifact of k to the context's on-disk module cache (best effort). */
 void rt_gpu_store(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a);
+
+/* ---- repacking unaligned dot operands (repack.c) ---- */
+
+enum {
+  RT_REPACK_MAX = 4,                   /* tensors repacked per launch at most */
+  RT_REPACK_MIN_BYTES = 1 << 20,       /* smaller tensors are not worth a copy launch */
+};
+#define RT_REPACK_POOL_KEEP ((uint64_t)1 << 30) /* freed scratch the pool keeps for reuse */
+
+struct rt_repack_item {
+  uint32_t param;                 /* ir parameter index */
+  int64_t strides[IR_MAX_RANK];   /* of the aligned copy, in elements */
+  size_t bytes;                   /* of the aligned copy */
+};
+struct rt_repack_plan {
+  unsigned n;
+  struct rt_repack_item v[RT_REPACK_MAX];
+};
+
+/* The strides of an aligned copy of a rank-2 or rank-3 tensor with contiguous rows (each
+ * row padded to a multiple of 16 bytes) and its size; false when the rows are not
+ * contiguous, the rank is not 2 or 3, or the tensor is empty. */
+bool rt_repack_layout(int rank, const int64_t *shape, const int64_t *strides, int eb, int64_t *out_strides,
+                      size_t *bytes);
+/* Bit i: ir parameter i is a tensor loaded inside a loop into a dot operand. */
+uint64_t rt_repack_operands(const struct ir_func *f);
+/* The source of the internal copy kernels (repack2, repack3; T = f16, bf16 or f32). */
+const char *rt_repack_source(void);
+/* Whether the base or a stride (of a dimension longer than 1) is off 16 bytes. */
+bool rt_repack_misaligned(int rank, const int64_t *shape, const int64_t *strides, int eb, uintptr_t addr);
+/* Which tensors of this launch to repack (see repack.c); false when none. */
+bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
+                    struct rt_repack_plan *plan);
+/* Checks the arguments, copies the planned tensors to scratch, launches k on the copies and
+ * frees the scratch, all in stream order. */
+tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
+                             const struct rt_repack_plan *plan, void *stream);
+/* Destroys the scratch pool (context destruction). */
+void rt_repack_release(tile_context *ctx);
 
 /* ---- tuning (tune.c) ---- */
 

@@ -162,7 +162,7 @@ tk() {
   expand -a "$scalars" args
   dtype=$(printf '%s\n' "$defs" | tr ',' '\n' | sed -n 's/^T=//p')
   config=$(printf '%s\n' "$defs" | tr ',' '\n' | grep -v '^T=' | paste -sd, -)
-  check "$kernel" "${config:-default}" "$sizes" "${dtype:-$(default_dtype "$kernel")}" \
+  check "$kernel" "${config:-default}${TK_TAG:-}" "$sizes" "${dtype:-$(default_dtype "$kernel")}" \
     "$TILEC" run "lib/$file" -k "$kernel" "${args[@]}" --size "$sizes" --device="$DEVICE" \
     --check --seed="$SEED" "$@"
 }
@@ -256,6 +256,20 @@ tk gemm.tile bmm T=f32 BATCH=3,M=33,N=7,K=100
 tk gemm.tile bmm T=f32,TF32=true BATCH=2,M=256,N=128,K=64
 tk gemm.tile bmm T=f16,BM=64,BN=64,BK=64,STAGES=2 BATCH=3,M=100,N=200,K=300
 
+# repacking forced on (runtime/repack.c): unaligned A and B copied to aligned scratch first
+# (by default only tensors of 1 MiB or more in grids of at least one program per SM are)
+export TILE_REPACK=1 TK_TAG=" repack"
+for s in M=7,N=33,K=1000 M=33,N=7,K=100 M=4095,N=33,K=64 M=64,N=4095,K=33 M=33,N=64,K=4095 \
+  M=300,N=516,K=300; do
+  tk gemm.tile gemm T=f16 "$s" "$AB"
+done
+tk gemm.tile gemm T=bf16,SCALED=true,HAS_BIAS=true,ACT=gelu,HAS_RESIDUAL=true "$E" "alpha=2,beta=0.25"
+tk gemm.tile gemm T=f32,TF32=true M=33,N=64,K=4095 "$AB"
+tk gemm.tile gemm T=f32 M=64,N=4095,K=33 "$AB"
+tk gemm.tile bmm T=f16 BATCH=5,M=7,N=4095,K=33
+tk gemm.tile bmm T=bf16 BATCH=3,M=33,N=7,K=100
+unset TILE_REPACK TK_TAG
+
 # softmax, layernorm, rmsnorm: sizes M (rows), N (row length); N > BN takes the looped path
 for k in softmax layernorm rmsnorm; do
   sc=""
@@ -330,6 +344,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck gemm.tile gemm T=f16,HAS_BIAS=true,HAS_RESIDUAL=true M=33,N=7,K=100 "$AB"
     memcheck gemm.tile gemm T=f16 M=300,N=516,K=300 "$AB" # unaligned rows, interior tiles (realigned 16-byte loads)
     memcheck gemm.tile gemm T=f32 M=7,N=33,K=1000 "$AB"
+    TILE_REPACK=1 memcheck gemm.tile gemm T=f16 M=300,N=516,K=301 "$AB" # repacked A and B
     memcheck gemm.tile bmm T=bf16 BATCH=3,M=33,N=7,K=100 ""
     memcheck softmax.tile softmax T=f16 M=7,N=4095 ""
     memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"

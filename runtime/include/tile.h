@@ -152,6 +152,8 @@ enum tile_compile_flags {
                                  disk, so later launches and processes do not time anything.
                                  The launch's output tensors are saved before tuning and
                                  restored before the real launch. CPU: no effect. */
+  TILE_NO_REPACK = 1u << 4,   /* CUDA: never copy unaligned dot operands to aligned scratch
+                                 before a launch (see tile_launch) */
 };
 
 typedef struct tile_compile_options {

@@ -1,0 +1,261 @@
+/* repack.c - unaligned Tensor Core operands copied to aligned scratch before a launch.
+ *
+ * A matrix whose rows do not start on 16-byte boundaries (a 4095-wide f16 matrix: rows
+ * 8190 bytes apart) cannot be staged with 16-byte cp.async or TMA, so its specialization
+ * copies element by element; on an H200 that runs a 4095^3 GEMM at half the speed of the
+ * aligned kernel. When such a tensor is a dot operand loaded in a loop, every element is
+ * read many times (once per program along the other dimension), so copying it once into a
+ * buffer with 16-byte-aligned rows and running the aligned specialization is cheaper: the
+ * copy costs one read and one write of the tensor at memory bandwidth.
+ *
+ * The plan, per launch of a CUDA kernel (rt_repack_plan):
+ *   - which parameters: read-only tensors that feed a dot from a load inside a loop
+ *     (found once per kernel in its generic IR), of rank 2 or 3 with contiguous rows (the
+ *     last dimension's stride 1), whose base or a stride is not a multiple of 16 bytes;
+ *   - when (TILE_REPACK unset or "auto"): the tensor holds at least RT_REPACK_MIN_BYTES and
+ *     the grid has at least one program per SM (a small grid reads each element a few
+ *     times at most); "1" repacks every candidate, "0" none; TILE_NO_REPACK in the compile
+ *     flags turns it off for a kernel. Never while the stream is being captured into a
+ *     graph (the scratch comes from a stream-ordered pool, which capture does not allow).
+ * The copy (rt_repack_launch): scratch from the context's memory pool in stream order, one
+ * launch of an internal tile kernel per tensor (it is compiled by this compiler like any
+ * other: unaligned loads, 16-byte stores), then the kernel with the aligned arguments, then
+ * the scratch freed in stream order. The pool keeps freed memory for the next launch. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt.h"
+
+/* Internal copy kernels: Y = X for a matrix and for a batch of matrices. */
+static const char repack_src[] =
+    "kernel repack2<T: f16 | bf16 | f32 = f16, BR: 32 = 32, BC: 256 = 256>\n"
+    "    (X: T[R, C], Y: out T[R, C])\n"
+    "  grid(cdiv(R, BR) * cdiv(C, BC))\n"
+    "  warps(4)\n"
+    "{\n"
+    "  let nc = cdiv(C, BC);\n"
+    "  let r0 = (program_id(0) / nc) * BR;\n"
+    "  let c0 = (program_id(0) % nc) * BC;\n"
+    "  Y[r0 : +BR, c0 : +BC] = X[r0 : +BR, c0 : +BC];\n"
+    "}\n"
+    "kernel repack3<T: f16 | bf16 | f32 = f16, BR: 32 = 32, BC: 256 = 256>\n"
+    "    (X: T[NB, R, C], Y: out T[NB, R, C])\n"
+    "  grid(cdiv(R, BR) * cdiv(C, BC), NB)\n"
+    "  warps(4)\n"
+    "{\n"
+    "  let nc = cdiv(C, BC);\n"
+    "  let r0 = (program_id(0) / nc) * BR;\n"
+    "  let c0 = (program_id(0) % nc) * BC;\n"
+    "  let b = program_id(1);\n"
+    "  Y[b, r0 : +BR, c0 : +BC] = X[b, r0 : +BR, c0 : +BC];\n"
+    "}\n";
+
+bool rt_repack_layout(int rank, const int64_t *shape, const int64_t *strides, int eb, int64_t *out_strides,
+                      size_t *bytes) {
+  if (rank < 2 || rank > 3 || eb <= 0 || eb > 16) return false;
+  int c = rank - 1, o = rank - 2;
+  if (strides[c] != 1 && shape[c] > 1) return false; /* rows must be contiguous */
+  int64_t per16 = 16 / eb;
+  int64_t pitch = (shape[c] + per16 - 1) / per16 * per16;
+  int64_t batch = rank == 3 ? shape[0] : 1;
+  if (pitch <= 0 || shape[o] <= 0 || batch <= 0) return false;
+  out_strides[c] = 1;
+  out_strides[o] = pitch;
+  if (rank == 3) out_strides[0] = pitch * shape[o];
+  *bytes = (size_t)batch * (size_t)shape[o] * (size_t)pitch * (size_t)eb;
+  return true;
+}
+
+bool rt_repack_misaligned(int rank, const int64_t *shape, const int64_t *strides, int eb, uintptr_t addr) {
+  if (addr % 16) return true;
+  for (int d = 0; d < rank; d++)
+    if (shape[d] > 1 && strides[d] != 1 && (strides[d] * eb) % 16 != 0) return true;
+  return false;
+}
+
+/* Value v with single-operand views and casts in between, back to what it came from. */
+static ir_val through_views(const struct ir_func *f, ir_val v) {
+  for (;;) {
+    const struct ir_value *x = &f->values.v[v];
+    if (x->kind != IR_VAL_RESULT) return v;
+    const struct ir_op *op = &f->ops.v[x->def];
+    if (op->code != IR_TRANS && op->code != IR_CAST && op->code != IR_CONVERT_LAYOUT) return v;
+    v = op->args[0];
+  }
+}
+
+static bool inside_loop(const struct ir_func *f, const struct ir_op *op) {
+  for (uint32_t b = op->block; b;) {
+    uint32_t parent = f->blocks.v[b].parent;
+    if (!parent) return false;
+    if (f->ops.v[parent].code == IR_FOR) return true;
+    b = f->ops.v[parent].block;
+  }
+  return false;
+}
+
+uint64_t rt_repack_operands(const struct ir_func *f) {
+  uint64_t mask = 0;
+  for (uint32_t id = 1; id < f->ops.n; id++) {
+    const struct ir_op *op = &f->ops.v[id];
+    if (op->code != IR_DOT || !op->block) continue;
+    for (int a = 0; a < 2; a++) { /* a, b (args[2] is the accumulator) */
+      const struct ir_value *x = &f->values.v[through_views(f, op->args[a])];
+      if (x->kind != IR_VAL_RESULT) continue;
+      const struct ir_op *ld = &f->ops.v[x->def];
+      if (ld->code != IR_LOAD || !inside_loop(f, ld)) continue;
+      const struct ir_value *t = &f->values.v[ld->args[0]];
+      if (t->kind == IR_VAL_PARAM && t->index < 64) mask |= 1ull << t->index;
+    }
+  }
+  return mask;
+}
+
+static int repack_mode(void) {
+  const char *e = getenv("TILE_REPACK");
+  if (!e || !*e || strcmp(e, "auto") == 0) return 2;
+  return strcmp(e, "0") != 0;
+}
+
+bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
+                    struct rt_repack_plan *plan) {
+  plan->n = 0;
+  int mode = repack_mode();
+  if (mode == 0 || (k->flags & TILE_NO_REPACK) || k->device != TILE_DEVICE_CUDA) return false;
+  if (!k->dot_operands_known) {
+    k->dot_operands = rt_repack_operands(k->ir);
+    k->dot_operands_known = true;
+  }
+  if (!k->dot_operands) return false;
+  const struct ir_func *f = k->ir;
+  int64_t programs = b->grid[0] * b->grid[1] * b->grid[2];
+  for (uint32_t i = 0; i < f->params.n && i < 64 && plan->n < RT_REPACK_MAX; i++) {
+    const struct ir_param *p = &f->params.v[i];
+    if (!(k->dot_operands >> i & 1) || p->kind != IR_PARAM_TENSOR || p->is_out) continue;
+    const struct interp_tensor *t = &b->iargs[i].tensor;
+    int eb = ir_dtype_bytes(t->dtype);
+    if (!t->data || (t->dtype != DT_F16 && t->dtype != DT_BF16 && t->dtype != DT_F32)) continue;
+    if (!rt_repack_misaligned(t->rank, t->shape, t->strides, eb, (uintptr_t)t->data)) continue;
+    struct rt_repack_item *it = &plan->v[plan->n];
+    if (!rt_repack_layout(t->rank, t->shape, t->strides, eb, it->strides, &it->bytes)) continue;
+    if (t->rank == 3 && t->shape[0] > 65535) continue;
+    if (mode == 2 && (it->bytes < RT_REPACK_MIN_BYTES || programs < ctx->dev.sm_count)) continue;
+    it->param = i;
+    plan->n++;
+  }
+  if (!plan->n) return false;
+  int capturing = 0;
+  char err[256];
+  if (rt_cuda_stream_capturing(&ctx->cuda, (CUstream)stream, &capturing, err, sizeof err) || capturing)
+    plan->n = 0;
+  return plan->n > 0;
+}
+
+/* The context's copy kernel for this rank and dtype, compiled on first use. */
+static tile_status copy_kernel(tile_context *ctx, int rank, ir_dtype dt, tile_kernel **out) {
+  int di = dt == DT_F16 ? 0 : dt == DT_BF16 ? 1 : 2;
+  tile_kernel **slot = &ctx->repack_kernels[rank - 2][di];
+  if (*slot) {
+    *out = *slot;
+    return TILE_OK;
+  }
+  tile_define def = {"T", di == 0 ? "f16" : di == 1 ? "bf16" : "f32"};
+  tile_compile_options co = {rank == 2 ? "repack2" : "repack3", &def, 1, TILE_DEVICE_CUDA, NULL, 0};
+  tile_status st = tile_compile_string(ctx, "<repack>", repack_src, sizeof repack_src - 1, &co, slot);
+  if (st) return st;
+  *out = *slot;
+  return TILE_OK;
+}
+
+static tile_arg tensor_arg(const struct interp_tensor *t, void *data, const int64_t *strides) {
+  tile_arg a;
+  memset(&a, 0, sizeof a);
+  a.kind = TILE_ARG_TENSOR;
+  a.u.tensor.data = data;
+  a.u.tensor.dtype = (tile_dtype)t->dtype;
+  a.u.tensor.rank = (unsigned)t->rank;
+  for (int d = 0; d < t->rank; d++) {
+    a.u.tensor.shape[d] = t->shape[d];
+    a.u.tensor.strides[d] = strides[d];
+  }
+  return a;
+}
+
+/* Y (at dst, with strides ys) = X, in stream order: the driver's pitched copy per matrix
+ * (TILE_REPACK_COPY=kernel: the tile kernel), the tile kernel for a larger batch. */
+static tile_status copy(tile_context *ctx, const struct interp_tensor *t, CUdeviceptr dst, const int64_t *ys,
+                        void *stream) {
+  const char *how = getenv("TILE_REPACK_COPY");
+  int r = t->rank;
+  int64_t batch = r == 3 ? t->shape[0] : 1, eb = ir_dtype_bytes(t->dtype);
+  int64_t width = t->shape[r - 1] * eb, rows = t->shape[r - 2];
+  int64_t src_pitch = rows > 1 ? t->strides[r - 2] * eb : width, dst_pitch = ys[r - 2] * eb;
+  /* the driver's copy wants rows that do not overlap and pitches below 2^31 */
+  bool driver = batch <= 16 && src_pitch >= width && src_pitch < INT32_MAX && dst_pitch < INT32_MAX;
+  if (driver && !(how && strcmp(how, "kernel") == 0)) {
+    char err[512];
+    for (int64_t b = 0; b < batch; b++) {
+      int64_t xo = r == 3 ? b * t->strides[0] * eb : 0, yo = r == 3 ? b * ys[0] * eb : 0;
+      if (rt_cuda_d2d_2d_async(&ctx->cuda, dst + (CUdeviceptr)yo, (size_t)dst_pitch,
+                               (CUdeviceptr)(uintptr_t)t->data + (CUdeviceptr)xo, (size_t)src_pitch,
+                               (size_t)width, (size_t)rows, (CUstream)stream, err, sizeof err))
+        return rt_error(ctx, TILE_CUDA, "repacking: %s", err);
+    }
+    return TILE_OK;
+  }
+  tile_kernel *ck;
+  tile_status st = copy_kernel(ctx, t->rank, t->dtype, &ck);
+  if (st) return st;
+  tile_arg args[2] = {tensor_arg(t, t->data, t->strides), tensor_arg(t, (void *)(uintptr_t)dst, ys)};
+  tile_launch_options lo = {stream};
+  return tile_launch(ctx, ck, args, 2, &lo);
+}
+
+tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
+                             const struct rt_repack_plan *plan, void *stream) {
+  tile_status st = rt_gpu_check_args(ctx, k, b);
+  if (st) return st;
+  char err[1024];
+  if (!ctx->repack_pool &&
+      rt_cuda_pool_create(&ctx->cuda, ctx->cuda_ordinal, RT_REPACK_POOL_KEEP, &ctx->repack_pool, err, sizeof err))
+    return rt_gpu_launch_direct(ctx, k, b, stream, true); /* no pools: launch as it is */
+  /* the bound arguments with the repacked tensors in place of the originals */
+  struct rt_bound b2 = *b;
+  uint32_t np = k->ir->params.n;
+  struct interp_arg *ia = malloc(sizeof *ia * (np ? np : 1));
+  if (!ia) return rt_error(ctx, TILE_NOMEM, "out of memory");
+  memcpy(ia, b->iargs, sizeof *ia * np);
+  b2.iargs = ia;
+  CUdeviceptr scratch[RT_REPACK_MAX] = {0};
+  unsigned n = 0;
+  for (; n < plan->n && !st; n++) {
+    const struct rt_repack_item *it = &plan->v[n];
+    struct interp_tensor *t = &ia[it->param].tensor;
+    if (rt_cuda_pool_alloc(&ctx->cuda, ctx->repack_pool, it->bytes, (CUstream)stream, &scratch[n], err,
+                           sizeof err)) {
+      st = rt_error(ctx, TILE_CUDA, "allocating %zu bytes of scratch for '%s': %s", it->bytes,
+                    k->ir->params.v[it->param].name, err);
+      break;
+    }
+    st = copy(ctx, t, scratch[n], it->strides, stream);
+    if (st) break;
+    t->data = (void *)(uintptr_t)scratch[n];
+    memcpy(t->strides, it->strides, sizeof it->strides[0] * (size_t)t->rank);
+  }
+  if (!st) st = rt_gpu_launch_direct(ctx, k, &b2, stream, true);
+  for (unsigned i = 0; i < RT_REPACK_MAX; i++)
+    if (scratch[i] && rt_cuda_free_async(&ctx->cuda, scratch[i], (CUstream)stream, err, sizeof err) && !st)
+      st = rt_error(ctx, TILE_CUDA, "freeing repack scratch: %s", err);
+  free(ia);
+  return st;
+}
+
+void rt_repack_release(tile_context *ctx) {
+  char err[256];
+  if (ctx->repack_pool) rt_cuda_pool_destroy(&ctx->cuda, ctx->repack_pool, err, sizeof err);
+  ctx->repack_pool = NULL;
+}
+
+const char *rt_repack_source(void) { return repack_src; }
