@@ -31,9 +31,6 @@
 _Static_assert(sizeof(void *) == sizeof(CUresult (*)(void)),
                "function pointers must have the size of void * (POSIX dlsym)");
 _Static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
-_Static_assert(sizeof(CUDA_MEMCPY2D) == 128 && offsetof(CUDA_MEMCPY2D, srcPitch) == 48 &&
-                   offsetof(CUDA_MEMCPY2D, dstPitch) == 104,
-               "CUDA_MEMCPY2D_v2 layout");
 _Static_assert(sizeof(CUmemPoolProps) == 88 && offsetof(CUmemPoolProps, maxSize) == 24, "CUmemPoolProps_v1 layout");
 
 /* ---- Messages ---------------------------------------------------------------------------- */
@@ -795,26 +792,4 @@ int rt_cuda_stream_capturing(const struct rt_cuda *cu, CUstream stream, int *cap
   int rc = rt_cuda_check(cu, cu->cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing", err, errlen);
   *capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
   return rc;
-}
-
-int rt_cuda_d2d_2d_async(const struct rt_cuda *cu, CUdeviceptr dst, size_t dst_pitch, CUdeviceptr src,
-                         size_t src_pitch, size_t width_bytes, size_t height, CUstream stream, char *err,
-                         size_t errlen) {
-  REQUIRE_LOADED(cu);
-  if (need(cu->cuMemcpy2DAsync != NULL, "cuMemcpy2DAsync", err, errlen)) return RT_CUDA_FAILED;
-  CUDA_MEMCPY2D c;
-  memset(&c, 0, sizeof c);
-  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.srcDevice = src;
-  c.srcPitch = src_pitch;
-  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.dstDevice = dst;
-  c.dstPitch = dst_pitch;
-  c.WidthInBytes = width_bytes;
-  c.Height = height;
-  CUresult r = cu->cuMemcpy2DAsync(&c, stream);
-  if (r == CUDA_SUCCESS) return 0;
-  char what[96];
-  snprintf(what, sizeof what, "cuMemcpy2DAsync(%zu x %zu bytes)", height, width_bytes);
-  return rt_cuda_check(cu, r, what, err, errlen);
 }

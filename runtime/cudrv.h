@@ -191,23 +191,6 @@ typedef struct CUmemPoolProps_st {
   unsigned char reserved[54];
 } CUmemPoolProps;
 
-/* cuda.h: CUDA_MEMCPY2D_v2 (the array fields are unused here and kept as pointers). */
-typedef struct CUDA_MEMCPY2D_st {
-  size_t srcXInBytes, srcY;
-  int srcMemoryType;
-  const void *srcHost;
-  CUdeviceptr srcDevice;
-  void *srcArray;
-  size_t srcPitch;
-  size_t dstXInBytes, dstY;
-  int dstMemoryType;
-  void *dstHost;
-  CUdeviceptr dstDevice;
-  void *dstArray;
-  size_t dstPitch;
-  size_t WidthInBytes, Height;
-} CUDA_MEMCPY2D;
-
 /* ---- Status codes of this layer -------------------------------------------------------------
  * A failing rt_cuda_* function returns a positive CUresult when the driver reported the error,
  * or one of these negative codes when the failure was found here.                            */
@@ -280,7 +263,6 @@ enum {
   X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 0,                                       \
     (CUdeviceptr *ptr, size_t bytes, CUmemoryPool pool, CUstream stream))                        \
   X(cuMemFreeAsync, "cuMemFreeAsync", 0, (CUdeviceptr ptr, CUstream stream))                     \
-  X(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2", 0, (const CUDA_MEMCPY2D *copy, CUstream stream))      \
   X(cuStreamIsCapturing, "cuStreamIsCapturing", 0, (CUstream stream, int *status))               \
   X(cuStreamCreate, "cuStreamCreate", 1, (CUstream *stream, unsigned int flags))                \
   X(cuStreamDestroy, "cuStreamDestroy_v2", 1, (CUstream stream))                                 \
@@ -531,11 +513,6 @@ int rt_cuda_pool_alloc(const struct rt_cuda *cu, CUmemoryPool pool, size_t bytes
 /* Frees in stream order: the memory is reused only after the work queued before it. */
 int rt_cuda_free_async(const struct rt_cuda *cu, CUdeviceptr ptr, CUstream stream, char *err,
                        size_t errlen);
-/* Copies `height` rows of width_bytes from src (rows src_pitch bytes apart) to dst (rows
- * dst_pitch apart), device to device, in stream order. */
-int rt_cuda_d2d_2d_async(const struct rt_cuda *cu, CUdeviceptr dst, size_t dst_pitch, CUdeviceptr src,
-                         size_t src_pitch, size_t width_bytes, size_t height, CUstream stream, char *err,
-                         size_t errlen);
 /* *capturing = whether stream is being captured into a CUDA graph. */
 int rt_cuda_stream_capturing(const struct rt_cuda *cu, CUstream stream, int *capturing, char *err,
                              size_t errlen);

@@ -18,9 +18,12 @@
  *     flags turns it off for a kernel. Never while the stream is being captured into a
  *     graph (the scratch comes from a stream-ordered pool, which capture does not allow).
  * The copy (rt_repack_launch): scratch from the context's memory pool in stream order, one
- * launch of an internal tile kernel per tensor (it is compiled by this compiler like any
- * other: unaligned loads, 16-byte stores), then the kernel with the aligned arguments, then
- * the scratch freed in stream order. The pool keeps freed memory for the next launch. */
+ * launch of an internal tile kernel per tensor (compiled by this compiler like any other;
+ * its loads cannot be vectorized, so the layout pass gives them one element per thread and
+ * a warp's accesses are coalesced), then the kernel with the aligned arguments, then the
+ * scratch freed in stream order. The pool keeps freed memory for the next launch.
+ * (cuMemcpy2DAsync was measured as the copy too: 4095^3 GEMM 333 TFLOP/s against 375 with
+ * the tile kernel; PERF.md 19.) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,28 +186,9 @@ static tile_arg tensor_arg(const struct interp_tensor *t, void *data, const int6
   return a;
 }
 
-/* Y (at dst, with strides ys) = X, in stream order: the driver's pitched copy per matrix
- * (TILE_REPACK_COPY=kernel: the tile kernel), the tile kernel for a larger batch. */
+/* Y (at dst, with strides ys) = X, in stream order, by the copy kernel. */
 static tile_status copy(tile_context *ctx, const struct interp_tensor *t, CUdeviceptr dst, const int64_t *ys,
                         void *stream) {
-  const char *how = getenv("TILE_REPACK_COPY");
-  int r = t->rank;
-  int64_t batch = r == 3 ? t->shape[0] : 1, eb = ir_dtype_bytes(t->dtype);
-  int64_t width = t->shape[r - 1] * eb, rows = t->shape[r - 2];
-  int64_t src_pitch = rows > 1 ? t->strides[r - 2] * eb : width, dst_pitch = ys[r - 2] * eb;
-  /* the driver's copy wants rows that do not overlap and pitches below 2^31 */
-  bool driver = batch <= 16 && src_pitch >= width && src_pitch < INT32_MAX && dst_pitch < INT32_MAX;
-  if (driver && !(how && strcmp(how, "kernel") == 0)) {
-    char err[512];
-    for (int64_t b = 0; b < batch; b++) {
-      int64_t xo = r == 3 ? b * t->strides[0] * eb : 0, yo = r == 3 ? b * ys[0] * eb : 0;
-      if (rt_cuda_d2d_2d_async(&ctx->cuda, dst + (CUdeviceptr)yo, (size_t)dst_pitch,
-                               (CUdeviceptr)(uintptr_t)t->data + (CUdeviceptr)xo, (size_t)src_pitch,
-                               (size_t)width, (size_t)rows, (CUstream)stream, err, sizeof err))
-        return rt_error(ctx, TILE_CUDA, "repacking: %s", err);
-    }
-    return TILE_OK;
-  }
   tile_kernel *ck;
   tile_status st = copy_kernel(ctx, t->rank, t->dtype, &ck);
   if (st) return st;

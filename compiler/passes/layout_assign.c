@@ -29,6 +29,7 @@
 struct assign {
   struct ir_func *f;
   uint16_t *want;    /* value -> wanted layout (0: none / scalar) */
+  uint8_t *dot_in;   /* value -> 1 when it reaches a dot operand through casts and transposes */
   uint16_t *opreq;   /* op -> required layout of operand 0 (expand_dims, trans, dot), 0 = as is */
   uint16_t *opreq1;  /* op -> required layout of operand 1 (dot) */
   uint32_t nops;     /* size of the op maps (ops created by the rewrite have none) */
@@ -44,6 +45,47 @@ static bool is_tile(struct assign *A, ir_val v) {
 static uint16_t default_layout(struct assign *A, const struct ir_type *t) {
   struct ir_layout l = ll_default_blocked(t->rank, t->dims, A->f->warps, ir_dtype_bytes(t->dtype));
   return ir_layout_intern(A->f, &l);
+}
+
+/* Loads whose elements can only move one at a time (cg_mem.c finds no vector width: the
+ * last dimension is not contiguous, or the base or another stride is off 16 bytes, as in a
+ * 4095-wide f16 matrix) get one element per thread along the last dimension, so that a
+ * warp's access covers consecutive addresses. With the default layout's eight elements per
+ * thread, each of a warp's eight scalar loads would touch 16-byte-strided addresses over
+ * 512 bytes, and the eight miss in L1 together. Dot operands keep the default (their
+ * staging into shared memory has its own copy paths). */
+static bool scalar_only(struct assign *A, const struct ir_op *op) {
+  const struct ir_value *tv = &A->f->values.v[op->args[0]];
+  if (tv->kind != IR_VAL_PARAM) return false;
+  const struct ir_param *p = &A->f->params.v[tv->index];
+  const struct ir_type *tt = T(A, op->args[0]);
+  uint64_t sliced = (uint64_t)op->i[0];
+  int D = -1;
+  for (int d = 0; d < tt->rank; d++)
+    if (sliced >> d & 1) D = d;
+  if (D < 0) return false;
+  int eb = ir_dtype_bytes(tt->dtype);
+  if (!p->facts.stride1[D] || p->facts.align < 2 * eb) return true;
+  for (int d = 0; d < tt->rank; d++)
+    if (d != D && !p->facts.div16[d] && !(!IR_DIM_IS_SYM(tt->dims[d]) && tt->dims[d] == 1)) return true;
+  return false;
+}
+
+static void mark_dot_inputs(struct assign *A) {
+  struct ir_func *f = A->f;
+  for (uint32_t id = 1; id < f->ops.n; id++) {
+    const struct ir_op *op = &f->ops.v[id];
+    if (op->code != IR_DOT || !op->block) continue;
+    for (int a = 0; a < 2; a++)
+      for (ir_val v = op->args[a];;) {
+        A->dot_in[v] = 1;
+        uint32_t d = ir_def_op(f, v);
+        if (!d) break;
+        const struct ir_op *x = &f->ops.v[d];
+        if (x->code != IR_CAST && x->code != IR_TRANS && x->code != IR_CONVERT_LAYOUT) break;
+        v = x->args[0];
+      }
+  }
 }
 
 static bool rematerializable(struct assign *A, ir_val v) {
@@ -241,10 +283,17 @@ static void analyze_op(struct assign *A, uint32_t id) {
       l = default_layout(A, rt);
     }
     break;
+  case IR_LOAD:
+    if (!A->dot_in[op->res] && scalar_only(A, op)) {
+      struct ir_layout e = ll_default_blocked(rt->rank, rt->dims, A->f->warps, 16);
+      l = ir_layout_intern(A->f, &e);
+      break;
+    }
+    l = default_layout(A, rt);
+    break;
   case IR_CONST:
   case IR_SPLAT:
   case IR_ARANGE:
-  case IR_LOAD:
     l = default_layout(A, rt);
     break;
   case IR_BROADCAST:
@@ -475,11 +524,13 @@ static void rewrite_block(struct assign *A, uint32_t blk) {
 
 void pass_layout_assign(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
-  struct assign A = {f, NULL, NULL, NULL, 0, false};
+  struct assign A = {f, NULL, NULL, NULL, NULL, 0, false};
   A.want = ARENA_NEWN(pc->scratch, uint16_t, f->values.n + 1);
   A.opreq = ARENA_NEWN(pc->scratch, uint16_t, f->ops.n + 1);
   A.opreq1 = ARENA_NEWN(pc->scratch, uint16_t, f->ops.n + 1);
   A.nops = f->ops.n;
+  A.dot_in = ARENA_NEWN(pc->scratch, uint8_t, f->values.n + 1);
+  mark_dot_inputs(&A);
   for (int round = 0; round < 8; round++) {
     A.changed = false;
     analyze_block(&A, IR_BODY_BLOCK);
