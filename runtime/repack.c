@@ -12,10 +12,11 @@
  *   - which parameters: read-only tensors that feed a dot from a load inside a loop
  *     (found once per kernel in its generic IR), of rank 2 or 3 with contiguous rows (the
  *     last dimension's stride 1), whose base or a stride is not a multiple of 16 bytes;
- *   - when (TILE_REPACK unset or "auto"): the tensor holds at least RT_REPACK_MIN_BYTES and
- *     the grid has at least one program per SM (a small grid reads each element a few
- *     times at most); "1" repacks every candidate, "0" none; TILE_NO_REPACK in the compile
- *     flags turns it off for a kernel. Never while the stream is being captured into a
+ *   - when (TILE_REPACK unset or "auto"): the tensor holds at least RT_REPACK_MIN_BYTES
+ *     (below that a copy launch costs more than it saves); "1" repacks every candidate, "0"
+ *     none; TILE_NO_REPACK in the compile flags turns it off for a kernel. On an H200 the
+ *     repacked GEMM was faster for every shape measured, down to 511^3 and 33x4095x4095
+ *     (PERF.md 19), so there is no condition on the grid. Never while the stream is being captured into a
  *     graph (the scratch comes from a stream-ordered pool, which capture does not allow).
  * The copy (rt_repack_launch): scratch from the context's memory pool in stream order, one
  * launch of an internal tile kernel per tensor (compiled by this compiler like any other;
@@ -133,7 +134,6 @@ bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
   }
   if (!k->dot_operands) return false;
   const struct ir_func *f = k->ir;
-  int64_t programs = b->grid[0] * b->grid[1] * b->grid[2];
   for (uint32_t i = 0; i < f->params.n && i < 64 && plan->n < RT_REPACK_MAX; i++) {
     const struct ir_param *p = &f->params.v[i];
     if (!(k->dot_operands >> i & 1) || p->kind != IR_PARAM_TENSOR || p->is_out) continue;
@@ -144,7 +144,7 @@ bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
     struct rt_repack_item *it = &plan->v[plan->n];
     if (!rt_repack_layout(t->rank, t->shape, t->strides, eb, it->strides, &it->bytes)) continue;
     if (t->rank == 3 && t->shape[0] > 65535) continue;
-    if (mode == 2 && (it->bytes < RT_REPACK_MIN_BYTES || programs < ctx->dev.sm_count)) continue;
+    if (mode == 2 && it->bytes < RT_REPACK_MIN_BYTES) continue;
     it->param = i;
     plan->n++;
   }

@@ -189,7 +189,7 @@ void rt_gpu_store(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a
 
 enum {
   RT_REPACK_MAX = 4,                   /* tensors repacked per launch at most */
-  RT_REPACK_MIN_BYTES = 1 << 20,       /* smaller tensors are not worth a copy launch */
+  RT_REPACK_MIN_BYTES = 256 << 10,     /* smaller tensors are not worth a copy launch */
 };
 #define RT_REPACK_POOL_KEEP ((uint64_t)1 << 30) /* freed scratch the pool keeps for reuse */
 

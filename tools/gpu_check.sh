@@ -257,7 +257,7 @@ tk gemm.tile bmm T=f32,TF32=true BATCH=2,M=256,N=128,K=64
 tk gemm.tile bmm T=f16,BM=64,BN=64,BK=64,STAGES=2 BATCH=3,M=100,N=200,K=300
 
 # repacking forced on (runtime/repack.c): unaligned A and B copied to aligned scratch first
-# (by default only tensors of 1 MiB or more in grids of at least one program per SM are)
+# (by default only tensors of 256 KiB or more are)
 export TILE_REPACK=1 TK_TAG=" repack"
 for s in M=7,N=33,K=1000 M=33,N=7,K=100 M=4095,N=33,K=64 M=64,N=4095,K=33 M=33,N=64,K=4095 \
   M=300,N=516,K=300; do

@@ -259,7 +259,18 @@ typedef struct tile_launch_options {
 /* Checks the arguments against the kernel's parameters (count, kinds, dtypes, ranks, shape
  * relations, fixed sizes, NULL or misaligned pointers, pointers of another device) and, if
  * they pass, launches the kernel (CPU: runs it to completion). On TILE_BAD_LAUNCH the
- * message names the offending argument and nothing was launched. opts may be NULL. */
+ * message names the offending argument and nothing was launched. opts may be NULL.
+ *
+ * CUDA, repacking: a read-only matrix (rank 2 or 3, contiguous rows) of 256 KiB or more
+ * that the kernel loads inside a loop into a dot operand, and whose base or row stride is
+ * not a multiple of 16 bytes (a 4095-wide f16 matrix), is first copied on the same stream
+ * into scratch with 16-byte-aligned rows, and the kernel runs on the copy with 16-byte
+ * vector accesses (twice as fast for a 4095^3 GEMM on an H200, copies included). The
+ * scratch comes from a stream-ordered memory pool of the context, which keeps up to 1 GiB
+ * of it for later launches until tile_context_destroy. Not done while the stream is
+ * being captured into a CUDA graph. TILE_NO_REPACK (compile flag) turns it off for a
+ * kernel; the environment variable TILE_REPACK=0 / 1 turns it off / on for every
+ * candidate whatever its size. */
 TILE_API tile_status tile_launch(tile_context *ctx, tile_kernel *k, const tile_arg *args,
                                  unsigned nargs, const tile_launch_options *opts);
 
