@@ -94,7 +94,8 @@ static LLVMValueRef dim_size(struct cg *g, const struct ir_type *tt, int d) {
   return LLVMBuildSExt(g->b, sv->r[0], g->i64, "");
 }
 
-static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, struct access *x) {
+static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, const struct ll *layout,
+                         struct access *x) {
   struct ir_func *f = g->f;
   memset(x, 0, sizeof *x);
   x->op = op;
@@ -115,7 +116,10 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, stru
   const struct ir_type *vt = ir_vtype(f, tile);
   x->tile_rank = vt->rank;
   if (vt->rank > 0) {
-    if (!cg_layout_of(g, tile, &x->l)) return false;
+    if (layout)
+      x->l = *layout;
+    else if (!cg_layout_of(g, tile, &x->l))
+      return false;
     x->nregs = ll_num_regs(&x->l);
   } else {
     x->nregs = 1;
@@ -196,7 +200,7 @@ static const char *cons_of(int bits) { return bits <= 16 ? "h" : bits == 32 ? "r
 
 void cg_gen_load(struct cg *g, const struct ir_op *op) {
   struct access x;
-  if (!setup_access(g, op, op->res, &x)) return;
+  if (!setup_access(g, op, op->res, NULL, &x)) return;
   struct cgval *out = cg_new_val(g, op->res, x.nregs);
   int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
   LLVMValueRef fill = cg_cast(g, cg_const(g, DT_F64, 0, op->f), DT_F64, x.dt);
@@ -259,12 +263,9 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
   }
 }
 
-void cg_gen_store(struct cg *g, const struct ir_op *op) {
-  ir_val value = op->args[op->nargs - 1];
-  struct access x;
-  if (!setup_access(g, op, value, &x)) return;
-  struct cgval *v = cg_val(g, value);
-  if (g->failed) return;
+/* Stores registers r[] (x's layout order) with x's accesses. */
+static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs) {
+  struct access x = *xp;
   int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
   if (x.vec > 1) {
     int total = x.vec * bits, wbits = total >= 32 ? 32 : total, w = total / wbits;
@@ -287,7 +288,7 @@ void cg_gen_store(struct cg *g, const struct ir_op *op) {
       for (int i = 0; i < w; i++) {
         LLVMValueRef word = LLVMConstInt(wt, 0, 0);
         for (int e = 0; e < per_word; e++) {
-          LLVMValueRef b = to_bits(g, v->r[r0 + (uint32_t)(i * per_word + e)], x.dt);
+          LLVMValueRef b = to_bits(g, regs[r0 + (uint32_t)(i * per_word + e)], x.dt);
           word = LLVMBuildOr(g->b, word, LLVMBuildShl(g->b, LLVMBuildZExt(g->b, b, wt, ""), LLVMConstInt(wt, (unsigned)(e * bits), 0), ""), "");
         }
         args[2 + i] = word;
@@ -305,9 +306,98 @@ void cg_gen_store(struct cg *g, const struct ir_op *op) {
   for (uint32_t r = 0; r < x.nregs; r++) {
     LLVMValueRef off, inb;
     element_address(g, &x, r, &off, &inb);
-    LLVMValueRef b = to_bits(g, v->r[r], x.dt);
+    LLVMValueRef b = to_bits(g, regs[r], x.dt);
     if (LLVMTypeOf(b) != rt) b = LLVMBuildZExt(g->b, b, rt, "");
     LLVMValueRef args[3] = {address(g, &x, off), b, LLVMBuildZExt(g->b, inb, g->i32, "")};
     cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, 3, true);
   }
+}
+
+/* The most shared memory a block may use on target sm (the opt-in limit), in bytes. */
+static unsigned smem_cap(int sm) { return sm >= 90 ? 232448u : sm == 80 || sm == 87 ? 166912u : 101376u; }
+
+/* A 2-d tile in an mma accumulator layout is stored through shared memory when the blocked
+ * layout reached that way stores more elements per access, or the same one element per
+ * access coalesced (a warp's 32 elements consecutive, where the accumulator layout's are
+ * spread over 8 rows): the registers go to a scratch tile whose rows are padded by 16
+ * bytes (the accumulator's 8 rows x 4 lanes then fall in 32 different banks), and come back
+ * in the blocked layout, 16 bytes per thread per row segment. Only at the top level (the
+ * barriers need every thread) and when the scratch fits next to the kernel's buffers. */
+static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, struct access *direct) {
+  struct ir_func *f = g->f;
+  const struct ir_type *vt = ir_vtype(f, value);
+  if (vt->rank != 2 || !vt->layout || f->layouts.v[vt->layout].kind != IR_LAYOUT_MMA) return false;
+  if (op->block != IR_BODY_BLOCK || direct->dt == DT_BOOL) return false;
+  int eb = ir_dtype_bytes(direct->dt);
+  int32_t rows = vt->dims[0], cols = vt->dims[1], pitch = cols + 16 / eb;
+  unsigned bytes = (unsigned)(rows * pitch * eb);
+  if (g->smem_scratch + bytes > smem_cap(f->sm)) return false;
+  /* the blocked layout: 16-byte vectors if the tensor allows them, else one element */
+  struct ll dst;
+  struct access x;
+  struct ir_layout e = ll_default_blocked(2, vt->dims, f->warps, eb);
+  if (!ll_build(f, ir_layout_intern(f, &e), 2, vt->dims, f->warps, &dst)) return false;
+  if (!setup_access(g, op, value, &dst, &x)) return false;
+  if (x.vec == 1) {
+    e = ll_default_blocked(2, vt->dims, f->warps, 16);
+    if (!ll_build(f, ir_layout_intern(f, &e), 2, vt->dims, f->warps, &dst)) return false;
+    if (!setup_access(g, op, value, &dst, &x)) return false;
+  }
+  if (x.vec <= direct->vec && !(x.vec == 1 && direct->vec == 1)) return false;
+  struct cgval *v = cg_val(g, value);
+  if (g->failed) return false;
+  cg_smem_reserve(g, bytes);
+  /* registers to shared memory, runs of consecutive columns as one access */
+  const struct ll *src = &direct->l;
+  int run = 1;
+  for (int b = 0; b < src->nreg && run * 2 * eb <= 16; b++) {
+    if (src->reg[b][1] != run || src->reg[b][0] != 0) break;
+    run *= 2;
+  }
+  LLVMTypeRef it = cg_mem_int_type(g, direct->dt);
+  cg_barrier(g);
+  for (uint32_t r0 = 0; r0 < direct->nregs; r0 += (uint32_t)run) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, src, r0, c);
+    LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, c[0], cg_i32(g, pitch), ""), c[1], "");
+    LLVMValueRef ptr = cg_smem_ptr(g, LLVMBuildMul(g->b, idx, cg_i32(g, eb), ""));
+    LLVMValueRef val;
+    if (run == 1) {
+      val = to_bits(g, v->r[r0], direct->dt);
+    } else {
+      val = LLVMGetUndef(LLVMVectorType(it, (unsigned)run));
+      for (int i = 0; i < run; i++)
+        val = LLVMBuildInsertElement(g->b, val, to_bits(g, v->r[r0 + (uint32_t)i], direct->dt), cg_i32(g, i), "");
+    }
+    LLVMValueRef st = LLVMBuildStore(g->b, val, ptr);
+    LLVMSetAlignment(st, (unsigned)(run * eb));
+  }
+  cg_barrier(g);
+  /* back in the blocked layout, x.vec elements per access */
+  LLVMValueRef *regs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
+  for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, &dst, r0, c);
+    LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, c[0], cg_i32(g, pitch), ""), c[1], "");
+    LLVMValueRef ptr = cg_smem_ptr(g, LLVMBuildMul(g->b, idx, cg_i32(g, eb), ""));
+    LLVMTypeRef lt = x.vec == 1 ? it : LLVMVectorType(it, (unsigned)x.vec);
+    LLVMValueRef ld = LLVMBuildLoad2(g->b, lt, ptr, "");
+    LLVMSetAlignment(ld, (unsigned)(x.vec * eb));
+    for (int i = 0; i < x.vec; i++) {
+      LLVMValueRef bitsv = x.vec == 1 ? ld : LLVMBuildExtractElement(g->b, ld, cg_i32(g, i), "");
+      regs[r0 + (uint32_t)i] = from_bits(g, bitsv, direct->dt);
+    }
+  }
+  store_regs(g, &x, regs);
+  return true;
+}
+
+void cg_gen_store(struct cg *g, const struct ir_op *op) {
+  ir_val value = op->args[op->nargs - 1];
+  struct access x;
+  if (!setup_access(g, op, value, NULL, &x)) return;
+  if (staged_store(g, op, value, &x) || g->failed) return;
+  struct cgval *v = cg_val(g, value);
+  if (g->failed) return;
+  store_regs(g, &x, v->r);
 }

@@ -67,8 +67,11 @@ configs+=(
 )
 
 # Configurations that must not spill besides each kernel's defaults: the ones the library
-# ships as defaults elsewhere (attention at head dim 128: tools/bench_attention.py, README).
+# ships as defaults elsewhere (attention at head dim 128: tools/bench_attention.py, README)
+# and the fused bias+GELU GEMM that bench_gemm compares with cuBLASLt's fused epilogue.
 no_spill=(
+  "gemm.tile gemm HAS_BIAS=true,ACT=gelu"
+  "gemm.tile gemm T=bf16,HAS_BIAS=true,ACT=gelu"
   "attention.tile attention D=128,BM=128,BN=64,BNM=16,NW=4"
   "attention.tile attention D=128,BM=128,BN=64,BNM=16,NW=4,CAUSAL=true"
   "attention.tile attention T=bf16,D=128,BM=128,BN=64,BNM=16,NW=4,CAUSAL=true"
