@@ -11,7 +11,13 @@
  * the base are aligned to the vector's bytes, the slice start is a multiple of v (from a
  * small divisibility analysis of the index expression) and the size is a multiple of v
  * (so a vector is either wholly inside or wholly outside), the v elements move as one
- * 4-, 8- or 16-byte access with one predicate.                                           */
+ * 4-, 8- or 16-byte access with one predicate.
+ *
+ * Stores from a Tensor Core accumulator (a GEMM's or attention's epilogue) go through
+ * shared memory when the blocked layout is better for the tensor: 16-byte stores instead of
+ * the accumulator's 4-byte pairs, or, on rows off 16 bytes, a warp's 32 elements
+ * consecutive instead of spread over 8 rows (staged_store). On an H200 that took the
+ * 4096^3 f16 GEMM from 499 to 544 TFLOP/s and 4095^3 from 377 to 437 (PERF.md 20).       */
 #include <stdio.h>
 #include <string.h>
 
