@@ -246,9 +246,10 @@ static void pack_args(struct ir_func *f, const struct rt_bound *b, struct packed
   }
 }
 
-static tile_status prepare(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, struct rt_spec **out) {
+static tile_status prepare_checked(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, bool check,
+                                   struct rt_spec **out) {
   if (!rt_cuda_ready(ctx)) return TILE_NO_DRIVER;
-  tile_status st = check_device_args(ctx, k, b);
+  tile_status st = check ? check_device_args(ctx, k, b) : TILE_OK;
   if (st) return st;
   for (int d = 0; d < 3; d++)
     if (b->grid[d] > (d == 0 ? INT32_MAX : 65535))
@@ -272,11 +273,20 @@ static tile_status prepare(tile_context *ctx, tile_kernel *k, const struct rt_bo
   return TILE_OK;
 }
 
+static tile_status prepare(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, struct rt_spec **out) {
+  return prepare_checked(ctx, k, b, true, out);
+}
+
+tile_status rt_gpu_prepare_spec(tile_context *ctx, tile_kernel *k, const struct rt_bound *b) {
+  struct rt_spec *sp;
+  return prepare_checked(ctx, k, b, false, &sp);
+}
+
 tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
                           bool launch) {
   struct rt_repack_plan plan;
-  if (launch && rt_cuda_ready(ctx) && rt_repack_plan(ctx, k, b, stream, &plan))
-    return rt_repack_launch(ctx, k, b, &plan, stream);
+  if (rt_cuda_ready(ctx) && rt_repack_plan(ctx, k, b, stream, &plan))
+    return launch ? rt_repack_launch(ctx, k, b, &plan, stream) : rt_repack_prepare(ctx, k, b, &plan);
   return rt_gpu_launch_direct(ctx, k, b, stream, launch);
 }
 

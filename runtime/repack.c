@@ -213,15 +213,14 @@ tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_
   memcpy(ia, b->iargs, sizeof *ia * np);
   b2.iargs = ia;
   CUdeviceptr scratch[RT_REPACK_MAX] = {0};
-  unsigned n = 0;
-  for (; n < plan->n && !st; n++) {
+  for (unsigned n = 0; n < plan->n && !st; n++) {
     const struct rt_repack_item *it = &plan->v[n];
     struct interp_tensor *t = &ia[it->param].tensor;
+    /* no memory for the copy: this tensor is used as it is */
     if (rt_cuda_pool_alloc(&ctx->cuda, ctx->repack_pool, it->bytes, (CUstream)stream, &scratch[n], err,
                            sizeof err)) {
-      st = rt_error(ctx, TILE_CUDA, "allocating %zu bytes of scratch for '%s': %s", it->bytes,
-                    k->ir->params.v[it->param].name, err);
-      break;
+      scratch[n] = 0;
+      continue;
     }
     st = copy(ctx, t, scratch[n], it->strides, stream);
     if (st) break;
@@ -233,6 +232,46 @@ tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_
     if (scratch[i] && rt_cuda_free_async(&ctx->cuda, scratch[i], (CUstream)stream, err, sizeof err) && !st)
       st = rt_error(ctx, TILE_CUDA, "freeing repack scratch: %s", err);
   free(ia);
+  return st;
+}
+
+/* The bound arguments of a copy kernel launch from t to an aligned placeholder pointer. */
+static tile_status bind_copy(tile_context *ctx, tile_kernel *ck, const struct interp_tensor *t, const int64_t *ys,
+                             struct arena *a, struct rt_bound *out) {
+  tile_arg args[2] = {tensor_arg(t, t->data, t->strides), tensor_arg(t, (void *)(uintptr_t)256, ys)};
+  return rt_bind_args(ctx, ck, args, 2, a, out);
+}
+
+tile_status rt_repack_prepare(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
+                              const struct rt_repack_plan *plan) {
+  tile_status st = rt_gpu_check_args(ctx, k, b);
+  if (st) return st;
+  if (k->flags & TILE_AUTOTUNE) return rt_gpu_launch_direct(ctx, k, b, NULL, false);
+  struct arena a;
+  jmp_buf oom;
+  arena_init(&a, &ctx->alloc, &oom);
+  if (setjmp(oom)) {
+    arena_free(&a);
+    return rt_error(ctx, TILE_NOMEM, "out of memory");
+  }
+  uint32_t np = k->ir->params.n;
+  struct interp_arg *ia = ARENA_NEWN(&a, struct interp_arg, np + 1);
+  memcpy(ia, b->iargs, sizeof *ia * np);
+  for (unsigned n = 0; n < plan->n && !st; n++) {
+    const struct rt_repack_item *it = &plan->v[n];
+    struct interp_tensor *t = &ia[it->param].tensor;
+    tile_kernel *ck;
+    struct rt_bound cb;
+    st = copy_kernel(ctx, t->rank, t->dtype, &ck);
+    if (!st) st = bind_copy(ctx, ck, t, it->strides, &a, &cb);
+    if (!st) st = rt_gpu_prepare_spec(ctx, ck, &cb);
+    t->data = (void *)(uintptr_t)256; /* what the scratch's alignment will be */
+    memcpy(t->strides, it->strides, sizeof it->strides[0] * (size_t)t->rank);
+  }
+  struct rt_bound b2 = *b;
+  b2.iargs = ia;
+  if (!st) st = rt_gpu_prepare_spec(ctx, k, &b2);
+  arena_free(&a);
   return st;
 }
 

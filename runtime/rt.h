@@ -128,6 +128,9 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
 bool rt_cuda_ready(tile_context *ctx);
 tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
                           void *stream, bool launch);
+/* Builds and loads the specialization for b without the device-side argument checks (for
+ * arguments the runtime made itself: repack.c's placeholders of its scratch). */
+tile_status rt_gpu_prepare_spec(tile_context *ctx, tile_kernel *k, const struct rt_bound *b);
 /* The launch itself, without repacking (repack.c calls it with the repacked arguments). */
 tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
                                  void *stream, bool launch);
@@ -221,6 +224,11 @@ bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
  * frees the scratch, all in stream order. */
 tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
                              const struct rt_repack_plan *plan, void *stream);
+/* tile_kernel_prepare's part: checks the arguments, then builds the copy kernels' and k's
+ * specializations for the repacked arguments, so that the first launch compiles nothing
+ * (TILE_AUTOTUNE kernels: k's own specialization for b, as without repacking). */
+tile_status rt_repack_prepare(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
+                              const struct rt_repack_plan *plan);
 /* Destroys the scratch pool (context destruction). */
 void rt_repack_release(tile_context *ctx);
 

@@ -9,7 +9,11 @@
 #  - `tilec tune --device=cuda` compiles on worker threads (the fake driver refuses calls
 #    from a thread without a current context), prunes over-large shared memory, stores the
 #    winner and its cubin; a later `tilec run --autotune` reuses both without timing;
-#  - `tilec cache bench` measures cold and warm runs and the warm ones hit the disk cache.
+#  - `tilec cache bench` measures cold and warm runs and the warm ones hit the disk cache;
+#  - unaligned GEMM operands are repacked (pool allocation, copy launch, GEMM, free), not
+#    with TILE_REPACK=0, without pools, when the pool is out of memory or the stream is
+#    being captured; tile_bench times the copies with each launch; tile_kernel_prepare
+#    builds the copy kernel and the aligned specialization.
 #
 #   bash tests/cli/fake_gpu.sh BUILD_DIR SOURCE_DIR        (ctest runs it so; exit 77: no cc)
 set -uo pipefail
@@ -27,7 +31,7 @@ trap 'rm -rf "$TMP"' EXIT
 export TILE_LIBCUDA=$TMP/libfakecuda.so
 export TILE_CACHE_DIR=$TMP/cache
 export FAKE_CUDA_LOG=$TMP/driver.log
-unset FAKE_CUDA_NO_LINK TILE_CACHE_TEST_DELAY_MS TILE_AUTOTUNE_BUDGET_MS
+unset FAKE_CUDA_NO_LINK FAKE_CUDA_NO_POOL FAKE_CUDA_POOL_OOM FAKE_CUDA_CAPTURING TILE_CACHE_TEST_DELAY_MS TILE_AUTOTUNE_BUDGET_MS TILE_REPACK
 
 fails=0 checks=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -154,6 +158,55 @@ checks=$((checks + 1))
   --reps=3 >"$TMP/bench.txt" 2>&1 || { fail "cache bench failed"; cat "$TMP/bench.txt"; }
 checks=$((checks + 1))
 grep -q "2 from the on-disk cache" "$TMP/bench.txt" || { fail "cache bench: warm runs missed the cache"; cat "$TMP/bench.txt"; }
+
+# ---- repacking unaligned operands (runtime/repack.c) ----
+# A: 300x1001 f16 (rows of 2002 bytes, 600 KB) is repacked; B: 1001x600 (rows of 1200
+# bytes) is aligned; with N=601 B is repacked too.
+export TILE_CACHE_DIR=$TMP/cache-repack
+repack_run() { # LABEL N [VAR=VALUE...]: one tilec run of the GEMM with K=1001
+  local label=$1 n=$2
+  shift 2
+  checks=$((checks + 1))
+  env "$@" "$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=300,N=$n,K=1001 --device=cuda \
+    >"$TMP/repack.txt" 2>&1 || { fail "$label: tilec run failed"; cat "$TMP/repack.txt"; }
+}
+reset_log
+repack_run "repack A" 600
+expect_log "pool-create" 1 "repack A"
+expect_log "pool-alloc" 1 "repack A"
+expect_log "launch repack2" 1 "repack A"
+expect_log "launch gemm" 1 "repack A"
+expect_log "pool-free" 1 "repack A"
+reset_log
+repack_run "repack A and B" 601
+expect_log "pool-alloc" 2 "repack A and B"
+expect_log "launch repack2" 2 "repack A and B"
+expect_log "launch gemm" 1 "repack A and B"
+expect_log "pool-free" 2 "repack A and B"
+for v in TILE_REPACK=0 FAKE_CUDA_NO_POOL=1 FAKE_CUDA_POOL_OOM=1 FAKE_CUDA_CAPTURING=1; do
+  reset_log
+  repack_run "$v" 601 "$v"
+  expect_log "launch repack2" 0 "$v (the kernel runs on the originals)"
+  expect_log "launch gemm" 1 "$v"
+  expect_log "pool-free" 0 "$v"
+done
+reset_log
+checks=$((checks + 1))
+"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=300,N=601,K=1001 --device=cuda --bench \
+  --reps=5 >"$TMP/repack.txt" 2>&1 || { fail "repack --bench failed"; cat "$TMP/repack.txt"; }
+checks=$((checks + 1))
+[ "$(logged 'launch repack2')" -eq $((2 * $(logged 'launch gemm'))) ] && [ "$(logged 'launch gemm')" -ge 5 ] ||
+  fail "repack --bench: $(logged 'launch repack2') copies for $(logged 'launch gemm') GEMM launches"
+# tile_kernel_prepare (the cold probe of cache bench) builds the copy kernel and the GEMM
+# for the aligned copies, so a launch would compile nothing
+export TILE_CACHE_DIR=$TMP/cache-repack-prepare
+reset_log
+checks=$((checks + 1))
+"$TILEC" cache bench "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=300,N=600,K=1001 --device=cuda \
+  --reps=2 >"$TMP/bench.txt" 2>&1 || { fail "repack cache bench failed"; cat "$TMP/bench.txt"; }
+expect_log link 2 "repack prepare (the copy kernel and the GEMM on aligned rows)"
+expect_log launch 0 "repack prepare"
+export TILE_CACHE_DIR=$TMP/cache
 
 echo "fake_gpu: $checks checks, $fails failed"
 [ "$fails" -eq 0 ]

@@ -435,3 +435,40 @@ API CUresult cuEventDestroy_v2(void *e) {
   free(e);
   return OK;
 }
+
+/* ---- stream-ordered memory pools (host memory again) ----
+ * FAKE_CUDA_NO_POOL=1: cuMemPoolCreate is not supported; FAKE_CUDA_POOL_OOM=1: allocations
+ * from the pool fail; FAKE_CUDA_CAPTURING=1: every stream reports a graph capture.
+ * Logged: "pool-create", "pool-alloc BYTES", "pool-free". */
+static int pool_token;
+API CUresult cuMemPoolCreate(void **pool, const void *props) {
+  if (!current) return INVALID_CONTEXT;
+  if (!props) return INVALID_VALUE;
+  if (getenv("FAKE_CUDA_NO_POOL")) return NOT_SUPPORTED;
+  *pool = &pool_token;
+  logf_("pool-create");
+  return OK;
+}
+API CUresult cuMemPoolDestroy(void *pool) { return pool == &pool_token ? OK : INVALID_VALUE; }
+API CUresult cuMemPoolSetAttribute(void *pool, int attr, void *value) {
+  return pool == &pool_token && attr == 4 && value ? OK : INVALID_VALUE;
+}
+API CUresult cuMemAllocFromPoolAsync(uint64_t *p, size_t n, void *pool, void *stream) {
+  (void)stream;
+  if (pool != &pool_token) return INVALID_VALUE;
+  if (getenv("FAKE_CUDA_POOL_OOM")) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+  CUresult r = cuMemAlloc_v2(p, n);
+  if (r == OK) logf_("pool-alloc %zu", n);
+  return r;
+}
+API CUresult cuMemFreeAsync(uint64_t p, void *stream) {
+  (void)stream;
+  CUresult r = cuMemFree_v2(p);
+  if (r == OK) logf_("pool-free");
+  return r;
+}
+API CUresult cuStreamIsCapturing(void *stream, int *status) {
+  (void)stream;
+  *status = getenv("FAKE_CUDA_CAPTURING") ? 1 : 0;
+  return OK;
+}
