@@ -266,6 +266,7 @@ static tile_status prepare_checked(tile_context *ctx, tile_kernel *k, const stru
   k->stats.shared_bytes = sp->smem;
   k->stats.registers = sp->regs;
   k->stats.local_bytes = sp->local_bytes;
+  k->stats.repacked = b->repacked;
   k->stats.cache_hit = k->specs.n == before ? 1 : sp->cache_hit ? 2 : 0;
   k->stats.compile_ms = k->stats.cache_hit == 1 ? tl_now_ms() - t0 : sp->compile_ms;
   k->last_config = k->config;

@@ -139,6 +139,7 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
     ia[i].scalar.i = sym_size[i];
   }
   interp_grid(f, ia, out->grid);
+  out->repacked = 0;
   for (int d = 0; d < 3; d++)
     if (out->grid[d] < 0 || out->grid[d] > INT32_MAX)
       return rt_error(ctx, TILE_BAD_LAUNCH, "grid dimension %d evaluates to %lld for these sizes", d,
@@ -169,6 +170,7 @@ static tile_status launch(tile_context *ctx, tile_kernel *k, const tile_arg *arg
       k->stats.grid[2] = (unsigned)b.grid[2];
       k->stats.threads = 1;
       k->stats.registers = k->stats.local_bytes = -1;
+      k->stats.repacked = 0;
       if (run) {
         struct strbuf err;
         sb_init(&err, &scratch);

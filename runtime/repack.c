@@ -186,6 +186,12 @@ static tile_arg tensor_arg(const struct interp_tensor *t, void *data, const int6
   return a;
 }
 
+/* The tile_kernel_stats.repacked bit of ir parameter i. */
+static unsigned repacked_bit(const tile_kernel *k, uint32_t i) {
+  uint32_t u = k->ir->params.v[i].source_index;
+  return u < 32 ? 1u << u : 0;
+}
+
 /* Y (at dst, with strides ys) = X, in stream order, by the copy kernel. */
 static tile_status copy(tile_context *ctx, const struct interp_tensor *t, CUdeviceptr dst, const int64_t *ys,
                         void *stream) {
@@ -224,6 +230,7 @@ tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_
     }
     st = copy(ctx, t, scratch[n], it->strides, stream);
     if (st) break;
+    b2.repacked |= repacked_bit(k, it->param);
     t->data = (void *)(uintptr_t)scratch[n];
     memcpy(t->strides, it->strides, sizeof it->strides[0] * (size_t)t->rank);
   }
@@ -255,6 +262,7 @@ tile_status rt_repack_prepare(tile_context *ctx, tile_kernel *k, const struct rt
     return rt_error(ctx, TILE_NOMEM, "out of memory");
   }
   uint32_t np = k->ir->params.n;
+  unsigned repacked = 0;
   struct interp_arg *ia = ARENA_NEWN(&a, struct interp_arg, np + 1);
   memcpy(ia, b->iargs, sizeof *ia * np);
   for (unsigned n = 0; n < plan->n && !st; n++) {
@@ -266,10 +274,12 @@ tile_status rt_repack_prepare(tile_context *ctx, tile_kernel *k, const struct rt
     if (!st) st = bind_copy(ctx, ck, t, it->strides, &a, &cb);
     if (!st) st = rt_gpu_prepare_spec(ctx, ck, &cb);
     t->data = (void *)(uintptr_t)256; /* what the scratch's alignment will be */
+    repacked |= repacked_bit(k, it->param);
     memcpy(t->strides, it->strides, sizeof it->strides[0] * (size_t)t->rank);
   }
   struct rt_bound b2 = *b;
   b2.iargs = ia;
+  b2.repacked = repacked;
   if (!st) st = rt_gpu_prepare_spec(ctx, k, &b2);
   arena_free(&a);
   return st;

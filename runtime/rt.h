@@ -115,6 +115,7 @@ char *rt_read_file(const char *path, size_t *len);
 struct rt_bound {
   struct interp_arg *iargs; /* one per ir param (shapes filled from tensors) */
   int64_t grid[3];
+  unsigned repacked;        /* bit i: user parameter i is a repacked copy (repack.c) */
 };
 
 /* Validates args against k's parameters and binds them: tensors, scalars and shape

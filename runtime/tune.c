@@ -1336,6 +1336,7 @@ tile_status rt_autotune_launch(tile_context *ctx, tile_kernel *k, tile_kernel *r
   tile_arg *args = args_of_bound(k, b, &a);
   struct rt_bound b2;
   tile_status st = rt_bind_args(ctx, run, args, k->nparams, &a, &b2);
+  b2.repacked = b->repacked;
   if (!st) st = rt_gpu_launch(ctx, run, &b2, stream, launch);
   k->stats = run->stats;
   k->last_config = run->config;

@@ -126,7 +126,7 @@ class TileLaunchOptions(ctypes.Structure):
 class TileKernelStats(ctypes.Structure):
     _fields_ = [("grid", c_uint * 3), ("threads", c_uint), ("shared_bytes", c_uint),
                 ("registers", c_int), ("local_bytes", c_int), ("compile_ms", c_double),
-                ("cache_hit", c_int)]
+                ("cache_hit", c_int), ("repacked", c_uint)]
 
 
 class TileBenchOptions(ctypes.Structure):
@@ -151,7 +151,8 @@ class TileDeviceInfo(ctypes.Structure):
 #   tile_compile_options 40 (ndefines 16, device 20, arch 24, flags 32)
 #   tile_tensor 80 (dtype 8, rank 12, shape 16, strides 48)      tile_arg 88 (u 8)
 #   tile_launch_options 8
-#   tile_kernel_stats 48 (threads 12, registers 20, local_bytes 24, compile_ms 32, cache_hit 40)
+#   tile_kernel_stats 48 (threads 12, registers 20, local_bytes 24, compile_ms 32, cache_hit 40,
+#                         repacked 44)
 #   tile_bench_options 32 (warmup 8, max_ms 16, flush_l2_bytes 24)
 #   tile_bench_result 32 (reps 24)
 #   tile_device_info 288 (cc_major 256, driver_version 272, arch 280)
@@ -165,7 +166,7 @@ EXPECTED_LAYOUT = {
     "tile_launch_options": (TileLaunchOptions, 8, {"stream": 0}),
     "tile_kernel_stats": (TileKernelStats, 48, {"threads": 12, "registers": 20,
                                                 "local_bytes": 24, "compile_ms": 32,
-                                                "cache_hit": 40}),
+                                                "cache_hit": 40, "repacked": 44}),
     "tile_bench_options": (TileBenchOptions, 32, {"warmup": 8, "max_ms": 16,
                                                   "flush_l2_bytes": 24}),
     "tile_bench_result": (TileBenchResult, 32, {"reps": 24}),
@@ -190,6 +191,7 @@ int main(void) {
   S(tile_launch_options); O(tile_launch_options, stream);
   S(tile_kernel_stats); O(tile_kernel_stats, threads); O(tile_kernel_stats, registers);
   O(tile_kernel_stats, local_bytes); O(tile_kernel_stats, compile_ms); O(tile_kernel_stats, cache_hit);
+  O(tile_kernel_stats, repacked);
   S(tile_bench_options); O(tile_bench_options, warmup); O(tile_bench_options, max_ms);
   O(tile_bench_options, flush_l2_bytes);
   S(tile_bench_result); O(tile_bench_result, reps);

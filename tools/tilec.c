@@ -692,6 +692,14 @@ static int run_cmd(tile_context *ctx, struct options *o) {
              ks.shared_bytes, ks.registers, ks.local_bytes, ks.compile_ms,
              ks.cache_hit == 2 ? " (on-disk cache)" : ks.cache_hit ? " (cached)" : "");
     printf("\n");
+    if (ks.repacked) {
+      printf("  repacked to aligned rows first:");
+      for (unsigned i = 0; i < 32 && i < tile_kernel_param_count(k); i++) {
+        tile_param_info pi;
+        if (ks.repacked >> i & 1 && tile_kernel_param(k, i, &pi) == TILE_OK) printf(" %s", pi.name);
+      }
+      printf("\n");
+    }
     if (o->autotune && tile_kernel_tuned_config(k)) printf("  tuned [%s]\n", tile_kernel_tuned_config(k));
   }
   if (!rc && o->check) {

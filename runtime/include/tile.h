@@ -289,6 +289,8 @@ typedef struct tile_kernel_stats {
   double compile_ms;  /* front end + passes + codegen + driver load of that specialization */
   int cache_hit;      /* where the specialization came from: 0 = compiled now, 1 = this
                          kernel's in-memory cache, 2 = the on-disk cache (loaded now) */
+  unsigned repacked;  /* bit i: parameter i was copied to aligned scratch first (see
+                         tile_launch; parameters 0-31) */
 } tile_kernel_stats;
 TILE_API tile_status tile_kernel_get_stats(const tile_kernel *k, tile_kernel_stats *out);
 

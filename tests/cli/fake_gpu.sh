@@ -183,12 +183,16 @@ expect_log "pool-alloc" 2 "repack A and B"
 expect_log "launch repack2" 2 "repack A and B"
 expect_log "launch gemm" 1 "repack A and B"
 expect_log "pool-free" 2 "repack A and B"
+checks=$((checks + 1))
+grep -q "^  repacked to aligned rows first: A B$" "$TMP/repack.txt" || { fail "repack A and B: not reported"; cat "$TMP/repack.txt"; }
 for v in TILE_REPACK=0 FAKE_CUDA_NO_POOL=1 FAKE_CUDA_POOL_OOM=1 FAKE_CUDA_CAPTURING=1; do
   reset_log
   repack_run "$v" 601 "$v"
   expect_log "launch repack2" 0 "$v (the kernel runs on the originals)"
   expect_log "launch gemm" 1 "$v"
   expect_log "pool-free" 0 "$v"
+  checks=$((checks + 1))
+  grep -q "repacked" "$TMP/repack.txt" && fail "$v: reported as repacked"
 done
 reset_log
 checks=$((checks + 1))
