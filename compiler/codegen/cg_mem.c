@@ -328,7 +328,9 @@ static unsigned smem_cap(int sm) { return sm >= 90 ? 232448u : sm == 80 || sm ==
  * spread over 8 rows): the registers go to a scratch tile whose rows are padded by 16
  * bytes (the accumulator's 8 rows x 4 lanes then fall in 32 different banks), and come back
  * in the blocked layout, 16 bytes per thread per row segment. Only at the top level (the
- * barriers need every thread) and when the scratch fits next to the kernel's buffers. */
+ * barriers need every thread) and when the scratch fits the target's shared memory above
+ * the buffers still live at the store (after a GEMM's main loop none are: the scratch
+ * reuses the pipeline's buffers, cg_scratch_at). */
 static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, struct access *direct) {
   struct ir_func *f = g->f;
   const struct ir_type *vt = ir_vtype(f, value);
