@@ -16,15 +16,18 @@
  *     (below that a copy launch costs more than it saves); "1" repacks every candidate, "0"
  *     none; TILE_NO_REPACK in the compile flags turns it off for a kernel. On an H200 the
  *     repacked GEMM was faster for every shape measured, down to 511^3 and 33x4095x4095
- *     (PERF.md 19), so there is no condition on the grid. Never while the stream is being captured into a
- *     graph (the scratch comes from a stream-ordered pool, which capture does not allow).
+ *     (PERF.md 19), so there is no condition on the grid. Never while the stream is being
+ *     captured into a CUDA graph (the scratch's allocation would become part of the
+ *     caller's graph).
  * The copy (rt_repack_launch): scratch from the context's memory pool in stream order, one
  * launch of an internal tile kernel per tensor (compiled by this compiler like any other;
  * its loads cannot be vectorized, so the layout pass gives them one element per thread and
  * a warp's accesses are coalesced), then the kernel with the aligned arguments, then the
- * scratch freed in stream order. The pool keeps freed memory for the next launch.
- * (cuMemcpy2DAsync was measured as the copy too: 4095^3 GEMM 333 TFLOP/s against 375 with
- * the tile kernel; PERF.md 19.) */
+ * scratch freed in stream order. The pool keeps freed memory for the next launch. Without
+ * pools in the driver, or without memory for a copy, the tensor is used as it is.
+ * tile_kernel_prepare builds the copy kernels and the aligned specialization
+ * (rt_repack_prepare). (cuMemcpy2DAsync was measured as the copy too: 4095^3 GEMM 333
+ * TFLOP/s against 375 with the tile kernel; PERF.md 19.) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
