@@ -82,17 +82,6 @@ bool rt_repack_misaligned(int rank, const int64_t *shape, const int64_t *strides
   return false;
 }
 
-/* Value v with single-operand views and casts in between, back to what it came from. */
-static ir_val through_views(const struct ir_func *f, ir_val v) {
-  for (;;) {
-    const struct ir_value *x = &f->values.v[v];
-    if (x->kind != IR_VAL_RESULT) return v;
-    const struct ir_op *op = &f->ops.v[x->def];
-    if (op->code != IR_TRANS && op->code != IR_CAST && op->code != IR_CONVERT_LAYOUT) return v;
-    v = op->args[0];
-  }
-}
-
 static bool inside_loop(const struct ir_func *f, const struct ir_op *op) {
   for (uint32_t b = op->block; b;) {
     uint32_t parent = f->blocks.v[b].parent;
@@ -109,7 +98,7 @@ uint64_t rt_repack_operands(const struct ir_func *f) {
     const struct ir_op *op = &f->ops.v[id];
     if (op->code != IR_DOT || !op->block) continue;
     for (int a = 0; a < 2; a++) { /* a, b (args[2] is the accumulator) */
-      const struct ir_value *x = &f->values.v[through_views(f, op->args[a])];
+      const struct ir_value *x = &f->values.v[ir_view_source(f, op->args[a])];
       if (x->kind != IR_VAL_RESULT) continue;
       const struct ir_op *ld = &f->ops.v[x->def];
       if (ld->code != IR_LOAD || !inside_loop(f, ld)) continue;

@@ -146,10 +146,7 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, cons
     if (!next) break;
     v *= 2;
   }
-  if (v == 1) return true;
-  if (x->param->facts.align < v * eb) return true;
-  for (int d = 0; d < x->rank; d++)
-    if (d != D && !x->param->facts.div16[d] && !(IR_DIM_IS_SYM(tt->dims[d]) == 0 && tt->dims[d] == 1)) return true;
+  if (v == 1 || !ir_facts_allow_vector(x->param, tt, D, v * eb)) return true;
   if (divisibility(g, op->args[1 + D], 0) % v) return true;
   if (IR_DIM_IS_SYM(tt->dims[D])) {
     const struct ir_param *sp = ir_param_of(f, IR_DIM_SYM_VALUE(tt->dims[D]));

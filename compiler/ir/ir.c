@@ -207,6 +207,22 @@ bool ir_defined_within(const struct ir_func *f, ir_val v, uint32_t blk) {
   return false;
 }
 
+ir_val ir_view_source(const struct ir_func *f, ir_val v) {
+  for (uint32_t d; (d = ir_def_op(f, v));) {
+    uint16_t c = f->ops.v[d].code;
+    if (c != IR_CAST && c != IR_TRANS && c != IR_CONVERT_LAYOUT) break;
+    v = f->ops.v[d].args[0];
+  }
+  return v;
+}
+
+bool ir_facts_allow_vector(const struct ir_param *p, const struct ir_type *tt, int d, int bytes) {
+  if (!p->facts.stride1[d] || p->facts.align < bytes) return false;
+  for (int o = 0; o < tt->rank; o++)
+    if (o != d && !p->facts.div16[o] && !(!IR_DIM_IS_SYM(tt->dims[o]) && tt->dims[o] == 1)) return false;
+  return true;
+}
+
 bool ir_value_const_int(const struct ir_func *f, ir_val v, int64_t *out) {
   uint32_t op = ir_def_op(f, v);
   if (!op || f->ops.v[op].code != IR_CONST) return false;

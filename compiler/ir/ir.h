@@ -295,6 +295,14 @@ static inline uint32_t ir_region(const struct ir_func *f, uint32_t op, uint32_t 
 }
 /* The op defining v, or 0 for block arguments and parameters. */
 uint32_t ir_def_op(const struct ir_func *f, ir_val v);
+/* v with the casts, transposes and layout conversions that produced it stripped: the value
+ * they start from (a dot operand back to the load that reads it). */
+ir_val ir_view_source(const struct ir_func *f, ir_val v);
+/* Whether the facts of tensor parameter p (of type tt) allow accesses of `bytes` bytes
+ * along its dimension d: d contiguous, the base aligned to `bytes`, every other stride a
+ * multiple of 16 bytes (or its dimension 1). The rest (the slice start and the size along
+ * d) is the access's to check. */
+bool ir_facts_allow_vector(const struct ir_param *p, const struct ir_type *tt, int d, int bytes);
 /* Is v defined in block blk or in a block nested in it (an op result or a block argument)? */
 bool ir_defined_within(const struct ir_func *f, ir_val v, uint32_t blk);
 /* Integer value of a CONST op's result (scalar or splat). */

@@ -29,7 +29,7 @@
 struct assign {
   struct ir_func *f;
   uint16_t *want;    /* value -> wanted layout (0: none / scalar) */
-  uint8_t *dot_in;   /* value -> 1 when it reaches a dot operand through casts and transposes */
+  uint8_t *dot_in;   /* value -> 1 when a dot operand comes from it (mark_dot_inputs) */
   uint16_t *opreq;   /* op -> required layout of operand 0 (expand_dims, trans, dot), 0 = as is */
   uint16_t *opreq1;  /* op -> required layout of operand 1 (dot) */
   uint32_t nops;     /* size of the op maps (ops created by the rewrite have none) */
@@ -55,36 +55,22 @@ static uint16_t default_layout(struct assign *A, const struct ir_type *t) {
  * 512 bytes, and the eight miss in L1 together. Dot operands keep the default (their
  * staging into shared memory has its own copy paths). */
 static bool scalar_only(struct assign *A, const struct ir_op *op) {
-  const struct ir_value *tv = &A->f->values.v[op->args[0]];
-  if (tv->kind != IR_VAL_PARAM) return false;
-  const struct ir_param *p = &A->f->params.v[tv->index];
+  const struct ir_param *p = ir_param_of(A->f, op->args[0]);
+  if (!p) return false;
   const struct ir_type *tt = T(A, op->args[0]);
-  uint64_t sliced = (uint64_t)op->i[0];
-  int D = -1;
+  int D = -1; /* the tile's last dimension in the tensor: the highest sliced one */
   for (int d = 0; d < tt->rank; d++)
-    if (sliced >> d & 1) D = d;
-  if (D < 0) return false;
-  int eb = ir_dtype_bytes(tt->dtype);
-  if (!p->facts.stride1[D] || p->facts.align < 2 * eb) return true;
-  for (int d = 0; d < tt->rank; d++)
-    if (d != D && !p->facts.div16[d] && !(!IR_DIM_IS_SYM(tt->dims[d]) && tt->dims[d] == 1)) return true;
-  return false;
+    if ((uint64_t)op->i[0] >> d & 1) D = d;
+  return D >= 0 && !ir_facts_allow_vector(p, tt, D, 2 * ir_dtype_bytes(tt->dtype));
 }
 
+/* Marks the values that dot operands come from (through casts and transposes). */
 static void mark_dot_inputs(struct assign *A) {
   struct ir_func *f = A->f;
   for (uint32_t id = 1; id < f->ops.n; id++) {
     const struct ir_op *op = &f->ops.v[id];
     if (op->code != IR_DOT || !op->block) continue;
-    for (int a = 0; a < 2; a++)
-      for (ir_val v = op->args[a];;) {
-        A->dot_in[v] = 1;
-        uint32_t d = ir_def_op(f, v);
-        if (!d) break;
-        const struct ir_op *x = &f->ops.v[d];
-        if (x->code != IR_CAST && x->code != IR_TRANS && x->code != IR_CONVERT_LAYOUT) break;
-        v = x->args[0];
-      }
+    for (int a = 0; a < 2; a++) A->dot_in[ir_view_source(f, op->args[a])] = 1;
   }
 }
 
