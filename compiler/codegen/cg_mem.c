@@ -100,6 +100,20 @@ static LLVMValueRef dim_size(struct cg *g, const struct ir_type *tt, int d) {
   return LLVMBuildSExt(g->b, sv->r[0], g->i64, "");
 }
 
+/* How many consecutive elements of the last dimension a thread holds in consecutive
+ * registers (the first ones), at most 16 bytes' worth. */
+static int contiguous_run(const struct ll *l, int rank, int eb) {
+  int last = rank - 1, v = 1;
+  for (int b = 0; b < l->nreg && v * 2 * eb <= 16; b++) {
+    bool next = l->reg[b][last] == v;
+    for (int d = 0; d < rank; d++)
+      if (d != last && l->reg[b][d]) next = false;
+    if (!next) break;
+    v *= 2;
+  }
+  return v;
+}
+
 static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, const struct ll *layout,
                          struct access *x) {
   struct ir_func *f = g->f;
@@ -138,14 +152,7 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, cons
   for (int d = 0; d < x->rank; d++)
     if (x->tdim[d] == last && last >= 0) D = d;
   if (D < 0 || !x->param->facts.stride1[D] || eb > 8 || x->dt == DT_BOOL) return true;
-  int v = 1;
-  for (int b = 0; b < x->l.nreg && v * 2 * eb <= 16; b++) {
-    bool next = x->l.reg[b][last] == v;
-    for (int d = 0; d < vt->rank; d++)
-      if (d != last && x->l.reg[b][d]) next = false;
-    if (!next) break;
-    v *= 2;
-  }
+  int v = contiguous_run(&x->l, vt->rank, eb);
   if (v == 1 || !ir_facts_allow_vector(x->param, tt, D, v * eb)) return true;
   if (divisibility(g, op->args[1 + D], 0) % v) return true;
   if (IR_DIM_IS_SYM(tt->dims[D])) {
@@ -328,6 +335,22 @@ static unsigned smem_cap(int sm) { return sm >= 90 ? 232448u : sm == 80 || sm ==
  * barriers need every thread) and when the scratch fits the target's shared memory above
  * the buffers still live at the store (after a GEMM's main loop none are: the scratch
  * reuses the pipeline's buffers, cg_scratch_at). */
+/* The access of store op to `value` in the default blocked layout for elem_bytes-sized
+ * vectors (16: one element per thread). */
+static bool blocked_access(struct cg *g, const struct ir_op *op, ir_val value, int elem_bytes, struct access *x) {
+  const struct ir_type *vt = ir_vtype(g->f, value);
+  struct ir_layout e = ll_default_blocked(vt->rank, vt->dims, g->f->warps, elem_bytes);
+  struct ll l;
+  return ll_build(g->f, ir_layout_intern(g->f, &e), vt->rank, vt->dims, g->f->warps, &l) &&
+         setup_access(g, op, value, &l, x);
+}
+
+/* Pointer to element c of the staging tile (rows `pitch` elements apart). */
+static LLVMValueRef staged_at(struct cg *g, const LLVMValueRef *c, int32_t pitch, int eb) {
+  LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, c[0], cg_i32(g, pitch), ""), c[1], "");
+  return cg_smem_ptr(g, LLVMBuildMul(g->b, idx, cg_i32(g, eb), ""));
+}
+
 static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, struct access *direct) {
   struct ir_func *f = g->f;
   const struct ir_type *vt = ir_vtype(f, value);
@@ -338,35 +361,23 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, str
   unsigned bytes = (unsigned)(rows * pitch * eb);
   if (g->smem_scratch + bytes > smem_cap(f->sm)) return false;
   /* the blocked layout: 16-byte vectors if the tensor allows them, else one element */
-  struct ll dst;
   struct access x;
-  struct ir_layout e = ll_default_blocked(2, vt->dims, f->warps, eb);
-  if (!ll_build(f, ir_layout_intern(f, &e), 2, vt->dims, f->warps, &dst)) return false;
-  if (!setup_access(g, op, value, &dst, &x)) return false;
-  if (x.vec == 1) {
-    e = ll_default_blocked(2, vt->dims, f->warps, 16);
-    if (!ll_build(f, ir_layout_intern(f, &e), 2, vt->dims, f->warps, &dst)) return false;
-    if (!setup_access(g, op, value, &dst, &x)) return false;
-  }
-  if (x.vec <= direct->vec && !(x.vec == 1 && direct->vec == 1)) return false;
+  if (!blocked_access(g, op, value, eb, &x)) return false;
+  if (x.vec == 1 && !blocked_access(g, op, value, 16, &x)) return false;
+  bool wider = x.vec > direct->vec, coalesced = x.vec == 1 && direct->vec == 1;
+  if (!wider && !coalesced) return false;
   struct cgval *v = cg_val(g, value);
   if (g->failed) return false;
   cg_smem_reserve(g, bytes);
   /* registers to shared memory, runs of consecutive columns as one access */
   const struct ll *src = &direct->l;
-  int run = 1;
-  for (int b = 0; b < src->nreg && run * 2 * eb <= 16; b++) {
-    if (src->reg[b][1] != run || src->reg[b][0] != 0) break;
-    run *= 2;
-  }
+  int run = contiguous_run(src, 2, eb);
   LLVMTypeRef it = cg_mem_int_type(g, direct->dt);
   cg_barrier(g);
   for (uint32_t r0 = 0; r0 < direct->nregs; r0 += (uint32_t)run) {
     LLVMValueRef c[IR_MAX_RANK];
     cg_coords(g, src, r0, c);
-    LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, c[0], cg_i32(g, pitch), ""), c[1], "");
-    LLVMValueRef ptr = cg_smem_ptr(g, LLVMBuildMul(g->b, idx, cg_i32(g, eb), ""));
-    LLVMValueRef val;
+    LLVMValueRef ptr = staged_at(g, c, pitch, eb), val;
     if (run == 1) {
       val = to_bits(g, v->r[r0], direct->dt);
     } else {
@@ -382,11 +393,9 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, str
   LLVMValueRef *regs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
   for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
     LLVMValueRef c[IR_MAX_RANK];
-    cg_coords(g, &dst, r0, c);
-    LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, c[0], cg_i32(g, pitch), ""), c[1], "");
-    LLVMValueRef ptr = cg_smem_ptr(g, LLVMBuildMul(g->b, idx, cg_i32(g, eb), ""));
+    cg_coords(g, &x.l, r0, c);
     LLVMTypeRef lt = x.vec == 1 ? it : LLVMVectorType(it, (unsigned)x.vec);
-    LLVMValueRef ld = LLVMBuildLoad2(g->b, lt, ptr, "");
+    LLVMValueRef ld = LLVMBuildLoad2(g->b, lt, staged_at(g, c, pitch, eb), "");
     LLVMSetAlignment(ld, (unsigned)(x.vec * eb));
     for (int i = 0; i < x.vec; i++) {
       LLVMValueRef bitsv = x.vec == 1 ? ld : LLVMBuildExtractElement(g->b, ld, cg_i32(g, i), "");
