@@ -77,6 +77,7 @@ TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_
   arena_init(&ctx->cache_arena, &ctx->alloc, NULL);
   /* the option, else $TILE_CACHE_DIR, else the XDG cache directory; "" = off */
   ctx->cache_dir = rt_cache_resolve_dir(opts ? opts->cache_dir : NULL);
+  ctx->repack_mode = rt_repack_mode_from_env();
   if (!ctx->cache_dir) {
     free(ctx);
     return TILE_NOMEM;

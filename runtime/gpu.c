@@ -287,7 +287,7 @@ tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bou
                           bool launch) {
   struct rt_repack_plan plan;
   if (rt_cuda_ready(ctx) && rt_repack_plan(ctx, k, b, stream, &plan))
-    return launch ? rt_repack_launch(ctx, k, b, &plan, stream) : rt_repack_prepare(ctx, k, b, &plan);
+    return rt_repack_launch(ctx, k, b, &plan, stream, launch);
   return rt_gpu_launch_direct(ctx, k, b, stream, launch);
 }
 
@@ -318,7 +318,7 @@ static int enqueue(tile_context *ctx, tile_kernel *k, struct rt_spec *sp, const 
                    const struct rt_bound *b, const unsigned grid[3], const unsigned block[3], CUstream s,
                    struct packed *pk, char *err, size_t errlen, tile_status *st) {
   if (plan) {
-    *st = rt_repack_launch(ctx, k, b, plan, s);
+    *st = rt_repack_launch(ctx, k, b, plan, s, true);
     return 0;
   }
   return rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, s, pk->ptrs, err, errlen);

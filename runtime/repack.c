@@ -25,8 +25,8 @@
  * a warp's accesses are coalesced), then the kernel with the aligned arguments, then the
  * scratch freed in stream order. The pool keeps freed memory for the next launch. Without
  * pools in the driver, or without memory for a copy, the tensor is used as it is.
- * tile_kernel_prepare builds the copy kernels and the aligned specialization
- * (rt_repack_prepare). (cuMemcpy2DAsync was measured as the copy too: 4095^3 GEMM 333
+ * tile_kernel_prepare builds the copy kernels and the aligned specialization (the same
+ * function with placeholders for the scratch). (cuMemcpy2DAsync was measured as the copy too: 4095^3 GEMM 333
  * TFLOP/s against 375 with the tile kernel; PERF.md 19.) */
 #include <stdint.h>
 #include <stdio.h>
@@ -109,17 +109,17 @@ uint64_t rt_repack_operands(const struct ir_func *f) {
   return mask;
 }
 
-static int repack_mode(void) {
+int rt_repack_mode_from_env(void) {
   const char *e = getenv("TILE_REPACK");
-  if (!e || !*e || strcmp(e, "auto") == 0) return 2;
-  return strcmp(e, "0") != 0;
+  if (!e || !*e || strcmp(e, "auto") == 0) return RT_REPACK_AUTO;
+  return strcmp(e, "0") ? RT_REPACK_ALWAYS : RT_REPACK_NEVER;
 }
 
 bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
                     struct rt_repack_plan *plan) {
   plan->n = 0;
-  int mode = repack_mode();
-  if (mode == 0 || (k->flags & TILE_NO_REPACK) || k->device != TILE_DEVICE_CUDA) return false;
+  int mode = ctx->repack_mode;
+  if (mode == RT_REPACK_NEVER || (k->flags & TILE_NO_REPACK) || k->device != TILE_DEVICE_CUDA) return false;
   if (!k->dot_operands_known) {
     k->dot_operands = rt_repack_operands(k->ir);
     k->dot_operands_known = true;
@@ -136,7 +136,7 @@ bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
     struct rt_repack_item *it = &plan->v[plan->n];
     if (!rt_repack_layout(t->rank, t->shape, t->strides, eb, it->strides, &it->bytes)) continue;
     if (t->rank == 3 && t->shape[0] > 65535) continue;
-    if (mode == 2 && it->bytes < RT_REPACK_MIN_BYTES) continue;
+    if (mode == RT_REPACK_AUTO && it->bytes < RT_REPACK_MIN_BYTES) continue;
     it->param = i;
     plan->n++;
   }
@@ -184,68 +184,17 @@ static unsigned repacked_bit(const tile_kernel *k, uint32_t i) {
   return u < 32 ? 1u << u : 0;
 }
 
-/* Y (at dst, with strides ys) = X, in stream order, by the copy kernel. */
-static tile_status copy(tile_context *ctx, const struct interp_tensor *t, CUdeviceptr dst, const int64_t *ys,
-                        void *stream) {
-  tile_kernel *ck;
-  tile_status st = copy_kernel(ctx, t->rank, t->dtype, &ck);
-  if (st) return st;
-  tile_arg args[2] = {tensor_arg(t, t->data, t->strides), tensor_arg(t, (void *)(uintptr_t)dst, ys)};
-  tile_launch_options lo = {stream};
-  return tile_launch(ctx, ck, args, 2, &lo);
-}
-
 tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
-                             const struct rt_repack_plan *plan, void *stream) {
+                             const struct rt_repack_plan *plan, void *stream, bool launch) {
   tile_status st = rt_gpu_check_args(ctx, k, b);
   if (st) return st;
+  /* a TILE_AUTOTUNE kernel times launches while it prepares: it gets the arguments as they
+   * are, not placeholders */
+  if (!launch && (k->flags & TILE_AUTOTUNE)) return rt_gpu_launch_direct(ctx, k, b, stream, false);
   char err[1024];
-  if (!ctx->repack_pool &&
+  if (launch && !ctx->repack_pool &&
       rt_cuda_pool_create(&ctx->cuda, ctx->cuda_ordinal, RT_REPACK_POOL_KEEP, &ctx->repack_pool, err, sizeof err))
     return rt_gpu_launch_direct(ctx, k, b, stream, true); /* no pools: launch as it is */
-  /* the bound arguments with the repacked tensors in place of the originals */
-  struct rt_bound b2 = *b;
-  uint32_t np = k->ir->params.n;
-  struct interp_arg *ia = malloc(sizeof *ia * (np ? np : 1));
-  if (!ia) return rt_error(ctx, TILE_NOMEM, "out of memory");
-  memcpy(ia, b->iargs, sizeof *ia * np);
-  b2.iargs = ia;
-  CUdeviceptr scratch[RT_REPACK_MAX] = {0};
-  for (unsigned n = 0; n < plan->n && !st; n++) {
-    const struct rt_repack_item *it = &plan->v[n];
-    struct interp_tensor *t = &ia[it->param].tensor;
-    /* no memory for the copy: this tensor is used as it is */
-    if (rt_cuda_pool_alloc(&ctx->cuda, ctx->repack_pool, it->bytes, (CUstream)stream, &scratch[n], err,
-                           sizeof err)) {
-      scratch[n] = 0;
-      continue;
-    }
-    st = copy(ctx, t, scratch[n], it->strides, stream);
-    if (st) break;
-    b2.repacked |= repacked_bit(k, it->param);
-    t->data = (void *)(uintptr_t)scratch[n];
-    memcpy(t->strides, it->strides, sizeof it->strides[0] * (size_t)t->rank);
-  }
-  if (!st) st = rt_gpu_launch_direct(ctx, k, &b2, stream, true);
-  for (unsigned i = 0; i < RT_REPACK_MAX; i++)
-    if (scratch[i] && rt_cuda_free_async(&ctx->cuda, scratch[i], (CUstream)stream, err, sizeof err) && !st)
-      st = rt_error(ctx, TILE_CUDA, "freeing repack scratch: %s", err);
-  free(ia);
-  return st;
-}
-
-/* The bound arguments of a copy kernel launch from t to an aligned placeholder pointer. */
-static tile_status bind_copy(tile_context *ctx, tile_kernel *ck, const struct interp_tensor *t, const int64_t *ys,
-                             struct arena *a, struct rt_bound *out) {
-  tile_arg args[2] = {tensor_arg(t, t->data, t->strides), tensor_arg(t, (void *)(uintptr_t)256, ys)};
-  return rt_bind_args(ctx, ck, args, 2, a, out);
-}
-
-tile_status rt_repack_prepare(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
-                              const struct rt_repack_plan *plan) {
-  tile_status st = rt_gpu_check_args(ctx, k, b);
-  if (st) return st;
-  if (k->flags & TILE_AUTOTUNE) return rt_gpu_launch_direct(ctx, k, b, NULL, false);
   struct arena a;
   jmp_buf oom;
   arena_init(&a, &ctx->alloc, &oom);
@@ -253,26 +202,44 @@ tile_status rt_repack_prepare(tile_context *ctx, tile_kernel *k, const struct rt
     arena_free(&a);
     return rt_error(ctx, TILE_NOMEM, "out of memory");
   }
+  /* the bound arguments with the repacked tensors in place of the originals */
+  struct rt_bound b2 = *b;
   uint32_t np = k->ir->params.n;
-  unsigned repacked = 0;
-  struct interp_arg *ia = ARENA_NEWN(&a, struct interp_arg, np + 1);
-  memcpy(ia, b->iargs, sizeof *ia * np);
+  b2.iargs = ARENA_NEWN(&a, struct interp_arg, np + 1);
+  memcpy(b2.iargs, b->iargs, sizeof *b2.iargs * np);
+  CUdeviceptr scratch[RT_REPACK_MAX] = {0};
   for (unsigned n = 0; n < plan->n && !st; n++) {
     const struct rt_repack_item *it = &plan->v[n];
-    struct interp_tensor *t = &ia[it->param].tensor;
+    struct interp_tensor *t = &b2.iargs[it->param].tensor;
     tile_kernel *ck;
-    struct rt_bound cb;
     st = copy_kernel(ctx, t->rank, t->dtype, &ck);
-    if (!st) st = bind_copy(ctx, ck, t, it->strides, &a, &cb);
-    if (!st) st = rt_gpu_prepare_spec(ctx, ck, &cb);
-    t->data = (void *)(uintptr_t)256; /* what the scratch's alignment will be */
-    repacked |= repacked_bit(k, it->param);
+    if (st) break;
+    /* launching: the copy goes to scratch from the pool (no memory: this tensor is used as
+     * it is); preparing: to a placeholder with the scratch's alignment, never launched */
+    CUdeviceptr dst = 256;
+    if (launch) {
+      if (rt_cuda_pool_alloc(&ctx->cuda, ctx->repack_pool, it->bytes, (CUstream)stream, &scratch[n], err, sizeof err))
+        continue;
+      dst = scratch[n];
+    }
+    tile_arg args[2] = {tensor_arg(t, t->data, t->strides), tensor_arg(t, (void *)(uintptr_t)dst, it->strides)};
+    if (launch) {
+      tile_launch_options lo = {stream};
+      st = tile_launch(ctx, ck, args, 2, &lo);
+    } else {
+      struct rt_bound cb;
+      st = rt_bind_args(ctx, ck, args, 2, &a, &cb);
+      if (!st) st = rt_gpu_prepare_spec(ctx, ck, &cb);
+    }
+    if (st) break;
+    b2.repacked |= repacked_bit(k, it->param);
+    t->data = (void *)(uintptr_t)dst;
     memcpy(t->strides, it->strides, sizeof it->strides[0] * (size_t)t->rank);
   }
-  struct rt_bound b2 = *b;
-  b2.iargs = ia;
-  b2.repacked = repacked;
-  if (!st) st = rt_gpu_prepare_spec(ctx, k, &b2);
+  if (!st) st = launch ? rt_gpu_launch_direct(ctx, k, &b2, stream, true) : rt_gpu_prepare_spec(ctx, k, &b2);
+  for (unsigned i = 0; i < RT_REPACK_MAX; i++)
+    if (scratch[i] && rt_cuda_free_async(&ctx->cuda, scratch[i], (CUstream)stream, err, sizeof err) && !st)
+      st = rt_error(ctx, TILE_CUDA, "freeing repack scratch: %s", err);
   arena_free(&a);
   return st;
 }

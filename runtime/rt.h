@@ -41,6 +41,7 @@ struct tile_context {
   /* repacking unaligned operands (repack.c): the scratch pool and the copy kernels by
    * [rank - 2][f16, bf16, f32] (entries of `kernels`, freed with them) */
   CUmemoryPool repack_pool;
+  int repack_mode; /* TILE_REPACK (rt_repack_mode_from_env) */
   struct tile_kernel *repack_kernels[2][3];
 };
 
@@ -222,14 +223,16 @@ bool rt_repack_misaligned(int rank, const int64_t *shape, const int64_t *strides
 bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
                     struct rt_repack_plan *plan);
 /* Checks the arguments, copies the planned tensors to scratch, launches k on the copies and
- * frees the scratch, all in stream order. */
+ * frees the scratch, all in stream order. Not launching (tile_kernel_prepare): builds the
+ * copy kernels' and k's specializations for the repacked arguments instead, so that the
+ * first launch compiles nothing (TILE_AUTOTUNE kernels: k's own for b, as without
+ * repacking). */
 tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
-                             const struct rt_repack_plan *plan, void *stream);
-/* tile_kernel_prepare's part: checks the arguments, then builds the copy kernels' and k's
- * specializations for the repacked arguments, so that the first launch compiles nothing
- * (TILE_AUTOTUNE kernels: k's own specialization for b, as without repacking). */
-tile_status rt_repack_prepare(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
-                              const struct rt_repack_plan *plan);
+                             const struct rt_repack_plan *plan, void *stream, bool launch);
+/* TILE_REPACK: RT_REPACK_AUTO unset or "auto", RT_REPACK_NEVER "0", else RT_REPACK_ALWAYS
+ * (read once, when the context is created). */
+enum { RT_REPACK_AUTO, RT_REPACK_NEVER, RT_REPACK_ALWAYS };
+int rt_repack_mode_from_env(void);
 /* Destroys the scratch pool (context destruction). */
 void rt_repack_release(tile_context *ctx);
 
