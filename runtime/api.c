@@ -78,6 +78,13 @@ TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_
   /* the option, else $TILE_CACHE_DIR, else the XDG cache directory; "" = off */
   ctx->cache_dir = rt_cache_resolve_dir(opts ? opts->cache_dir : NULL);
   ctx->repack_mode = rt_repack_mode_from_env();
+  /* Debug and sanitizer builds verify after every pass (TILE_VERIFY_EACH_DEFAULT, set by
+   * CMake); elsewhere the environment turns it on, read once here */
+#ifdef TILE_VERIFY_EACH_DEFAULT
+  ctx->verify_each = true;
+#else
+  ctx->verify_each = getenv("TILE_VERIFY_EACH") != NULL;
+#endif
   if (!ctx->cache_dir) {
     free(ctx);
     return TILE_NOMEM;
@@ -150,21 +157,13 @@ static void reset_diags(tile_context *ctx) {
 
 /* ---- compiling ---- */
 
-static const char *const known_archs[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"};
-
-static bool arch_known(const char *a) {
-  for (size_t i = 0; i < TL_ARRAY_LEN(known_archs); i++)
-    if (strcmp(a, known_archs[i]) == 0) return true;
-  return false;
-}
-
 static void hash_str(uint64_t h[2], const char *s, size_t n) {
   h[0] = tl_hash_bytes(s, n, h[0] ^ n);
   h[1] = tl_hash_bytes(s, n, h[1] + 0x9e3779b97f4a7c15ull * (n + 1));
 }
 
 static void compile_key(uint64_t h[2], const char *name, const char *src, size_t len,
-                        const tile_compile_options *co, const char *arch) {
+                        const tile_compile_options *co, const char *arch, const char *sched) {
   h[0] = 0x7469;
   h[1] = 0x6c65;
   hash_str(h, TILE_VERSION, strlen(TILE_VERSION));
@@ -178,8 +177,8 @@ static void compile_key(uint64_t h[2], const char *name, const char *src, size_t
     hash_str(h, n, strlen(n) + 1);
     hash_str(h, v, strlen(v) + 1);
   }
-  char extra[64];
-  int m = snprintf(extra, sizeof extra, "%d|%s|%u", (int)co->device, arch, co->flags);
+  char extra[256];
+  int m = snprintf(extra, sizeof extra, "%d|%s|%u|%s", (int)co->device, arch, co->flags, sched);
   hash_str(h, extra, (size_t)m);
 }
 
@@ -326,27 +325,32 @@ static tile_kernel *kernel_new(tile_context *ctx, const char *name, const char *
   return k;
 }
 
-static tile_status resolve_arch(tile_context *ctx, const tile_compile_options *co, char arch[16]) {
-  arch[0] = 0;
+/* The target and schedule of a compile, from its options: the one place where an arch
+ * name and the schedule text are parsed. CPU compiles have no target. */
+static tile_status resolve_target(tile_context *ctx, const tile_compile_options *co, const struct tl_target **target,
+                                  struct tl_schedule *sched) {
+  *target = NULL;
+  char msg[256];
+  if (!tl_schedule_parse(co->schedule && co->schedule[0] ? co->schedule : NULL, sched, msg, sizeof msg))
+    return rt_error(ctx, TILE_INVALID_ARGUMENT, "%s", msg);
   if (co->device == TILE_DEVICE_CPU) return TILE_OK;
   if (co->device != TILE_DEVICE_CUDA)
     return rt_error(ctx, TILE_INVALID_ARGUMENT, "unknown device %d", (int)co->device);
   if (co->arch) {
-    if (!arch_known(co->arch))
-      return rt_error(ctx, TILE_UNSUPPORTED,
-                      "unknown target architecture '%s' (known: sm_80, sm_86, sm_89, sm_90, sm_90a)",
-                      co->arch);
-    snprintf(arch, 16, "%s", co->arch);
+    *target = tl_target_find(co->arch);
+    if (!*target)
+      return rt_error(ctx, TILE_UNSUPPORTED, "unknown target architecture '%s' (known: %s)", co->arch,
+                      tl_target_names());
     return TILE_OK;
   }
   if (!rt_cuda_ready(ctx)) return TILE_NO_DRIVER;
-  snprintf(arch, 16, "%s", ctx->dev_arch);
+  *target = ctx->dev_target;
   return TILE_OK;
 }
 
 static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
-                               const tile_compile_options *cop, const char *arch, const uint64_t *key,
-                               tile_kernel **out);
+                               const tile_compile_options *cop, const struct tl_target *target,
+                               const struct tl_schedule *sched, const uint64_t *key, tile_kernel **out);
 
 static tile_status compile(tile_context *ctx, const char *name, const char *src, size_t len,
                            const tile_compile_options *opts, tile_kernel **out) {
@@ -359,12 +363,15 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
   tile_compile_options co = {0};
   if (opts) co = *opts;
   if (co.ndefines && !co.defines) return rt_error(ctx, TILE_INVALID_ARGUMENT, "defines is NULL");
-  char arch[16];
-  tile_status st = resolve_arch(ctx, &co, arch);
+  const struct tl_target *target;
+  struct tl_schedule sched;
+  tile_status st = resolve_target(ctx, &co, &target, &sched);
   if (st) return st;
+  char sched_text[128];
+  tl_schedule_format(&sched, sched_text, sizeof sched_text);
 
   uint64_t key[2];
-  compile_key(key, name, src, len, &co, arch);
+  compile_key(key, name, src, len, &co, target ? target->name : "", sched_text);
   if (!(co.flags & TILE_NO_CACHE))
     for (uint32_t i = 0; i < ctx->kernels.n; i++) {
       tile_kernel *c = ctx->kernels.v[i];
@@ -375,14 +382,14 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
       }
     }
 
-  return compile_new(ctx, name, src, len, &co, arch, key, out);
+  return compile_new(ctx, name, src, len, &co, target, &sched, key, out);
 }
 
 /* The part of compile() under the out-of-memory recovery point; kept in its own function
  * so that no local of the caller is live across setjmp. */
 static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
-                               const tile_compile_options *cop, const char *arch, const uint64_t *key,
-                               tile_kernel **out) {
+                               const tile_compile_options *cop, const struct tl_target *target,
+                               const struct tl_schedule *sched, const uint64_t *key, tile_kernel **out) {
   tile_compile_options co = *cop;
   tile_status st;
   jmp_buf oom;
@@ -394,7 +401,10 @@ static tile_status compile_new(tile_context *ctx, const char *name, const char *
   }
   k->device = co.device;
   k->flags = co.flags;
-  snprintf(k->arch, sizeof k->arch, "%s", arch);
+  k->target = target;
+  k->sched = *sched;
+  snprintf(k->arch, sizeof k->arch, "%s", target ? target->name : "");
+  tl_schedule_format(sched, k->sched_text, sizeof k->sched_text);
   k->key[0] = key[0];
   k->key[1] = key[1];
   /* the compile options, for TILE_AUTOTUNE (defines are checked for NULL by front_end) */
@@ -406,7 +416,8 @@ static tile_status compile_new(tile_context *ctx, const char *name, const char *
   }
   k->ndefines = co.ndefines;
   struct pass_options po = {0};
-  po.verify_each = (co.flags & TILE_VERIFY_EACH) || getenv("TILE_VERIFY_EACH") != NULL;
+  po.verify_each = (co.flags & TILE_VERIFY_EACH) || ctx->verify_each;
+  if (po.verify_each) k->flags |= TILE_VERIFY_EACH; /* the GPU pipeline too */
   st = front_end(ctx, k, &co, NULL, &po);
   k->arena.oom = NULL; /* the jmp_buf dies with this frame */
   if (st) {
@@ -566,12 +577,10 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
   tile_compile_options co = {0};
   if (copts) co = *copts;
   if (eo->what == TILE_EMIT_LLVM || eo->what == TILE_EMIT_PTX) co.device = TILE_DEVICE_CUDA;
-  char arch[16] = "";
-  tile_status st = TILE_OK;
-  if (co.device == TILE_DEVICE_CUDA) {
-    st = resolve_arch(ctx, &co, arch);
-    if (st) return st;
-  }
+  const struct tl_target *target = NULL;
+  struct tl_schedule sched;
+  tile_status st = resolve_target(ctx, &co, &target, &sched);
+  if (st) return st;
   jmp_buf oom;
   tile_kernel *k = kernel_new(ctx, name ? name : "<string>", src, len, &oom);
   if (!k) return rt_error(ctx, TILE_NOMEM, "out of memory");
@@ -580,7 +589,7 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
     return rt_error(ctx, TILE_NOMEM, "out of memory");
   }
   struct pass_options po = {0};
-  po.verify_each = (co.flags & TILE_VERIFY_EACH) || getenv("TILE_VERIFY_EACH") != NULL;
+  po.verify_each = (co.flags & TILE_VERIFY_EACH) || ctx->verify_each;
   po.dump_after = eo->dump_after;
   po.dump = dump_hook;
   po.dump_ud = (void *)eo;
@@ -611,7 +620,7 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
         if (i) sb_putc(&sb, '\n');
         ir_print_func(&sb, f, 0);
       } else {
-        st = rt_gpu_emit(ctx, f, arch, eo->what, eo, &po, &sb);
+        st = rt_gpu_emit(ctx, f, target, &sched, eo->what, eo, &po, &sb);
         if (st) goto done;
       }
     }
@@ -634,7 +643,7 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
         st = rt_error(ctx, TILE_COMPILE, "%s", sb_str(&err));
         goto done;
       }
-      st = rt_gpu_emit(ctx, k->ir, arch, eo->what, eo, &po, &sb);
+      st = rt_gpu_emit(ctx, k->ir, target, &sched, eo->what, eo, &po, &sb);
       if (st) goto done;
     }
   }

@@ -18,14 +18,6 @@
 #include "passes.h"
 #include "rt.h"
 
-const char *rt_arch_for(int cc_major, int cc_minor) {
-  if (cc_major == 9 && cc_minor == 0) return "sm_90a";
-  if (cc_major >= 9) return "sm_90";
-  if (cc_major == 8 && cc_minor >= 9) return "sm_89";
-  if (cc_major == 8 && cc_minor >= 6) return "sm_86";
-  return "sm_80";
-}
-
 bool rt_cuda_ready(tile_context *ctx) {
   char err[1024];
   if (!ctx->cuda_tried) {
@@ -38,8 +30,10 @@ bool rt_cuda_ready(tile_context *ctx) {
       rc = -1;
     }
     ctx->cuda_ok = rc == 0;
-    if (ctx->cuda_ok)
-      snprintf(ctx->dev_arch, sizeof ctx->dev_arch, "%s", rt_arch_for(ctx->dev.cc_major, ctx->dev.cc_minor));
+    if (ctx->cuda_ok) {
+      ctx->dev_target = tl_target_for_cc(ctx->dev.cc_major, ctx->dev.cc_minor);
+      snprintf(ctx->dev_arch, sizeof ctx->dev_arch, "%s", ctx->dev_target->name);
+    }
     else
       snprintf(ctx->cuda_err, sizeof ctx->cuda_err, "%s", err);
   }
@@ -47,8 +41,6 @@ bool rt_cuda_ready(tile_context *ctx) {
   return ctx->cuda_ok;
 }
 
-static int sm_of(const char *arch) { return atoi(arch + 3); }
-static bool use_wgmma(const char *arch);
 
 /* ---- specialization facts ---- */
 
@@ -90,15 +82,18 @@ static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t 
   return n;
 }
 
-/* Compiles f (already specialized: its facts set) for arch into PTX in arena a. */
-static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const char *arch, enum cg_output out,
-                               struct pass_options *po, struct arena *a, struct cg_result *res) {
+/* Compiles f (already specialized: its facts set) for the target into PTX in arena a. IR
+ * that is already GPU IR (textual input at a later stage) goes straight to codegen. */
+static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
+                               const struct tl_schedule *sched, enum cg_output out, struct pass_options *po,
+                               struct arena *a, struct cg_result *res) {
   struct strbuf err;
   sb_init(&err, a);
-  bool wgmma = use_wgmma(arch);
-  if (!pass_pipeline_gpu(f, sm_of(arch), wgmma, po, &err) || !ir_verify(f, "gpu pipeline", &err))
+  if (f->stage == IR_STAGE_GENERIC && !pass_pipeline_gpu(f, target, sched, po, &err))
     return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
-  if (!cg_compile(f, arch, out, a, res, &err))
+  if (!ir_verify(f, "gpu pipeline", &err))
+    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  if (!cg_compile(f, out, a, res, &err))
     return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
   if (po && po->time) {
     po->codegen_ms += res->llvm_ms;
@@ -107,8 +102,10 @@ static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const char 
   return TILE_OK;
 }
 
-tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const char *arch, tile_emit_kind what,
-                        const tile_emit_options *eo, struct pass_options *po, struct strbuf *out) {
+tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
+                        const struct tl_schedule *sched, tile_emit_kind what, const tile_emit_options *eo,
+                        struct pass_options *po, struct strbuf *out) {
+  if (f->stage != IR_STAGE_GENERIC) target = f->target; /* GPU IR names its own target */
   /* ahead of time the arguments are unknown: assume the common case (16-byte aligned
    * bases, contiguous rows, 16-byte multiple strides and sizes); assume_unaligned drops
    * the strides and sizes (a 4095-wide matrix), not the bases' alignment */
@@ -126,7 +123,8 @@ tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const char *arch, 
     }
   }
   struct cg_result res;
-  tile_status st = compile_ptx(ctx, f, arch, what == TILE_EMIT_LLVM ? CG_OUT_LLVM : CG_OUT_PTX, po, out->arena, &res);
+  tile_status st =
+      compile_ptx(ctx, f, target, sched, what == TILE_EMIT_LLVM ? CG_OUT_LLVM : CG_OUT_PTX, po, out->arena, &res);
   if (st) return st;
   sb_putn(out, res.text, res.len);
   return TILE_OK;
@@ -405,7 +403,6 @@ void rt_gpu_target_of(tile_context *ctx, bool link, struct rt_gpu_target *t) {
  * depends on. The compiler id includes the build id, so a rebuilt compiler never reuses. */
 static const char *module_key(tile_kernel *k, const struct rt_gpu_target *t, const uint8_t *facts,
                               uint32_t nfacts, struct arena *a) {
-  bool wgmma = use_wgmma(k->arch);
   if (!k->src_hashed) {
     rt_hash(k->src, k->src_len, k->src_hash);
     k->src_hashed = true;
@@ -415,13 +412,12 @@ static const char *module_key(tile_kernel *k, const struct rt_gpu_target *t, con
   rt_hex(facts, nfacts < 64 ? nfacts : 64, facts_hex);
   return arena_printf(a,
                       "tile-module 1\ncompiler=%s\nsource=%s\nkernel=%s\nconfig=%s\nsource_ir=%d\n"
-                      "facts=%s\narch=%s\nwgmma=%d\ndevice=%s\ndriver=%d\n",
+                      "facts=%s\narch=%s\nschedule=%s\ndevice=%s\ndriver=%d\n",
                       rt_compiler_id(), src_hex, k->name, k->config ? k->config : "",
-                      (k->flags & TILE_SOURCE_IR) ? 1 : 0, facts_hex, k->arch, wgmma ? 1 : 0, t->device_name,
+                      (k->flags & TILE_SOURCE_IR) ? 1 : 0, facts_hex, k->arch, k->sched_text, t->device_name,
                       t->driver_version);
 }
 
-static bool use_wgmma(const char *arch) { return strcmp(arch, "sm_90a") == 0 && !getenv("TILE_NO_WGMMA"); }
 
 /* An artifact from a verified module cache entry: parts = meta text, PTX, cubin. */
 static bool artifact_from_entry(const struct rt_cache_entry *e, struct rt_artifact *a) {
@@ -484,7 +480,9 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
     }
   }
   struct cg_result res;
-  tile_status st = compile_ptx(ctx, f, k->arch, CG_OUT_PTX, NULL, &scratch, &res);
+  struct pass_options po = {0};
+  po.verify_each = (k->flags & TILE_VERIFY_EACH) != 0;
+  tile_status st = compile_ptx(ctx, f, k->target, &k->sched, CG_OUT_PTX, &po, &scratch, &res);
   if (!st && t->smem_optin > 0 && res.smem_bytes > (unsigned)t->smem_optin)
     st = rt_error(ctx, TILE_UNSUPPORTED, "needs %u bytes of shared memory per block; %s allows %d (kernel '%s' [%s])",
                   res.smem_bytes, t->device_name[0] ? t->device_name : "the device", t->smem_optin, k->name,
@@ -512,7 +510,7 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
     if (t->cuda->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && !cur && t->cuctx) t->cuda->cuCtxSetCurrent(t->cuctx);
     int rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, 0, &out->cubin, &out->cubin_len, NULL, 0, err,
                               sizeof err);
-    if (rc && strcmp(k->arch, "sm_90a") == 0) /* in case the context's default target refuses sm_90a PTX */
+    if (rc && k->target->arch_specific) /* in case the context's default target refuses sm_90a PTX */
       rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, CU_TARGET_COMPUTE_90A, &out->cubin, &out->cubin_len,
                             NULL, 0, err, sizeof err);
     if (rc) { /* no cubin: loading the PTX runs the JIT (and reports any error properly) */

@@ -157,7 +157,7 @@ static tile_status copy_kernel(tile_context *ctx, int rank, ir_dtype dt, tile_ke
     return TILE_OK;
   }
   tile_define def = {"T", di == 0 ? "f16" : di == 1 ? "bf16" : "f32"};
-  tile_compile_options co = {rank == 2 ? "repack2" : "repack3", &def, 1, TILE_DEVICE_CUDA, NULL, 0};
+  tile_compile_options co = {rank == 2 ? "repack2" : "repack3", &def, 1, TILE_DEVICE_CUDA, NULL, 0, NULL};
   tile_status st = tile_compile_string(ctx, "<repack>", repack_src, sizeof repack_src - 1, &co, slot);
   if (st) return st;
   *out = *slot;

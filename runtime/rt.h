@@ -32,6 +32,9 @@ struct tile_context {
   struct rt_cuda cuda;
   struct rt_cuda_device dev;
   char dev_arch[16];
+  const struct tl_target *dev_target; /* the device's target (tl_target_for_cc) */
+  bool verify_each;  /* verify the IR after every pass of every compile: Debug and sanitizer
+                        builds, or TILE_VERIFY_EACH set when the context was created */
   /* in-memory kernel cache */
   struct arena cache_arena;
   VEC(struct tile_kernel *) kernels;
@@ -78,7 +81,10 @@ struct tile_kernel {
   struct arena arena;
   struct strtab strs;
   tile_device device;
-  char arch[16];
+  char arch[16];           /* the target's name ("" on the CPU) */
+  const struct tl_target *target; /* NULL on the CPU */
+  struct tl_schedule sched;
+  char sched_text[128];     /* the schedule's canonical text (cache keys, recompiles) */
   unsigned flags;
   const char *name;
   const char *config;     /* "BM=128,BN=64" */
@@ -138,13 +144,12 @@ tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct
                                  void *stream, bool launch);
 /* Generates PTX for the kernel's IR with the given facts: used by tile_emit. */
 struct pass_options;
-tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const char *arch, tile_emit_kind what,
-                        const tile_emit_options *eo, struct pass_options *po, struct strbuf *out);
+tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
+                        const struct tl_schedule *sched, tile_emit_kind what, const tile_emit_options *eo,
+                        struct pass_options *po, struct strbuf *out);
 /* Times `o->reps` launches with device events into t[], setting *n. */
 tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args, unsigned nargs,
                          const tile_bench_options *o, double *t, int *n);
-/* "sm_90a" for the current device's compute capability. */
-const char *rt_arch_for(int cc_major, int cc_minor);
 
 /* ---- building specializations off the main thread (gpu.c; used by tune.c) ---- */
 

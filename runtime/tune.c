@@ -1301,7 +1301,7 @@ tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_
   /* a new tuning key: tune (or find the stored result), then compile the winner */
   tile_arg *args = args_of_bound(k, b, &a);
   tile_compile_options co = {k->kernel_opt, k->defines, k->ndefines, k->device, k->arch,
-                             k->flags & ~(unsigned)TILE_AUTOTUNE};
+                             k->flags & ~(unsigned)TILE_AUTOTUNE, k->sched_text};
   tile_tune_options to = {0};
   to.stream = stream;
   to.budget_ms = autotune_budget();

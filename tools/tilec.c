@@ -37,6 +37,7 @@ struct options {
   const char *out;
   const char *kernel;
   const char *arch;
+  const char *schedule;
   const char *dump_after;
   const char *passes;
   const char *flops;
@@ -66,7 +67,8 @@ struct options {
 
 static void usage(FILE *f) {
   fputs("usage: tilec FILE.tile [--emit=ast|ir|llvm|ptx] [-k KERNEL] [-D NAME=VALUE]... [-o OUT]\n"
-        "                   [--arch=sm_80|sm_86|sm_89|sm_90|sm_90a] [--dump-after=PASS|all]\n"
+        "                   [--arch=sm_80|sm_86|sm_89|sm_90|sm_90a] [--schedule=KEY=V,...]\n"
+        "                   [--dump-after=PASS|all]\n"
         "                   [--time-passes] [--verify-each] [--unaligned]\n"
         "       tilec opt FILE.ir [--passes=P1,P2,...] [-o OUT]\n"
         "       tilec run FILE.tile [-k KERNEL] [-D NAME=VALUE]... [--size NAME=N[,NAME=N...]]\n"
@@ -200,6 +202,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
       o->defines[o->ndefines++] = (tile_define){n, v};
     } else if (starts(a, "--arch=")) {
       o->arch = a + 7;
+    } else if (starts(a, "--schedule=")) {
+      o->schedule = a + 11;
     } else if (starts(a, "--dump-after=")) {
       o->dump_after = a + 13;
     } else if (strcmp(a, "--time-passes") == 0) {
@@ -285,7 +289,7 @@ static int compile_cmd(tile_context *ctx, struct options *o) {
   char *src = read_source(o->file, &len);
   if (!src) return 1;
   tile_compile_options co = {o->kernel, o->defines, o->ndefines, TILE_DEVICE_CPU, o->arch,
-                             o->verify_each ? TILE_VERIFY_EACH : 0u};
+                             o->verify_each ? TILE_VERIFY_EACH : 0u, o->schedule};
   tile_emit_options eo = {0};
   eo.what = o->emit;
   bool is_ir = o->cmd && strcmp(o->cmd, "opt") == 0;
@@ -632,7 +636,7 @@ static int run_cmd(tile_context *ctx, struct options *o) {
   if (!src) return drc;
 
   unsigned flags = source_flags(o) | (o->autotune ? TILE_AUTOTUNE : 0u);
-  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags};
+  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags, o->schedule};
   tile_kernel *k = NULL, *kref = NULL;
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
     fprintf(stderr, "%s", tile_errmsg(ctx));
@@ -811,7 +815,7 @@ static int tune_cmd(tile_context *ctx, struct options *o) {
   char *src = open_for_run(ctx, o, &len, fbuf, &dev, &info, NULL, &rc);
   if (!src) return rc;
   unsigned flags = source_flags(o);
-  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags};
+  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags, o->schedule};
   tile_kernel *k = NULL;
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
     fprintf(stderr, "%s", tile_errmsg(ctx));
@@ -919,7 +923,7 @@ static int probe_cmd(tile_context *ctx, struct options *o) {
   int rc;
   char *src = open_for_run(ctx, o, &len, fbuf, &dev, &info, &driver_ms, &rc);
   if (!src) return rc;
-  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, 0};
+  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, 0, o->schedule};
   tile_kernel *k = NULL;
   double t1 = now_ms_tilec();
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {

@@ -41,19 +41,6 @@ static void init_llvm(void) {
   LLVMInitializeNVPTXAsmPrinter();
 }
 
-static const struct {
-  const char *arch;
-  const char *features;
-} targets[] = {
-    {"sm_80", "+ptx70"}, {"sm_86", "+ptx71"}, {"sm_89", "+ptx78"}, {"sm_90", "+ptx78"}, {"sm_90a", "+ptx80"},
-};
-
-bool cg_arch_supported(const char *arch) {
-  for (size_t i = 0; i < TL_ARRAY_LEN(targets); i++)
-    if (strcmp(arch, targets[i].arch) == 0) return true;
-  return false;
-}
-
 int cg_scalar_param_bytes(ir_dtype dt) {
   switch (dt) {
   case DT_I64:
@@ -752,14 +739,12 @@ static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, stru
   return true;
 }
 
-bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct arena *a,
-                struct cg_result *res, struct strbuf *err) {
+bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct cg_result *res,
+                struct strbuf *err) {
   memset(res, 0, sizeof *res);
-  const char *features = NULL;
-  for (size_t i = 0; i < TL_ARRAY_LEN(targets); i++)
-    if (strcmp(arch, targets[i].arch) == 0) features = targets[i].features;
-  if (!features) {
-    sb_printf(err, "codegen: unsupported target '%s'\n", arch);
+  const struct tl_target *tgt = f->target;
+  if (!tgt) {
+    sb_printf(err, "codegen: the function has no target (generic IR)\n");
     return false;
   }
   pthread_once(&init_once, init_llvm);
@@ -769,8 +754,7 @@ bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct 
   g->f = f;
   g->arena = a;
   g->err = err;
-  g->arch = arch;
-  g->sm = atoi(arch + 3);
+  g->target = tgt;
   g->vals = ARENA_NEWN(a, struct cgval, f->values.n + 1);
   for (uint32_t i = 1; i < f->ops.n; i++)
     if (f->ops.v[i].block && f->ops.v[i].code == IR_WGMMA) g->uses_wgmma = true;
@@ -784,7 +768,7 @@ bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct 
     LLVMDisposeMessage(msg);
     return false;
   }
-  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, arch, features, LLVMCodeGenLevelAggressive,
+  LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, triple, tgt->name, tgt->ptx_features, LLVMCodeGenLevelAggressive,
                                                     LLVMRelocDefault, LLVMCodeModelDefault);
   g->ctx = LLVMContextCreate();
   g->mod = LLVMModuleCreateWithNameInContext(f->name, g->ctx);
@@ -808,7 +792,7 @@ bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct 
   LLVMTypeRef smem_ty = LLVMArrayType2(g->i8, 0);
   g->smem = LLVMAddGlobalInAddressSpace(g->mod, smem_ty, "__tile_smem", 3);
   LLVMSetLinkage(g->smem, LLVMExternalLinkage);
-  LLVMSetAlignment(g->smem, 16);
+  LLVMSetAlignment(g->smem, 1024); /* swizzle atoms and TMA boxes start on 1024 bytes */
 
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, fn, "body");

@@ -23,13 +23,10 @@ struct cg_result {
   double emit_ms;        /* NVPTX instruction selection and PTX printing */
 };
 
-/* True if `arch` is one of the supported targets. */
-bool cg_arch_supported(const char *arch);
-
-/* Compiles one kernel. On failure returns false with a message in err (never aborts on
- * user input; an LLVM verifier failure is reported as an internal error). */
-bool cg_compile(struct ir_func *f, const char *arch, enum cg_output out, struct arena *a,
-                struct cg_result *res, struct strbuf *err);
+/* Compiles one kernel of GPU IR (for f->target). On failure returns false with a message in
+ * err (never aborts on user input; an LLVM verifier failure is an internal error). */
+bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct cg_result *res,
+                struct strbuf *err);
 
 /* Size in bytes of a scalar parameter as passed to the kernel (see the convention). */
 int cg_scalar_param_bytes(ir_dtype dt);

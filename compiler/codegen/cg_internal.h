@@ -40,8 +40,7 @@ struct cg {
   struct arena *arena;
   struct strbuf *err;
   bool failed;
-  const char *arch;
-  int sm;
+  const struct tl_target *target;
   double t0;
   LLVMContextRef ctx;
   LLVMModuleRef mod;

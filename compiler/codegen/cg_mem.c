@@ -323,9 +323,6 @@ static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs) {
   }
 }
 
-/* The most shared memory a block may use on target sm (the opt-in limit), in bytes. */
-static unsigned smem_cap(int sm) { return sm >= 90 ? 232448u : sm == 80 || sm == 87 ? 166912u : 101376u; }
-
 /* A 2-d tile in an mma accumulator layout is stored through shared memory when the blocked
  * layout reached that way stores more elements per access, or the same one element per
  * access coalesced (a warp's 32 elements consecutive, where the accumulator layout's are
@@ -359,7 +356,7 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, str
   int eb = ir_dtype_bytes(direct->dt);
   int32_t rows = vt->dims[0], cols = vt->dims[1], pitch = cols + 16 / eb;
   unsigned bytes = (unsigned)(rows * pitch * eb);
-  if (g->smem_scratch + bytes > smem_cap(f->sm)) return false;
+  if (g->smem_scratch + bytes > g->target->smem_optin) return false;
   /* the blocked layout: 16-byte vectors if the tensor allows them, else one element */
   struct access x;
   if (!blocked_access(g, op, value, eb, &x)) return false;

@@ -51,6 +51,7 @@ struct ir_func *ir_func_new(struct arena *a, struct strtab *strs, const char *na
   f->strs = strs;
   f->name = strtab_intern(strs, name, strlen(name));
   f->warps = 4;
+  tl_schedule_default(&f->sched);
   struct ir_type none = {0};
   VEC_PUSH(a, f->types, none);
   struct ir_value nv = {0};

@@ -17,6 +17,7 @@
 #ifndef TL_IR_H
 #define TL_IR_H
 
+#include "target.h"
 #include "util.h"
 
 enum { IR_MAX_RANK = 4 };
@@ -211,9 +212,12 @@ struct ir_func {
   struct arena *arena;
   struct strtab *strs;
   const char *name;
-  int warps;                     /* threads per program instance = 32 * warps */
-  int sm;                        /* target compute capability x10 once lowered for a GPU (0: generic) */
-  int wgmma;                     /* the target has wgmma (sm_90a) */
+  int warps;                     /* warps of the tile layouts (with roles: of the consumers) */
+  int threads;                   /* threads per program instance; 0 = 32 * warps (see below) */
+  const struct tl_target *target; /* the GPU target once lowered for one (NULL: generic IR) */
+  struct tl_schedule sched;      /* schedule options of the Hopper tier (target.h) */
+  uint8_t stage;                 /* enum ir_stage: which ops may appear */
+  uint8_t persistent;            /* the body walks tiles in a loop; the runtime sizes the grid */
   VEC(struct ir_type) types;     /* [0] unused */
   VEC(struct ir_value) values;   /* [0] unused */
   VEC(struct ir_op) ops;         /* [0] unused */
@@ -223,6 +227,19 @@ struct ir_func {
 };
 
 enum { IR_GRID_BLOCK = 1, IR_BODY_BLOCK = 2 };
+
+/* Stages of a function. Generic IR is what the front end produces and the interpreter runs;
+ * GPU IR has layouts on every tile and may hold the ops flagged OPF_GPU (ops.def); after
+ * the smem-alloc pass every shared-memory allocation carries its byte offset. The verifier
+ * checks each stage's rules, and the pipeline advances the stage. With warp specialization
+ * (a warp_specialize op) `threads` counts the producer warps too: 32 * warps + 32 *
+ * producer_warps; the layouts describe the consumers' warps.                            */
+enum ir_stage { IR_STAGE_GENERIC, IR_STAGE_GPU, IR_STAGE_ALLOCATED };
+static inline int ir_func_threads(const struct ir_func *f) { return f->threads ? f->threads : 32 * f->warps; }
+/* Whether dots may use wgmma: the target has it and the schedule does not forbid it. */
+static inline bool ir_func_wgmma(const struct ir_func *f) {
+  return tl_has(f->target, TL_FEAT_WGMMA) && f->sched.wgmma != 0;
+}
 
 /* ---- construction ---- */
 

@@ -666,19 +666,42 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
   int64_t w = parse_int(ps);
   if (w < 1 || w > 32) fail(ps, "bad warp count %lld", (long long)w);
   f->warps = (int)w;
-  if (accept(ps, "sm")) {
+  if (accept(ps, "threads")) {
     expect(ps, "=");
-    /* "90" or "90a": the number lexer keeps the suffix in the token */
-    if (ps->tok != T_INT || ps->tlen > 8) fail(ps, "expected a compute capability such as 90 or 90a");
-    char buf[16];
+    int64_t t = parse_int(ps);
+    if (t < 32 || t > 1024 || t % 32) fail(ps, "bad thread count %lld", (long long)t);
+    f->threads = (int)t;
+  }
+  if (accept(ps, "target")) {
+    expect(ps, "=");
+    char buf[32];
+    if (ps->tok != T_IDENT || ps->tlen >= sizeof buf) fail(ps, "expected a target such as sm_90a");
     memcpy(buf, ps->ts, ps->tlen);
     buf[ps->tlen] = 0;
-    char *endp;
-    f->sm = (int)strtol(buf, &endp, 10);
-    if (strcmp(endp, "a") == 0) f->wgmma = 1;
-    else if (*endp) fail(ps, "bad compute capability '%s'", buf);
+    f->target = tl_target_find(buf);
+    if (!f->target) fail(ps, "unknown target '%s' (known: %s)", buf, tl_target_names());
+    f->stage = IR_STAGE_GPU;
     next(ps);
   }
+  if (is(ps, "sched") && ps->p < ps->end && *ps->p == '(') {
+    /* sched(key=value,...): the raw text up to ')' is the schedule option syntax */
+    const char *q = ps->p + 1, *e = q;
+    while (e < ps->end && *e != ')' && *e != '\n') e++;
+    if (e >= ps->end || *e != ')') fail(ps, "unterminated sched(...)");
+    char text[128], msg[256];
+    if ((size_t)(e - q) >= sizeof text) fail(ps, "sched(...) is too long");
+    memcpy(text, q, (size_t)(e - q));
+    text[e - q] = 0;
+    if (!tl_schedule_parse(text, &f->sched, msg, sizeof msg)) fail(ps, "%s", msg);
+    ps->col += (uint32_t)(e + 1 - ps->p);
+    ps->p = e + 1;
+    next(ps);
+  }
+  if (accept(ps, "allocated")) {
+    if (!f->target) fail(ps, "'allocated' needs a target");
+    f->stage = IR_STAGE_ALLOCATED;
+  }
+  if (accept(ps, "persistent")) f->persistent = 1;
   if (accept(ps, "div16")) {
     expect(ps, "(");
     do {

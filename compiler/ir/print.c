@@ -308,7 +308,13 @@ void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
       print_facts(&p, par, ir_vtype(f, par->value)->rank);
   }
   sb_printf(sb, ") warps=%d", f->warps);
-  if (f->sm) sb_printf(sb, " sm=%d%s", f->sm, f->wgmma ? "a" : "");
+  if (f->threads) sb_printf(sb, " threads=%d", f->threads);
+  if (f->target) sb_printf(sb, " target=%s", f->target->name);
+  char sched[128];
+  tl_schedule_format(&f->sched, sched, sizeof sched);
+  if (sched[0]) sb_printf(sb, " sched(%s)", sched);
+  if (f->stage == IR_STAGE_ALLOCATED) sb_puts(sb, " allocated");
+  if (f->persistent) sb_puts(sb, " persistent");
   bool any_div = false;
   for (uint32_t i = 0; i < f->params.n; i++)
     any_div |= f->params.v[i].kind == IR_PARAM_SHAPE && f->params.v[i].div16;

@@ -122,7 +122,7 @@ static uint16_t elementwise_want(struct assign *A, const struct ir_op *op) {
 
 static bool mma_eligible(struct assign *A, const struct ir_op *op) {
   const struct ir_type *a = T(A, op->args[0]), *c = T(A, op->res);
-  if (A->f->sm < 80) return false;
+  if (!tl_has(A->f->target, TL_FEAT_MMA_SYNC)) return false;
   if (c->dtype != DT_F32) return false;
   if (a->dtype == DT_F32 && op->i[0]) /* tf32 when the dot opts in: m16n8k8 */
     return a->dims[0] >= 16 && a->dims[1] >= 8 && c->dims[1] >= 8;
@@ -184,7 +184,7 @@ static uint16_t mma_layout(struct assign *A, uint32_t id) {
    * hd64, H200; see PERF.md) */
   bool tf32 = T(A, op->args[0])->dtype == DT_F32;
   if (tf32) l.instr[2] = 8;
-  if (A->f->wgmma && !chain && !tf32 && W % 4 == 0 && M % (16 * W) == 0 && N % 8 == 0) {
+  if (ir_func_wgmma(A->f) && !chain && !tf32 && W % 4 == 0 && M % (16 * W) == 0 && N % 8 == 0) {
     l.warps_per_cta[0] = (uint8_t)W;
     l.warps_per_cta[1] = 1;
     l.instr[0] = 64;

@@ -54,9 +54,9 @@ bool pass_run(enum pass_id p, struct ir_func *f, struct pass_options *o, struct 
 bool pass_pipeline_generic(struct ir_func *f, struct pass_options *o, struct strbuf *err);
 
 /* The GPU pipeline, after the generic one: layouts for the target's dot tier, then the
- * lowering passes of that tier. `sm` is the compute capability times ten (80, 90);
- * `wgmma` says the target has Hopper's warpgroup instructions (sm_90a). */
-bool pass_pipeline_gpu(struct ir_func *f, int sm, bool wgmma, struct pass_options *o, struct strbuf *err);
+ * lowering passes of that tier, steered by the schedule options. Sets f's target. */
+bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const struct tl_schedule *sched,
+                       struct pass_options *o, struct strbuf *err);
 
 /* Runs a comma-separated list of pass names (tilec opt). Unknown names are errors. */
 bool pass_run_list(const char *list, struct ir_func *f, struct pass_options *o, struct strbuf *err);

@@ -75,9 +75,11 @@ bool pass_pipeline_generic(struct ir_func *f, struct pass_options *o, struct str
   return true;
 }
 
-bool pass_pipeline_gpu(struct ir_func *f, int sm, bool wgmma, struct pass_options *o, struct strbuf *err) {
-  f->sm = sm;
-  f->wgmma = wgmma;
+bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const struct tl_schedule *sched,
+                       struct pass_options *o, struct strbuf *err) {
+  f->target = target;
+  f->sched = *sched;
+  f->stage = IR_STAGE_GPU;
   /* layout assignment needs the generic pipeline's output: constants folded and dead
    * values gone, so no layout (and no conversion) is spent on them. */
   if (!pass_run(PASS_LAYOUT, f, o, err)) return false;
@@ -91,7 +93,7 @@ bool pass_pipeline_gpu(struct ir_func *f, int sm, bool wgmma, struct pass_option
   /* conversions hoisted out of two loops (attention's two key ranges) become identical
    * neighbours: merge them so the operand is staged once */
   if (!pass_run(PASS_CSE, f, o, err)) return false;
-  if (sm >= 80) {
+  if (tl_has(target, TL_FEAT_MMA_SYNC)) {
     if (!pass_run(PASS_SMEM_STAGE, f, o, err)) return false;
     /* pipelining needs smem-stage's copy groups; it multi-buffers them per loop */
     if (!pass_run(PASS_PIPELINE, f, o, err)) return false;

@@ -144,7 +144,7 @@ static bool try_wgmma(struct ir_func *f, uint32_t dot) {
   const struct ir_op *op = &f->ops.v[dot];
   const struct ir_type *ct = T(f, op->res);
   const struct ir_layout *cl = &f->layouts.v[ct->layout];
-  if (!f->wgmma || cl->kind != IR_LAYOUT_MMA || cl->instr[0] != 64) return false;
+  if (!ir_func_wgmma(f) || cl->kind != IR_LAYOUT_MMA || cl->instr[0] != 64) return false;
   int M = ct->dims[0], N = ct->dims[1], K = T(f, op->args[0])->dims[1];
   int W = f->warps;
   if (W % 4 || M % (16 * W) || K % 16 || N % 8) return false;

@@ -164,6 +164,17 @@ typedef struct tile_compile_options {
   const char *arch; /* CUDA target: "sm_80", "sm_86", "sm_89", "sm_90", "sm_90a";
                        NULL = the current GPU's (sm_90a on Hopper) */
   unsigned flags;   /* tile_compile_flags */
+  /* CUDA: options of the Hopper schedule, "key=value,..." (NULL or "" = the compiler's
+   * choice, the fast one). Each names a part of the sm_90a schedule that can be switched
+   * off to measure what it buys, or a budget:
+   *   wgmma=0        no warpgroup MMA (mma.sync instead)
+   *   tma=0          pipelined loops copy with cp.async instead of TMA + mbarrier rings
+   *   ws=0           no warp specialization (no producer warpgroup)
+   *   persistent=0   one program per tile instead of one per multiprocessor
+   *   wait=0         wgmma waits for its own group (no overlap with the next stage's)
+   *   regs=P/C       setmaxnreg budgets of the producer and consumer warpgroups
+   * An unknown key or value is a TILE_INVALID_ARGUMENT error. Part of every cache key. */
+  const char *schedule;
 } tile_compile_options;
 
 /* Compiles a kernel from a .tile file (opts may be NULL: the only kernel, on the CPU).

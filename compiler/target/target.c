@@ -1,0 +1,129 @@
+/* target.c - the target table and the schedule options (target.h).
+ *
+ * Limits are the hardware's (CUDA C Programming Guide, "Technical Specifications per
+ * Compute Capability"; the H200 values were read off the device, gpu-facts.md 4.8). The
+ * PTX version of each row is the lowest LLVM 22 accepts for everything the compiler emits
+ * on that target (gpu-facts.md 1.1): sm_90a needs 8.0 for wgmma, setmaxnreg and the
+ * mbarrier tx-count forms.                                                             */
+#include "target.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define AMPERE (TL_FEAT_MMA_SYNC)
+#define ADA (TL_FEAT_MMA_SYNC | TL_FEAT_FP8_MMA)
+#define HOPPER (TL_FEAT_MMA_SYNC | TL_FEAT_FP8_MMA | TL_FEAT_TMA | TL_FEAT_CLUSTER | TL_FEAT_STMATRIX)
+
+static const struct tl_target targets[] = {
+    /* name     sm  ptx feature ptx  features                                      optin   dflt   regs  r/t  thr   yz */
+    {"sm_80", 80, "+ptx70", 70, AMPERE, 166912, 49152, 65536, 255, 1024, 65535, false},
+    {"sm_86", 86, "+ptx71", 71, AMPERE, 101376, 49152, 65536, 255, 1024, 65535, false},
+    {"sm_89", 89, "+ptx78", 78, ADA, 101376, 49152, 65536, 255, 1024, 65535, false},
+    {"sm_90", 90, "+ptx78", 78, HOPPER, 232448, 49152, 65536, 255, 1024, 65535, false},
+    {"sm_90a", 90, "+ptx80", 80, HOPPER | TL_FEAT_WGMMA | TL_FEAT_SETMAXNREG, 232448, 49152, 65536, 255, 1024, 65535, true},
+};
+
+const struct tl_target *tl_target_find(const char *name) {
+  if (!name) return NULL;
+  for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++)
+    if (strcmp(name, targets[i].name) == 0) return &targets[i];
+  return NULL;
+}
+
+const struct tl_target *tl_target_for_cc(int major, int minor) {
+  /* the architecture-specific sm_90a only on 9.0 itself; newer GPUs run sm_90 PTX */
+  if (major == 9 && minor == 0) return tl_target_find("sm_90a");
+  if (major >= 9) return tl_target_find("sm_90");
+  if (major == 8 && minor >= 9) return tl_target_find("sm_89");
+  if (major == 8 && minor >= 6) return tl_target_find("sm_86");
+  return tl_target_find("sm_80");
+}
+
+const char *tl_target_names(void) { return "sm_80, sm_86, sm_89, sm_90, sm_90a"; }
+
+/* ---- schedule options ---- */
+
+void tl_schedule_default(struct tl_schedule *s) {
+  s->wgmma = s->tma = s->ws = s->persistent = s->wait = -1;
+  s->producer_regs = s->consumer_regs = -1;
+}
+
+static bool parse_flag(const char *v, signed char *out) {
+  if (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0) *out = 0;
+  else if (strcmp(v, "1") == 0 || strcmp(v, "on") == 0 || strcmp(v, "true") == 0) *out = 1;
+  else return false;
+  return true;
+}
+
+static bool parse_regs(const char *v, short *p, short *c) {
+  char *end;
+  long a = strtol(v, &end, 10);
+  if (*end != '/') return false;
+  long b = strtol(end + 1, &end, 10);
+  /* setmaxnreg takes 24..256 in steps of 8 */
+  if (*end || a < 24 || a > 256 || b < 24 || b > 256 || a % 8 || b % 8) return false;
+  *p = (short)a;
+  *c = (short)b;
+  return true;
+}
+
+bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_t errlen) {
+  tl_schedule_default(s);
+  if (!text) return true;
+  const char *p = text;
+  while (*p) {
+    const char *e = strchr(p, ',');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    char item[64];
+    if (n == 0 || n >= sizeof item) {
+      snprintf(err, errlen, "schedule: bad item in '%s'", text);
+      return false;
+    }
+    memcpy(item, p, n);
+    item[n] = 0;
+    char *eq = strchr(item, '=');
+    bool ok = eq != NULL;
+    if (ok) {
+      *eq = 0;
+      const char *k = item, *v = eq + 1;
+      if (strcmp(k, "wgmma") == 0) ok = parse_flag(v, &s->wgmma);
+      else if (strcmp(k, "tma") == 0) ok = parse_flag(v, &s->tma);
+      else if (strcmp(k, "ws") == 0) ok = parse_flag(v, &s->ws);
+      else if (strcmp(k, "persistent") == 0) ok = parse_flag(v, &s->persistent);
+      else if (strcmp(k, "wait") == 0) ok = parse_flag(v, &s->wait);
+      else if (strcmp(k, "regs") == 0) ok = parse_regs(v, &s->producer_regs, &s->consumer_regs);
+      else {
+        snprintf(err, errlen,
+                 "schedule: unknown option '%s' (known: wgmma, tma, ws, persistent, wait, regs)", k);
+        return false;
+      }
+      if (!ok) {
+        snprintf(err, errlen, "schedule: bad value '%s' for '%s'%s", v, k,
+                 strcmp(k, "regs") == 0 ? " (expected P/C, multiples of 8 in 24..256)" : " (expected 0 or 1)");
+        return false;
+      }
+    } else {
+      snprintf(err, errlen, "schedule: expected key=value, found '%s'", item);
+      return false;
+    }
+    p += n;
+    if (*p == ',') p++;
+  }
+  return true;
+}
+
+void tl_schedule_format(const struct tl_schedule *s, char *buf, size_t len) {
+  size_t n = 0;
+  buf[0] = 0;
+#define FLAG(name, f)                                                                       \
+  if (s->f >= 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%s" name "=%d", n ? "," : "", s->f);
+  FLAG("wgmma", wgmma)
+  FLAG("tma", tma)
+  FLAG("ws", ws)
+  FLAG("persistent", persistent)
+  FLAG("wait", wait)
+#undef FLAG
+  if (s->producer_regs > 0 && n < len)
+    snprintf(buf + n, len - n, "%sregs=%d/%d", n ? "," : "", s->producer_regs, s->consumer_regs);
+}

@@ -1,0 +1,76 @@
+/* target.h - the GPU targets the compiler knows, as one table, and the schedule options
+ * that steer the Hopper tier.
+ *
+ * Every fact about a target that a pass, codegen or the runtime needs (instruction sets,
+ * shared-memory and register limits, the PTX version to emit) lives in one row of the
+ * table in target.c (QBE's struct Target, Triton's GPUTarget). An architecture name is
+ * parsed once, at the API boundary, into a `const struct tl_target *`; nothing below that
+ * compares arch strings. Adding a target (sm_100a, sm_120) is one row.
+ *
+ * The schedule options (struct tl_schedule) are compile options, not target facts: they
+ * let a user or the benchmark switch parts of the Hopper schedule off (warp specialization,
+ * persistent tiles, TMA, the wgmma wait depth) to measure what each part buys. They travel
+ * with the IR (printed in the kernel header) and in every cache key.                    */
+#ifndef TL_TARGET_H
+#define TL_TARGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum tl_feature {
+  TL_FEAT_MMA_SYNC = 1u << 0,   /* mma.sync m16n8k16, ldmatrix, cp.async (sm_80+) */
+  TL_FEAT_FP8_MMA = 1u << 1,    /* mma.sync with e4m3/e5m2 operands (sm_89+) */
+  TL_FEAT_TMA = 1u << 2,        /* cp.async.bulk.tensor, mbarrier tx-count (sm_90+) */
+  TL_FEAT_CLUSTER = 1u << 3,    /* thread-block clusters, distributed shared memory */
+  TL_FEAT_STMATRIX = 1u << 4,   /* stmatrix */
+  TL_FEAT_WGMMA = 1u << 5,      /* wgmma.mma_async (sm_90a only) */
+  TL_FEAT_SETMAXNREG = 1u << 6, /* setmaxnreg (sm_90a only) */
+};
+
+struct tl_target {
+  const char *name;         /* "sm_90a": what users write and what LLVM's -mcpu takes */
+  int sm;                   /* compute capability x 10 */
+  const char *ptx_features; /* the LLVM target feature selecting the PTX ISA version */
+  int ptx_version;          /* that version x 10 (80 = PTX ISA 8.0) */
+  unsigned features;        /* tl_feature bits */
+  unsigned smem_optin;      /* dynamic shared memory a block may opt in to, bytes */
+  unsigned smem_default;    /* above this a kernel must opt in (cuFuncSetAttribute) */
+  unsigned regs_per_sm;     /* 32-bit registers per multiprocessor */
+  unsigned max_regs_thread; /* registers one thread may use */
+  unsigned max_threads;     /* threads per block */
+  unsigned max_grid_yz;     /* grid limit along y and z (x: 2^31 - 1) */
+  bool arch_specific;       /* "a" targets: code runs on exactly this compute capability */
+};
+
+static inline bool tl_has(const struct tl_target *t, unsigned feat) { return t && (t->features & feat) == feat; }
+
+/* The row called `name` ("sm_80", ..., "sm_90a"), or NULL. */
+const struct tl_target *tl_target_find(const char *name);
+/* The best target for a device of compute capability major.minor: sm_90a on Hopper. */
+const struct tl_target *tl_target_for_cc(int major, int minor);
+/* "sm_80, sm_86, ..." for messages. */
+const char *tl_target_names(void);
+
+/* ---- schedule options ----
+ * Each field is -1 (the compiler decides: the default), 0 (off) or a value. Parsed from
+ * "key=value,..." text (tile_compile_options.schedule, tilec --schedule):
+ *   wgmma=0|1        Hopper warpgroup MMA where the shapes allow it
+ *   tma=0|1          TMA loads into mbarrier rings for pipelined loops (needs wgmma)
+ *   ws=0|1           warp specialization: a producer warpgroup issues the TMA loads
+ *   persistent=0|1   one program per multiprocessor walks the tiles (needs ws)
+ *   wait=0|1         wgmma wait depth in pipelined loops (1: the previous stage's group)
+ *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
+struct tl_schedule {
+  signed char wgmma, tma, ws, persistent, wait;
+  short producer_regs, consumer_regs;
+};
+
+void tl_schedule_default(struct tl_schedule *s);
+/* Parses text into s (starting from the defaults). False with a message in err. */
+bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_t errlen);
+/* The canonical text of s ("" for the defaults): what the IR prints and caches key on. */
+void tl_schedule_format(const struct tl_schedule *s, char *buf, size_t len);
+/* A field's effective value: `dflt` when it is -1. */
+static inline int tl_sched_get(signed char v, int dflt) { return v < 0 ? dflt : v; }
+
+#endif
