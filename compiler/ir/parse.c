@@ -456,6 +456,23 @@ static void parse_op(struct parser *ps, uint32_t blk) {
     return;
   }
 
+  if (code == IR_WARP_SPECIALIZE) {
+    parse_attrs(ps, &attrs);
+    uint32_t op = ir_build(&b, code, NULL, 0, NULL, 0);
+    memcpy(f->ops.v[op].i, attrs.i, sizeof attrs.i);
+    static const char *const names[2] = {"producer", "consumer"};
+    for (uint32_t r = 0; r < 2; r++) {
+      uint32_t mark = ps->binds.n;
+      expect(ps, names[r]);
+      expect(ps, "{");
+      parse_block(ps, f->ops.v[op].region + r);
+      expect(ps, "}");
+      ps->binds.n = mark;
+    }
+    bind_results(ps, &pr, op);
+    return;
+  }
+
   ir_type_id rtype = 0;
   if (code == IR_CONST) {
     double fv = 0;
@@ -504,11 +521,17 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   }
   parse_attrs(ps, &attrs);
   uint32_t nres = info->nres < 0 ? 0 : (uint32_t)info->nres;
+  ir_type_id rtypes[256];
+  ir_type_id *rt = &rtype;
   if (nres == 1) {
     expect(ps, ":");
     rtype = parse_type(ps, false);
+  } else if (code == IR_WGMMA_WAIT) { /* its results are its operands, once waited for */
+    nres = nargs;
+    for (uint32_t i = 0; i < nargs; i++) rtypes[i] = f->values.v[args[i]].type;
+    rt = rtypes;
   }
-  uint32_t op = ir_build(&b, code, args, nargs, &rtype, nres);
+  uint32_t op = ir_build(&b, code, args, nargs, rt, nres);
   memcpy(f->ops.v[op].i, attrs.i, sizeof attrs.i);
   f->ops.v[op].f = attrs.f;
   if (accept(ps, "loc")) {
@@ -680,7 +703,6 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
     buf[ps->tlen] = 0;
     f->target = tl_target_find(buf);
     if (!f->target) fail(ps, "unknown target '%s' (known: %s)", buf, tl_target_names());
-    f->stage = IR_STAGE_GPU;
     next(ps);
   }
   if (is(ps, "sched") && ps->p < ps->end && *ps->p == '(') {
@@ -697,9 +719,12 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
     ps->p = e + 1;
     next(ps);
   }
-  if (accept(ps, "allocated")) {
-    if (!f->target) fail(ps, "'allocated' needs a target");
-    f->stage = IR_STAGE_ALLOCATED;
+  if (accept(ps, "stage")) {
+    expect(ps, "=");
+    if (!f->target) fail(ps, "a GPU stage needs a target");
+    if (accept(ps, "gpu")) f->stage = IR_STAGE_GPU;
+    else if (accept(ps, "allocated")) f->stage = IR_STAGE_ALLOCATED;
+    else fail(ps, "expected stage=gpu or stage=allocated");
   }
   if (accept(ps, "persistent")) f->persistent = 1;
   if (accept(ps, "div16")) {

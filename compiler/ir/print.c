@@ -89,7 +89,10 @@ static void indent(struct printer *p, int depth) {
 }
 
 static bool omit_when_zero(const char *name) {
-  return strcmp(name, "fill") == 0 || strcmp(name, "stages") == 0 || strcmp(name, "tf32") == 0;
+  static const char *const names[] = {"fill", "stages", "tf32", "id", "threads", "async"};
+  for (size_t i = 0; i < TL_ARRAY_LEN(names); i++)
+    if (strcmp(name, names[i]) == 0) return true;
+  return false;
 }
 
 static void print_attrs(struct printer *p, const struct ir_op *op) {
@@ -98,6 +101,8 @@ static void print_attrs(struct printer *p, const struct ir_op *op) {
   for (int k = 0; k < 3; k++) {
     const char *name = info->iattr[k];
     if (!name || (omit_when_zero(name) && op->i[k] == 0)) continue;
+    /* shared-memory offsets exist from the smem-alloc pass on */
+    if (strcmp(name, "offset") == 0 && p->f->stage < IR_STAGE_ALLOCATED) continue;
     sb_puts(p->sb, first ? " {" : ", ");
     first = false;
     sb_printf(p->sb, "%s=%lld", name, (long long)op->i[k]);
@@ -215,6 +220,16 @@ static void print_op(struct printer *p, uint32_t id, int depth) {
     indent(p, depth);
     sb_puts(sb, "}");
     break;
+  case IR_WARP_SPECIALIZE:
+    print_attrs(p, op);
+    sb_puts(sb, " producer {\n");
+    print_block(p, op->region, depth + 1);
+    indent(p, depth);
+    sb_puts(sb, "} consumer {\n");
+    print_block(p, op->region + 1, depth + 1);
+    indent(p, depth);
+    sb_puts(sb, "}");
+    break;
   default:
     if (op->nargs) sb_putc(sb, ' ');
     print_args(p, op->args, op->nargs);
@@ -313,7 +328,8 @@ void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
   char sched[128];
   tl_schedule_format(&f->sched, sched, sizeof sched);
   if (sched[0]) sb_printf(sb, " sched(%s)", sched);
-  if (f->stage == IR_STAGE_ALLOCATED) sb_puts(sb, " allocated");
+  if (f->stage == IR_STAGE_GPU) sb_puts(sb, " stage=gpu");
+  if (f->stage == IR_STAGE_ALLOCATED) sb_puts(sb, " stage=allocated");
   if (f->persistent) sb_puts(sb, " persistent");
   bool any_div = false;
   for (uint32_t i = 0; i < f->params.n; i++)

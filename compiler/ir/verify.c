@@ -6,7 +6,14 @@
  *  - scoping: every operand is defined before its use in the same block or an enclosing
  *    one; grid-block values never reach the body;
  *  - types: per-op rules (elementwise operands agree, dot shapes chain, loads/stores index
- *    every tensor dimension, loop-carried and branch results match their yields).
+ *    every tensor dimension, loop-carried and branch results match their yields);
+ *  - stages (ir.h): GPU ops only in GPU IR, a layout on every tile of GPU IR, offsets on
+ *    every shared-memory allocation once allocated;
+ *  - the Hopper rules: operands of the shared-memory, mbarrier and TMA ops come from their
+ *    allocations, constant slots and phases are in range, TMA boxes fit their buffers; an
+ *    in-flight (pending) wgmma accumulator is used only by another async wgmma, a wait or a
+ *    yield; inside warp_specialize only named barriers of the role's threads, no tile
+ *    computed outside the role, and register budgets that fit the multiprocessor.
  * Every failure names the op (with its printed opcode and source line) and the pass that ran
  * last, and verification continues so that one run reports every broken invariant.       */
 #include <string.h>
@@ -18,8 +25,12 @@ struct verifier {
   const char *after;
   struct strbuf *err;
   uint8_t *defined; /* value -> visible at this point */
+  uint8_t *pending; /* value -> an in-flight wgmma accumulator (see pending_values) */
+  uint8_t *outside; /* value -> defined outside the warp_specialize op being verified */
   int nerrors;
   bool in_grid;
+  uint32_t ws;      /* the warp_specialize op whose region is being verified (0: none) */
+  int role;         /* 0: producer region, 1: consumer region */
 };
 
 static void TL_PRINTF(3, 4) bad(struct verifier *v, uint32_t op, const char *fmt, ...) {
@@ -165,6 +176,251 @@ static void check_region_end(struct verifier *v, uint32_t id, uint32_t blk, cons
       bad(v, id, "%s yield %u has the wrong type", what, i);
 }
 
+/* ---- GPU ops ---- */
+
+static uint32_t def_code(struct verifier *v, ir_val x) {
+  uint32_t d = ir_def_op(v->f, x);
+  return d ? v->f->ops.v[d].code : IR_NONE;
+}
+
+/* A slot operand of a buffer or barrier array with `n` entries: an integer scalar, in range
+ * when constant. */
+static void check_slot(struct verifier *v, uint32_t id, ir_val slot, int64_t n, const char *what) {
+  if (!is_int_scalar(vt(v, slot))) {
+    bad(v, id, "%s slot is not an integer scalar", what);
+    return;
+  }
+  int64_t c;
+  if (ir_value_const_int(v->f, slot, &c) && (c < 0 || c >= n))
+    bad(v, id, "%s slot %lld is out of range (%lld slots)", what, (long long)c, (long long)n);
+}
+
+static int64_t buffer_slots(const struct ir_type *t) { return t->rank == 3 ? t->dims[0] : 1; }
+
+static bool check_buffer(struct verifier *v, uint32_t id, ir_val buf, ir_val slot) {
+  const struct ir_type *t = vt(v, buf);
+  const struct ir_layout *l = &v->f->layouts.v[t->layout];
+  if (def_code(v, buf) != IR_LOCAL_ALLOC || l->kind != IR_LAYOUT_SHARED) {
+    bad(v, id, "buffer operand is not a local_alloc");
+    return false;
+  }
+  check_slot(v, id, slot, buffer_slots(t), "buffer");
+  return true;
+}
+
+static bool check_mbar(struct verifier *v, uint32_t id, ir_val bar, ir_val slot) {
+  if (def_code(v, bar) != IR_MBAR_ALLOC) {
+    bad(v, id, "barrier operand is not an mbar_alloc");
+    return false;
+  }
+  check_slot(v, id, slot, vt(v, bar)->dims[0], "mbarrier");
+  return true;
+}
+
+/* tma_desc: the box is the result shape, one entry per tensor dimension. */
+static void check_tma_desc(struct verifier *v, uint32_t id) {
+  const struct ir_op *op = &v->f->ops.v[id];
+  const struct ir_type *t = vt(v, op->args[0]), *r = vt(v, op->res);
+  if (t->kind != IR_TY_TENSOR || !ir_param_of(v->f, op->args[0])) {
+    bad(v, id, "tma_desc describes a tensor parameter");
+    return;
+  }
+  const struct ir_layout *l = &v->f->layouts.v[r->layout];
+  if (r->rank != t->rank || r->dtype != t->dtype || l->kind != IR_LAYOUT_SHARED) {
+    bad(v, id, "the box must have the tensor's rank and element type and a shared layout");
+    return;
+  }
+  for (int d = 0; d < r->rank; d++)
+    if (r->dims[d] < 1 || r->dims[d] > 256) bad(v, id, "box dimension %d is %d (TMA allows 1..256)", d, r->dims[d]);
+  int inner = r->dims[r->rank - 1] * ir_dtype_bytes(r->dtype);
+  if (inner % 16) bad(v, id, "the box's rows are %d bytes, not a multiple of 16", inner);
+  if (l->max_phase > 1 && inner > 128) bad(v, id, "a swizzled box row is %d bytes (at most 128)", inner);
+}
+
+/* tma_load buf, slot, bar, barslot, desc, idx...: the boxes of desc tile buf's slot. */
+static void check_tma_load(struct verifier *v, uint32_t id) {
+  const struct ir_op *op = &v->f->ops.v[id];
+  if (op->nargs < 6) {
+    bad(v, id, "tma_load needs buf, slot, bar, barslot, desc and the indices");
+    return;
+  }
+  bool ok = check_buffer(v, id, op->args[0], op->args[1]);
+  ok &= check_mbar(v, id, op->args[2], op->args[3]);
+  uint32_t dd = ir_def_op(v->f, op->args[4]);
+  if (!dd || v->f->ops.v[dd].code != IR_TMA_DESC) {
+    bad(v, id, "operand 4 is not a tma_desc");
+    return;
+  }
+  if (!ok) return;
+  const struct ir_type *box = vt(v, op->args[4]), *buf = vt(v, op->args[0]);
+  if ((int)op->nargs != 5 + box->rank) {
+    bad(v, id, "expected %d indices for a rank-%d tensor", box->rank, box->rank);
+    return;
+  }
+  for (uint32_t k = 5; k < op->nargs; k++)
+    if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "index %u is not an integer scalar", k - 5);
+  uint64_t mask = (uint64_t)op->i[0];
+  if (mask >> box->rank || __builtin_popcountll(mask) != 2) {
+    bad(v, id, "the mask must slice two dimensions of the rank-%d tensor", box->rank);
+    return;
+  }
+  int sliced[2], n = 0;
+  for (int d = 0; d < box->rank; d++) {
+    if (mask >> d & 1) sliced[n++] = d;
+    else if (box->dims[d] != 1) bad(v, id, "the box spans %d along dropped dimension %d", box->dims[d], d);
+  }
+  int rows = buf->dims[buf->rank - 2], cols = buf->dims[buf->rank - 1];
+  if (box->dims[sliced[0]] != rows || cols % box->dims[sliced[1]] || box->dtype != buf->dtype)
+    bad(v, id, "boxes of %dx%d do not tile the %dx%d buffer", box->dims[sliced[0]], box->dims[sliced[1]], rows, cols);
+}
+
+static void check_gpu_op(struct verifier *v, uint32_t id) {
+  const struct ir_func *f = v->f;
+  const struct ir_op *op = &f->ops.v[id];
+  const struct ir_type *r = op->nres ? vt(v, op->res) : NULL;
+  switch (op->code) {
+  case IR_LOCAL_ALLOC:
+    if (!r->layout || f->layouts.v[r->layout].kind != IR_LAYOUT_SHARED || r->rank < 2 || r->rank > 3)
+      bad(v, id, "a buffer is a rank-2 or rank-3 tile with a shared layout");
+    break;
+  case IR_LOCAL_STORE:
+  case IR_LOCAL_LOAD:
+    check_buffer(v, id, op->args[0], op->args[1]);
+    break;
+  case IR_ASYNC_COPY:
+    if (op->nargs >= 3) check_buffer(v, id, op->args[0], op->args[1]);
+    break;
+  case IR_WGMMA:
+    if (f->layouts.v[vt(v, op->args[0])->layout].kind == IR_LAYOUT_SHARED) check_buffer(v, id, op->args[0], op->args[1]);
+    check_buffer(v, id, op->args[2], op->args[3]);
+    if (op->i[1] && f->sched.wgmma == 0) bad(v, id, "async wgmma although the schedule forbids wgmma");
+    break;
+  case IR_WGMMA_WAIT:
+    if (op->nres != op->nargs) bad(v, id, "wgmma_wait has %u results for %u operands", op->nres, op->nargs);
+    for (uint32_t k = 0; k < op->nargs && k < op->nres; k++)
+      if (f->values.v[op->res + k].type != f->values.v[op->args[k]].type) bad(v, id, "result %u changes type", k);
+    if (op->i[0] < 0 || op->i[0] > 7) bad(v, id, "pending must be 0..7");
+    break;
+  case IR_MBAR_ALLOC:
+    if (!r || r->rank != 1 || r->dtype != DT_I64 || r->dims[0] < 1) bad(v, id, "mbarriers are a tile<n x i64>");
+    if (op->i[0] < 1 || op->i[0] > 1024) bad(v, id, "count %lld is not in 1..1024", (long long)op->i[0]);
+    break;
+  case IR_MBAR_WAIT: {
+    check_mbar(v, id, op->args[0], op->args[1]);
+    int64_t c;
+    if (!is_int_scalar(vt(v, op->args[2]))) bad(v, id, "the phase is not an integer scalar");
+    else if (ir_value_const_int(f, op->args[2], &c) && c != 0 && c != 1) bad(v, id, "the phase parity is %lld", (long long)c);
+    break;
+  }
+  case IR_MBAR_ARRIVE:
+    check_mbar(v, id, op->args[0], op->args[1]);
+    if (op->i[0] != 1 && op->i[0] != 32 && op->i[0] != 128) bad(v, id, "per must be 1, 32 or 128 threads");
+    break;
+  case IR_MBAR_EXPECT_TX:
+    check_mbar(v, id, op->args[0], op->args[1]);
+    if (op->i[0] <= 0 || op->i[0] >= (1 << 20)) bad(v, id, "bytes %lld out of range", (long long)op->i[0]);
+    break;
+  case IR_TMA_DESC:
+    check_tma_desc(v, id);
+    break;
+  case IR_TMA_LOAD:
+    check_tma_load(v, id);
+    if (!tl_has(f->target, TL_FEAT_TMA)) bad(v, id, "the target has no TMA");
+    break;
+  case IR_BARRIER:
+    if (op->i[1] == 0 && op->i[0] != 0) bad(v, id, "a barrier of every thread is barrier 0");
+    if (op->i[1] != 0 && (op->i[0] < 1 || op->i[0] > 15 || op->i[1] % 32 || op->i[1] > ir_func_threads(f)))
+      bad(v, id, "named barrier %lld over %lld threads", (long long)op->i[0], (long long)op->i[1]);
+    if (v->ws && op->i[1] == 0) bad(v, id, "a barrier of every thread inside a role of warp_specialize");
+    if (v->ws && v->role == 1 && op->i[1] != 32 * f->warps)
+      bad(v, id, "a consumer barrier must count the %d consumer threads", 32 * f->warps);
+    break;
+  case IR_WARP_SPECIALIZE: {
+    int pw = (int)op->i[0], pr = (int)op->i[1], cr = (int)op->i[2];
+    if (op->block != IR_BODY_BLOCK) bad(v, id, "warp_specialize must be at the top level of the body");
+    if (pw != 4 || f->warps % 4) bad(v, id, "roles are whole warpgroups (producer_warps=4, warps a multiple of 4)");
+    if (ir_func_threads(f) != 32 * (f->warps + pw))
+      bad(v, id, "threads=%d, expected 32 * (warps + producer_warps) = %d", ir_func_threads(f), 32 * (f->warps + pw));
+    if (pr < 24 || pr > 256 || pr % 8 || cr < 24 || cr > 256 || cr % 8)
+      bad(v, id, "register budgets must be multiples of 8 in 24..256");
+    if (f->target && (unsigned)(32 * pw * pr + 32 * f->warps * cr) > f->target->regs_per_sm)
+      bad(v, id, "registers %d x %d + %d x %d exceed the %u of a multiprocessor", 32 * pw, pr, 32 * f->warps, cr,
+          f->target->regs_per_sm);
+    if (!tl_has(f->target, TL_FEAT_SETMAXNREG)) bad(v, id, "the target has no setmaxnreg");
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+/* Which values are in-flight wgmma accumulators: results of async wgmma and of waits with
+ * pending > 0, and what loops and branches carry from them (to a fixed point). */
+static void pending_values(struct verifier *v) {
+  const struct ir_func *f = v->f;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (uint32_t id = 1; id < f->ops.n; id++) {
+      const struct ir_op *op = &f->ops.v[id];
+      if (!op->block) continue;
+      if (op->code == IR_WGMMA && op->i[1] && !v->pending[op->res]) changed = true, v->pending[op->res] = 1;
+      if (op->code == IR_WGMMA_WAIT && op->i[0] > 0)
+        for (uint32_t k = 0; k < op->nres; k++)
+          if (!v->pending[op->res + k]) changed = true, v->pending[op->res + k] = 1;
+      if (op->code != IR_FOR && op->code != IR_IF) continue;
+      for (uint32_t g = 0; g < op->nregions; g++) {
+        const struct ir_block *b = &f->blocks.v[op->region + g];
+        if (!b->ops.n) continue;
+        const struct ir_op *y = &f->ops.v[VEC_LAST(b->ops)];
+        if (y->code != IR_YIELD) continue;
+        for (uint32_t k = 0; k < y->nargs && k < op->nres; k++) {
+          if (y->args[k] >= f->values.n || !v->pending[y->args[k]]) continue;
+          if (!v->pending[op->res + k]) changed = true, v->pending[op->res + k] = 1;
+          if (op->code == IR_FOR && !v->pending[b->args + 1 + k]) changed = true, v->pending[b->args + 1 + k] = 1;
+        }
+      }
+    }
+  }
+}
+
+/* A pending operand is legal only as the accumulator of an async wgmma, in a wait or in a
+ * yield (which makes the carried value pending too). */
+static void check_pending_uses(struct verifier *v, uint32_t id) {
+  const struct ir_op *op = &v->f->ops.v[id];
+  for (uint32_t k = 0; k < op->nargs; k++) {
+    ir_val a = op->args[k];
+    if (a >= v->f->values.n || !v->pending[a]) continue;
+    bool ok = op->code == IR_WGMMA_WAIT || op->code == IR_YIELD || (op->code == IR_WGMMA && op->i[1] && k == 4);
+    if (!ok) bad(v, id, "operand %u is an in-flight wgmma accumulator (wait for it first)", k);
+  }
+  if (op->code == IR_WGMMA_WAIT)
+    for (uint32_t k = 0; k < op->nargs; k++)
+      if (op->args[k] < v->f->values.n && !v->pending[op->args[k]]) bad(v, id, "operand %u is not in flight", k);
+}
+
+/* Stage rules for one op. */
+static void check_stage(struct verifier *v, uint32_t id) {
+  const struct ir_func *f = v->f;
+  const struct ir_op *op = &f->ops.v[id];
+  const struct ir_opinfo *info = &ir_ops[op->code];
+  if ((info->flags & OPF_GPU) && f->stage == IR_STAGE_GENERIC) {
+    bad(v, id, "a GPU op in generic IR (no layout pass has run)");
+    return;
+  }
+  if (f->stage >= IR_STAGE_GPU && !v->in_grid)
+    for (uint32_t r = 0; r < op->nres; r++) {
+      const struct ir_type *t = vt(v, op->res + r);
+      if (t->kind == IR_TY_TILE && t->rank > 0 && !t->layout && op->code != IR_MBAR_ALLOC)
+        bad(v, id, "result %u has no layout in GPU IR", r);
+    }
+  if (f->stage >= IR_STAGE_ALLOCATED && (op->code == IR_LOCAL_ALLOC || op->code == IR_MBAR_ALLOC)) {
+    int64_t off = op->code == IR_LOCAL_ALLOC ? op->i[0] : op->i[1];
+    int64_t align = op->code == IR_LOCAL_ALLOC ? 128 : 8;
+    if (off < 0 || off % align || (f->target && off >= (int64_t)f->target->smem_optin))
+      bad(v, id, "offset %lld is not a %lld-byte aligned place in shared memory", (long long)off, (long long)align);
+  }
+}
+
 static void check_op_types(struct verifier *v, uint32_t id) {
   const struct ir_func *f = v->f;
   const struct ir_op *op = &f->ops.v[id];
@@ -299,7 +555,13 @@ static void check_op_types(struct verifier *v, uint32_t id) {
     for (uint32_t k = 0; k < op->nargs; k++)
       if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "grid sizes must be integer scalars");
     break;
+  case IR_WARP_SPECIALIZE:
+    check_gpu_op(v, id);
+    check_region_end(v, id, op->region, NULL, 0, "producer region");
+    check_region_end(v, id, op->region + 1, NULL, 0, "consumer region");
+    break;
   default:
+    if (info->flags & OPF_GPU) check_gpu_op(v, id);
     break;
   }
 }
@@ -334,7 +596,17 @@ static void verify_op(struct verifier *v, uint32_t blk, uint32_t id, bool last) 
       bad(v, id, "operand %u is used before its definition or outside its scope", k);
       return;
     }
+    /* a role renumbers its warps: a distributed tile computed before the split would be
+     * held by the wrong threads */
+    if (v->ws && v->outside[a]) {
+      const struct ir_type *t = vt(v, a);
+      const struct ir_layout *l = &f->layouts.v[t->layout];
+      if (t->kind == IR_TY_TILE && t->rank > 0 && t->layout && l->kind != IR_LAYOUT_SHARED && op->code != IR_TMA_LOAD)
+        bad(v, id, "operand %u is a tile computed outside the warp_specialize role", k);
+    }
   }
+  check_stage(v, id);
+  check_pending_uses(v, id);
   for (uint32_t r = 0; r < op->nres; r++) {
     ir_val x = op->res + r;
     if (x >= f->values.n || f->values.v[x].def != id || f->values.v[x].kind != IR_VAL_RESULT) {
@@ -347,7 +619,16 @@ static void verify_op(struct verifier *v, uint32_t blk, uint32_t id, bool last) 
       if (!ir_type_is_scalar(vt(v, op->res + r))) bad(v, id, "grid block values must be scalars");
   }
   check_op_types(v, id);
-  for (uint32_t r = 0; r < op->nregions; r++) verify_block(v, op->region + r, op->code);
+  if (op->code == IR_WARP_SPECIALIZE) {
+    if (v->ws) bad(v, id, "nested warp_specialize");
+    for (uint32_t x = 1; x < f->values.n; x++) v->outside[x] = v->defined[x];
+    v->ws = id;
+  }
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    if (op->code == IR_WARP_SPECIALIZE) v->role = (int)r;
+    verify_block(v, op->region + r, op->code);
+  }
+  if (op->code == IR_WARP_SPECIALIZE) v->ws = 0;
   for (uint32_t r = 0; r < op->nres; r++) v->defined[op->res + r] = 1;
 }
 
@@ -363,8 +644,8 @@ static void verify_block(struct verifier *v, uint32_t blk, uint32_t parent_code)
       continue;
     }
     const struct ir_op *op = &f->ops.v[id];
-    if (op->code == IR_YIELD && parent_code != IR_FOR && parent_code != IR_IF)
-      bad(v, id, "yield outside a for or if");
+    if (op->code == IR_YIELD && parent_code != IR_FOR && parent_code != IR_IF && parent_code != IR_WARP_SPECIALIZE)
+      bad(v, id, "yield outside a for, if or warp_specialize");
     if (op->code == IR_GRID && blk != IR_GRID_BLOCK) bad(v, id, "grid outside the grid block");
     verify_op(v, blk, id, i + 1 == b->ops.n);
   }
@@ -380,7 +661,14 @@ static void verify_block(struct verifier *v, uint32_t blk, uint32_t parent_code)
 bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err) {
   struct arena scratch;
   arena_init(&scratch, &f->arena->alloc, f->arena->oom);
-  struct verifier v = {f, after, err, ARENA_NEWN(&scratch, uint8_t, f->values.n + 1), 0, false};
+  struct verifier v = {f, after, err, ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
+                       ARENA_NEWN(&scratch, uint8_t, f->values.n + 1), ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
+                       0, false, 0, 0};
+  if (f->stage > IR_STAGE_GENERIC && !f->target)
+    sb_printf(err, "ir verifier: @%s: GPU IR without a target\n", f->name), v.nerrors++;
+  if (f->threads && (f->threads % 32 || f->threads > 1024 || f->threads < 32 * f->warps))
+    sb_printf(err, "ir verifier: @%s: threads=%d for warps=%d\n", f->name, f->threads, f->warps), v.nerrors++;
+  pending_values(&v);
   for (uint32_t i = 0; i < f->params.n; i++) {
     const struct ir_param *p = &f->params.v[i];
     if (p->value && p->value < f->values.n) v.defined[p->value] = 1;

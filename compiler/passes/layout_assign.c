@@ -543,5 +543,6 @@ void pass_layout_assign(struct pass_ctx *pc) {
   memcpy(want, A.want, sizeof(uint16_t) * f->values.n);
   A.want = want;
   rewrite_block(&A, IR_BODY_BLOCK);
+  f->stage = IR_STAGE_GPU; /* every tile has a layout: GPU ops may appear from here on */
   pc->changed = true;
 }

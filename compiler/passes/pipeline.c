@@ -79,7 +79,6 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
                        struct pass_options *o, struct strbuf *err) {
   f->target = target;
   f->sched = *sched;
-  f->stage = IR_STAGE_GPU;
   /* layout assignment needs the generic pipeline's output: constants folded and dead
    * values gone, so no layout (and no conversion) is spent on them. */
   if (!pass_run(PASS_LAYOUT, f, o, err)) return false;
