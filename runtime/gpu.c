@@ -91,6 +91,8 @@ static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const struc
   sb_init(&err, a);
   if (f->stage == IR_STAGE_GENERIC && !pass_pipeline_gpu(f, target, sched, po, &err))
     return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  if (f->stage == IR_STAGE_GPU && !pass_run(PASS_SMEM_ALLOC, f, po, &err)) /* GPU IR text, not yet placed */
+    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
   if (!ir_verify(f, "gpu pipeline", &err))
     return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
   if (!cg_compile(f, out, a, res, &err))

@@ -743,8 +743,8 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
                 struct strbuf *err) {
   memset(res, 0, sizeof *res);
   const struct tl_target *tgt = f->target;
-  if (!tgt) {
-    sb_printf(err, "codegen: the function has no target (generic IR)\n");
+  if (!tgt || f->stage != IR_STAGE_ALLOCATED) {
+    sb_printf(err, "codegen: the function is not GPU IR with allocated shared memory\n");
     return false;
   }
   pthread_once(&init_once, init_llvm);

@@ -7,9 +7,8 @@
 
 #include "cg.h"
 #include "layout.h"
+#include "smem.h"
 
-/* The registers of one tile value in the current thread. */
-struct interval;
 
 /* A shared-memory store of a synchronous copy, deferred until the next barrier, wait or
  * end of a loop body, so the global loads before it overlap the matrix work after it. */
@@ -59,11 +58,7 @@ struct cg {
   struct cg_tensor *tensors; /* ir param index -> pointer and strides */
   struct coord_cache coord_cache[64];
   uint32_t ncoord_cache;
-  uint32_t *buf_offset;      /* local_alloc op -> byte offset of its buffer */
-  bool *barrier_before;      /* op -> first write into reused shared memory: barrier first */
-  struct interval *intervals; /* buffer lifetimes and offsets (cg_smem.c) */
-  uint32_t nintervals;
-  uint32_t *op_pos;          /* op -> position in program order */
+  struct ir_smem_plan smem_plan; /* allocation lifetimes and offsets (from the IR) */
   uint32_t *lazy_load;       /* value -> its local_load op when fragments load per k-slice in the dot */
   bool uses_wgmma;           /* shared memory read by wgmma: proxy fences after writes */
   VEC(struct pending_store) pending;

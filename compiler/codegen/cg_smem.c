@@ -89,105 +89,21 @@ static LLVMValueRef swizzled_ptr(struct cg *g, const struct sbuf *s, LLVMValueRe
   return slot_ptr(g, s, slot, swizzle_off(g, s, row, col));
 }
 
-/* ---- allocation by liveness ----
- * Ops are numbered in program order. A buffer lives from its local_alloc to its last use,
- * where a use inside a loop counts at the end of the loop (the buffer is needed on every
- * iteration). Buffers whose lifetimes do not overlap share addresses; the assignment is
- * first-fit in order of first definition. The scratch area of layout changes and
- * reductions comes after the highest buffer byte. */
-
-struct interval {
-  uint32_t op, start, end;
-  unsigned bytes, offset;
-};
-
-
-static uint32_t number_ops(struct ir_func *f, uint32_t blk, uint32_t pos, uint32_t *first, uint32_t *last) {
-  const struct ir_block *b = &f->blocks.v[blk];
-  for (uint32_t i = 0; i < b->ops.n; i++) {
-    uint32_t id = b->ops.v[i];
-    first[id] = pos++;
-    const struct ir_op *op = &f->ops.v[id];
-    for (uint32_t r = 0; r < op->nregions; r++) pos = number_ops(f, op->region + r, pos, first, last);
-    last[id] = pos - 1; /* an op with regions spans them */
-  }
-  return pos;
-}
+/* ---- allocation ----
+ * The smem-alloc pass placed every buffer and mbarrier array (their `offset` attributes);
+ * codegen reads the offsets and places the scratch of layout changes and reductions above
+ * the allocations live at each op (cg_scratch_at). */
 
 void cg_plan_smem(struct cg *g) {
   struct ir_func *f = g->f;
-  g->buf_offset = ARENA_NEWN(g->arena, uint32_t, f->ops.n + 1);
-  g->barrier_before = ARENA_NEWN(g->arena, bool, f->ops.n + 1);
-  uint32_t *first = ARENA_NEWN(g->arena, uint32_t, f->ops.n + 1);
-  uint32_t *last = ARENA_NEWN(g->arena, uint32_t, f->ops.n + 1);
-  number_ops(f, IR_BODY_BLOCK, 1, first, last);
-  uint32_t nint = 0;
-  struct interval *iv = ARENA_NEWN(g->arena, struct interval, f->ops.n + 1);
-  for (uint32_t i = 1; i < f->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[i];
-    if (op->code != IR_LOCAL_ALLOC || !op->block) continue;
-    const struct ir_type *t = ir_vtype(f, op->res);
-    struct interval *x = &iv[nint++];
-    x->op = i;
-    x->start = x->end = first[i];
-    x->bytes = (unsigned)(ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype));
-  }
-  /* last uses, extended to the end of every enclosing loop */
-  for (uint32_t u = 1; u < f->ops.n; u++) {
-    const struct ir_op *op = &f->ops.v[u];
-    if (!op->block) continue;
-    for (uint32_t k = 0; k < op->nargs; k++)
-      for (uint32_t j = 0; j < nint; j++) {
-        if (op->args[k] != f->ops.v[iv[j].op].res) continue;
-        uint32_t end = first[u];
-        for (uint32_t b = op->block; b;) {
-          uint32_t parent = f->blocks.v[b].parent;
-          if (!parent) break;
-          if (f->ops.v[parent].code == IR_FOR && last[parent] > end && first[parent] > iv[j].start) end = last[parent];
-          b = f->ops.v[parent].block;
-        }
-        if (end > iv[j].end) iv[j].end = end;
-      }
-  }
+  ir_smem_liveness(f, g->arena, &g->smem_plan);
   unsigned top = 0;
-  for (uint32_t j = 0; j < nint; j++) {
-    /* lowest 1024-aligned offset clear of every earlier buffer alive at the same time */
-    unsigned off = 0;
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (uint32_t k = 0; k < j; k++) {
-        bool live = !(iv[k].end < iv[j].start || iv[j].end < iv[k].start);
-        bool overlap = off < iv[k].offset + iv[k].bytes && iv[k].offset < off + iv[j].bytes;
-        if (live && overlap) {
-          off = (iv[k].offset + iv[k].bytes + 1023) & ~1023u; /* swizzle atoms need 1024 */
-          moved = true;
-        }
-      }
-    }
-    iv[j].offset = off;
-    g->buf_offset[iv[j].op] = off;
-    if (off + iv[j].bytes > top) top = off + iv[j].bytes;
-    /* memory that an earlier buffer used: every thread must be done with it before the
-     * first write of this one */
-    bool reused = false;
-    for (uint32_t k = 0; k < j; k++)
-      if (off < iv[k].offset + iv[k].bytes && iv[k].offset < off + iv[j].bytes) reused = true;
-    if (reused) {
-      uint32_t first_write = 0;
-      for (uint32_t u = 1; u < f->ops.n; u++) {
-        const struct ir_op *w = &f->ops.v[u];
-        if (!w->block || (w->code != IR_ASYNC_COPY && w->code != IR_LOCAL_STORE)) continue;
-        if (w->args[0] != f->ops.v[iv[j].op].res) continue;
-        if (!first_write || first[u] < first[first_write]) first_write = u;
-      }
-      if (first_write) g->barrier_before[first_write] = true;
-    }
+  for (uint32_t j = 0; j < g->smem_plan.n; j++) {
+    const struct ir_smem_interval *x = &g->smem_plan.iv[j];
+    if (x->offset + x->bytes > top) top = x->offset + x->bytes;
   }
   g->smem_scratch = (top + 127) & ~127u;
   g->smem_bytes = top;
-  g->intervals = iv;
-  g->nintervals = nint;
-  g->op_pos = first;
 }
 
 void cg_defer_store(struct cg *g, LLVMValueRef ptr, LLVMValueRef value, LLVMValueRef pred, unsigned align) {
@@ -238,21 +154,14 @@ void cg_flush_stores(struct cg *g) {
   g->pending.n = 0;
 }
 
-/* Scratch for a layout change or reduction at op `id` may overlap every buffer that is
- * dead there: it starts after the highest byte of the buffers still live. */
+/* Scratch for a layout change or reduction at op `id` may overlap every allocation that is
+ * dead there: it starts after the highest byte of those still live. */
 void cg_scratch_at(struct cg *g, uint32_t id) {
-  unsigned top = 0;
-  uint32_t pos = g->op_pos[id];
-  for (uint32_t j = 0; j < g->nintervals; j++) {
-    const struct interval *x = &g->intervals[j];
-    if (x->start <= pos && pos <= x->end && x->offset + x->bytes > top) top = x->offset + x->bytes;
-  }
-  g->smem_scratch = (top + 127) & ~127u;
+  g->smem_scratch = (ir_smem_live_top(&g->smem_plan, id) + 127) & ~127u;
 }
 
 void cg_gen_local_alloc(struct cg *g, const struct ir_op *op) {
-  uint32_t id = (uint32_t)(op - g->f->ops.v);
-  cg_new_val(g, op->res, 1)->r[0] = cg_i32(g, g->buf_offset[id]);
+  cg_new_val(g, op->res, 1)->r[0] = cg_i32(g, op->i[0]);
 }
 
 static LLVMValueRef to_store_bits(struct cg *g, LLVMValueRef v, int eb) {
@@ -264,7 +173,6 @@ static LLVMValueRef to_store_bits(struct cg *g, LLVMValueRef v, int eb) {
 }
 
 void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
-  if (g->barrier_before[op - g->f->ops.v]) cg_barrier(g);
   struct sbuf s;
   buffer_info(g, op->args[0], &s);
   LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
@@ -701,7 +609,6 @@ static LLVMValueRef element_at(struct cg *g, const struct cg_tensor *t, LLVMValu
 
 void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
   struct ir_func *f = g->f;
-  if (g->barrier_before[op - f->ops.v]) cg_barrier(g);
   struct sbuf s;
   buffer_info(g, op->args[0], &s);
   LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
