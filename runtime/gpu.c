@@ -206,13 +206,70 @@ tile_status rt_gpu_check_args(tile_context *ctx, tile_kernel *k, const struct rt
 }
 
 struct packed {
-  void *ptrs[256];
+  void *ptrs[256 + CG_MAX_TMAPS];
   uint64_t storage[256];
+  CUtensorMap maps[CG_MAX_TMAPS]; /* 128-byte aligned, as the driver reads them */
   unsigned n;
 };
 
-/* Packs the arguments in the codegen's parameter convention (cg.h). */
-static void pack_args(struct ir_func *f, const struct rt_bound *b, struct packed *pk) {
+/* CUtensorMapDataType of an element type (fp8 travels as bytes). */
+static int tmap_dtype(ir_dtype dt) {
+  switch (dt) {
+  case DT_F16: return 6;   /* CU_TENSOR_MAP_DATA_TYPE_FLOAT16 */
+  case DT_BF16: return 9;  /* BFLOAT16 */
+  case DT_F32: return 7;   /* FLOAT32 */
+  case DT_I32: return 3;   /* INT32 */
+  case DT_I16: return 1;   /* UINT16 */
+  default: return 0;       /* UINT8: i8, fp8 */
+  }
+}
+
+/* Encodes the tensor map of descriptor t for tensor x into out (cuTensorMapEncodeTiled:
+ * dimension 0 is the innermost; strides in bytes for dimensions 1 and up; out-of-bounds
+ * elements read as zeros). */
+static tile_status encode_tmap(tile_context *ctx, tile_kernel *k, const struct cg_tmap *t,
+                               const struct interp_tensor *x, uint64_t out[16]) {
+  const struct ir_param *p = &k->ir->params.v[t->param];
+  if (!ctx->cuda.cuTensorMapEncodeTiled)
+    return rt_error(ctx, TILE_UNSUPPORTED, "'%s': the driver has no cuTensorMapEncodeTiled (TMA)", p->name);
+  int rank = t->rank, eb = ir_dtype_bytes((ir_dtype)t->dtype);
+  uint64_t dim[IR_MAX_RANK], stride[IR_MAX_RANK];
+  uint32_t box[IR_MAX_RANK], es[IR_MAX_RANK];
+  for (int j = 0; j < rank; j++) {
+    int d = rank - 1 - j;
+    dim[j] = x->shape[d] > 0 ? (uint64_t)x->shape[d] : 1; /* an empty dimension is never read */
+    box[j] = t->box[d];
+    es[j] = 1;
+    if (j == 0) continue;
+    int64_t s = x->strides[d] * eb;
+    /* a dimension of size 1 is never stepped: any stride the driver accepts will do */
+    if (x->shape[d] <= 1) s = (int64_t)(((j == 1 ? dim[0] * (uint64_t)eb : stride[j - 2] * dim[j - 1]) + 15) & ~15ull);
+    if (s <= 0 || s % 16)
+      return rt_error(ctx, TILE_BAD_LAUNCH, "argument '%s': stride %lld of dimension %d is not a positive multiple of 16 bytes (TMA)",
+                      p->name, (long long)x->strides[d], d);
+    stride[j - 1] = (uint64_t)s;
+  }
+  int swz = t->swizzle == 128 ? 3 : t->swizzle == 64 ? 2 : t->swizzle == 32 ? 1 : 0;
+  CUtensorMap map;
+  CUresult r = ctx->cuda.cuTensorMapEncodeTiled(&map, tmap_dtype((ir_dtype)t->dtype), (uint32_t)rank, x->data, dim,
+                                                stride, box, es, 0 /* no interleave */, swz, 2 /* L2 128B */,
+                                                0 /* zeros out of bounds */);
+  if (r != CUDA_SUCCESS) {
+    const char *name = NULL;
+    if (ctx->cuda.cuGetErrorName) ctx->cuda.cuGetErrorName(r, &name);
+    return rt_error(ctx, TILE_BAD_LAUNCH, "argument '%s': cuTensorMapEncodeTiled failed (%s) for a %d-d box", p->name,
+                    name ? name : "?", rank);
+  }
+  memcpy(out, &map, 128);
+  return TILE_OK;
+}
+
+/* Packs the arguments in the codegen's parameter convention (cg.h): the regular
+ * parameters, then the tensor maps of the specialization's TMA descriptors (cached per
+ * tensor). */
+static tile_status pack_args(tile_context *ctx, tile_kernel *k, struct rt_spec *sp, const struct rt_bound *b,
+                             struct packed *pk) {
+  struct ir_func *f = k->ir;
   pk->n = 0;
   for (uint32_t i = 0; i < f->params.n && pk->n < 240; i++) {
     const struct ir_param *p = &f->params.v[i];
@@ -244,6 +301,39 @@ static void pack_args(struct ir_func *f, const struct rt_bound *b, struct packed
     pk->ptrs[pk->n] = slot;
     pk->n++;
   }
+  for (unsigned i = 0; sp && i < sp->code.ntmaps; i++) {
+    const struct cg_tmap *t = &sp->code.tmaps[i];
+    const struct interp_tensor *x = &b->iargs[t->param].tensor;
+    struct rt_tmap_cache *c = &sp->maps[i];
+    bool hit = c->valid && c->data == (uint64_t)(uintptr_t)x->data;
+    for (int d = 0; hit && d < t->rank; d++) hit = c->shape[d] == x->shape[d] && c->strides[d] == x->strides[d];
+    if (!hit) {
+      tile_status st = encode_tmap(ctx, k, t, x, c->map);
+      if (st) {
+        c->valid = false;
+        return st;
+      }
+      c->valid = true;
+      c->data = (uint64_t)(uintptr_t)x->data;
+      for (int d = 0; d < t->rank; d++) c->shape[d] = x->shape[d], c->strides[d] = x->strides[d];
+    }
+    memcpy(&pk->maps[i], c->map, 128);
+    pk->ptrs[pk->n++] = &pk->maps[i];
+  }
+  return TILE_OK;
+}
+
+/* The launch grid: the kernel's, or for a persistent kernel as many programs as fit on
+ * the device at once (never more than there are tiles), along x. */
+static void launch_grid(tile_context *ctx, const struct rt_spec *sp, const struct rt_bound *b, unsigned grid[3]) {
+  grid[0] = (unsigned)b->grid[0];
+  grid[1] = (unsigned)b->grid[1];
+  grid[2] = (unsigned)b->grid[2];
+  if (!sp->code.persistent) return;
+  uint64_t tiles = (uint64_t)b->grid[0] * (uint64_t)b->grid[1] * (uint64_t)b->grid[2];
+  uint64_t slots = (uint64_t)(ctx->dev.sm_count > 0 ? ctx->dev.sm_count : 1) * (uint64_t)(sp->occupancy > 0 ? sp->occupancy : 1);
+  grid[0] = (unsigned)(tiles < slots ? tiles : slots);
+  grid[1] = grid[2] = 1;
 }
 
 static tile_status prepare_checked(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, bool check,
@@ -303,8 +393,10 @@ tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct
   if (st || !launch) return st;
   if (b->grid[0] == 0 || b->grid[1] == 0 || b->grid[2] == 0) return TILE_OK;
   struct packed pk;
-  pack_args(k->ir, b, &pk);
-  unsigned grid[3] = {(unsigned)b->grid[0], (unsigned)b->grid[1], (unsigned)b->grid[2]};
+  st = pack_args(ctx, k, sp, b, &pk);
+  if (st) return st;
+  unsigned grid[3];
+  launch_grid(ctx, sp, b, grid);
   unsigned block[3] = {sp->threads, 1, 1};
   char err[1024];
   if (rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, (CUstream)stream, pk.ptrs, err, sizeof err))
@@ -352,8 +444,13 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
     return st;
   }
   struct packed pk;
-  pack_args(k->ir, &b, &pk);
+  if (sp) st = pack_args(ctx, k, sp, &b, &pk);
+  if (st) {
+    arena_free(&scratch);
+    return st;
+  }
   unsigned grid[3] = {(unsigned)b.grid[0], (unsigned)b.grid[1], (unsigned)b.grid[2]};
+  if (sp) launch_grid(ctx, sp, &b, grid);
   unsigned block[3] = {sp ? sp->threads : 0, 1, 1};
   char err[1024];
   CUevent e0 = NULL, e1 = NULL;
@@ -421,15 +518,50 @@ static const char *module_key(tile_kernel *k, const struct rt_gpu_target *t, con
 }
 
 
+/* The code info as meta text: " persistent=P tmaps=N" then per map
+ * " param/rank/dtype/box0,box1,box2,box3/swizzle". */
+static int format_code_info(const struct rt_code_info *c, char *buf, size_t len) {
+  int n = snprintf(buf, len, " persistent=%d tmaps=%u", c->persistent ? 1 : 0, c->ntmaps);
+  for (unsigned i = 0; i < c->ntmaps && n > 0 && (size_t)n < len; i++) {
+    const struct cg_tmap *t = &c->tmaps[i];
+    n += snprintf(buf + n, len - (size_t)n, " %u/%d/%d/%u,%u,%u,%u/%d", t->param, t->rank, t->dtype, t->box[0],
+                  t->box[1], t->box[2], t->box[3], t->swizzle);
+  }
+  return n;
+}
+
+static bool parse_code_info(const char *s, const struct tile_kernel *k, struct rt_code_info *c) {
+  memset(c, 0, sizeof *c);
+  int p = 0, n = 0;
+  if (sscanf(s, " persistent=%d tmaps=%u%n", &p, &c->ntmaps, &n) != 2 || c->ntmaps > CG_MAX_TMAPS) return false;
+  c->persistent = p != 0;
+  s += n;
+  for (unsigned i = 0; i < c->ntmaps; i++) {
+    struct cg_tmap *t = &c->tmaps[i];
+    if (sscanf(s, " %u/%d/%d/%u,%u,%u,%u/%d%n", &t->param, &t->rank, &t->dtype, &t->box[0], &t->box[1], &t->box[2],
+               &t->box[3], &t->swizzle, &n) != 8)
+      return false;
+    s += n;
+    /* a stored entry must describe a tensor parameter of this kernel */
+    if (t->param >= k->ir->params.n || k->ir->params.v[t->param].kind != IR_PARAM_TENSOR || t->rank < 1 ||
+        t->rank > IR_MAX_RANK || t->rank != ir_vtype(k->ir, k->ir->params.v[t->param].value)->rank)
+      return false;
+    for (int d = 0; d < t->rank; d++)
+      if (t->box[d] < 1 || t->box[d] > 256) return false;
+  }
+  return true;
+}
+
 /* An artifact from a verified module cache entry: parts = meta text, PTX, cubin. */
-static bool artifact_from_entry(const struct rt_cache_entry *e, struct rt_artifact *a) {
-  if (e->nparts != 3 || e->parts[1].len == 0 || e->parts[0].len >= 128) return false;
-  char meta[128];
+static bool artifact_from_entry(const struct rt_cache_entry *e, const struct tile_kernel *k, struct rt_artifact *a) {
+  if (e->nparts != 3 || e->parts[1].len == 0 || e->parts[0].len >= 1024) return false;
+  char meta[1024];
   memcpy(meta, e->parts[0].data, e->parts[0].len);
   meta[e->parts[0].len] = 0;
   unsigned threads = 0, smem = 0;
-  if (sscanf(meta, "threads=%u smem=%u", &threads, &smem) != 2 || threads == 0 || threads > 1024 ||
-      smem > (1u << 20))
+  int used = 0;
+  if (sscanf(meta, "threads=%u smem=%u%n", &threads, &smem, &used) != 2 || threads == 0 || threads > 1024 ||
+      smem > (1u << 20) || !parse_code_info(meta + used, k, &a->code))
     return false;
   a->ptx = malloc(e->parts[1].len + 1);
   a->cubin = e->parts[2].len ? malloc(e->parts[2].len) : NULL;
@@ -466,7 +598,7 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
     key = module_key(k, t, out->facts, out->facts_len, &scratch);
     struct rt_cache_entry e;
     if (rt_cache_load(t->cache_dir, "mod", key, strlen(key), &e, NULL, 0) == RT_CACHE_HIT) {
-      bool ok = artifact_from_entry(&e, out);
+      bool ok = artifact_from_entry(&e, k, out);
       rt_cache_entry_free(&e);
       if (ok) {
         out->build_ms = tl_now_ms() - t0;
@@ -503,6 +635,9 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   out->ptx_len = res.len;
   out->threads = res.threads;
   out->smem = res.smem_bytes;
+  memcpy(out->code.tmaps, res.tmaps, sizeof res.tmaps);
+  out->code.ntmaps = res.ntmaps;
+  out->code.persistent = res.persistent;
   arena_free(&scratch);
   if (t->cuda) {
     /* the driver's JIT, here rather than at load time; on threads other than the one that
@@ -546,6 +681,10 @@ static tile_status load_spec(tile_context *ctx, tile_kernel *k, const struct rt_
   }
   sp->threads = a->threads;
   sp->smem = a->smem;
+  sp->code = a->code;
+  sp->occupancy = 1;
+  if (a->code.persistent && rt_cuda_occupancy(&ctx->cuda, sp->func, (int)a->threads, a->smem, &sp->occupancy, err, sizeof err))
+    sp->occupancy = 1;
   sp->regs = fa.num_regs;
   sp->local_bytes = fa.local_bytes;
   return TILE_OK;
@@ -574,8 +713,9 @@ void rt_gpu_store(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a
   struct arena scratch;
   arena_init(&scratch, &ctx->alloc, NULL);
   const char *key = module_key(k, &t, a->facts, a->facts_len, &scratch);
-  char meta[64];
+  char meta[1024];
   int n = snprintf(meta, sizeof meta, "threads=%u smem=%u", a->threads, a->smem);
+  n += format_code_info(&a->code, meta + n, sizeof meta - (size_t)n);
   struct rt_cache_part parts[3] = {{meta, (size_t)n}, {a->ptx, a->ptx_len}, {a->cubin, a->cubin ? a->cubin_len : 0}};
   char err[512];
   rt_cache_store(ctx->cache_dir, "mod", key, strlen(key), parts, 3, err, sizeof err); /* best effort */

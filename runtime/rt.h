@@ -7,6 +7,7 @@
 #ifndef TL_RT_H
 #define TL_RT_H
 
+#include "cg.h"
 #include "cudrv.h"
 #include "interp.h"
 #include "ir.h"
@@ -61,6 +62,23 @@ struct rt_autotuned {
   struct tile_kernel *child; /* holds a reference; NULL: tuning failed, use the kernel itself */
 };
 
+/* The last tensor map encoded for one of a specialization's TMA descriptors, and the
+ * tensor it describes: a launch with the same tensor reuses it. */
+struct rt_tmap_cache {
+  bool valid;
+  uint64_t data;
+  int64_t shape[IR_MAX_RANK], strides[IR_MAX_RANK];
+  uint64_t map[16]; /* the CUtensorMap's bytes */
+};
+
+/* What the launcher needs to know about generated code besides the module: the TMA
+ * descriptors it takes and whether it is persistent (cg.h). */
+struct rt_code_info {
+  struct cg_tmap tmaps[CG_MAX_TMAPS];
+  unsigned ntmaps;
+  bool persistent;
+};
+
 /* One compiled target specialization of a CUDA kernel. */
 struct rt_spec {
   uint8_t facts[64]; /* the specialization key (see gpu.c: spec_key) */
@@ -70,6 +88,9 @@ struct rt_spec {
   unsigned threads;
   unsigned smem;
   int regs, local_bytes;
+  int occupancy;     /* blocks per multiprocessor (persistent grids) */
+  struct rt_code_info code;
+  struct rt_tmap_cache maps[CG_MAX_TMAPS];
   double compile_ms;
   bool cache_hit;
 };
@@ -174,6 +195,7 @@ struct rt_artifact {
   void *cubin;        /* malloc'd driver image, or NULL */
   size_t cubin_len;
   unsigned threads, smem;
+  struct rt_code_info code;
   double build_ms;
   bool from_disk;
 };

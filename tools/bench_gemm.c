@@ -11,7 +11,8 @@
  *              f16 and bf16 everywhere, plus tf32 for 4096x4096x4096.
  *   --epilogues  none, bias_gelu (also "gelu"). Default: both.
  *   --our CFG  tile configuration of our kernel, e.g. BM=128,BN=256,BK=64,NW=8,STAGES=4
- *              (keys BM BN BK STAGES NW GROUP_M; "default" = lib/gemm.tile's defaults).
+ *              (keys BM BN BK STAGES NW GROUP_M; "default" = lib/gemm.tile's defaults), and
+ *              SCHED=ws=0+persistent=0 for schedule options (tile.h; '+' separates them).
  *              Repeat --our to compare several configurations (up to 8) in one run.
  *   --quick    fewer timed runs (warm-up 3, at most 10 runs, 200 ms per measurement)
  *   --csv FILE also write every row as CSV (written as rows complete)
@@ -347,6 +348,7 @@ static const struct shape default_shapes[] = {
 struct our_cfg {
   char text[256];  /* as given ("default" for none) */
   char store[256]; /* split copy the defines point into */
+  char sched[128]; /* SCHED=...: tile_compile_options.schedule with '+' for ',' ("" = none) */
   tile_define defs[MAX_CFG_DEFS];
   unsigned ndefs;
 };
@@ -407,6 +409,12 @@ static bool parse_cfg(const char *text, struct our_cfg *c) {
       return false;
     }
     *eq = 0;
+    if (strcmp(tok, "SCHED") == 0) { /* schedule options, '+' between them */
+      snprintf(c->sched, sizeof c->sched, "%s", eq + 1);
+      for (char *q = c->sched; *q; q++)
+        if (*q == '+') *q = ',';
+      continue;
+    }
     bool ok = false;
     for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++) ok |= strcmp(tok, allowed[i]) == 0;
     if (!ok) {
@@ -604,6 +612,7 @@ static tile_kernel *get_kernel(tile_context *ctx, const char *path, tile_device 
   co.defines = defs;
   co.ndefines = nd;
   co.device = dev;
+  co.schedule = cfg->sched[0] ? cfg->sched : NULL;
   tile_status st = tile_compile_file(ctx, path, &co, &e->k);
   if (st) {
     snprintf(e->err, sizeof e->err, "compiling gemm [%s, %s, %s]: %s: %s", dtypes[dt].name,
@@ -1395,6 +1404,10 @@ skip_cuda:
           }
           snprintf(r->config_full, sizeof r->config_full, "%s", tile_kernel_config(k));
           short_config(r->config_full, r->config, sizeof r->config);
+          if (o.cfgs[ci].sched[0]) {
+            size_t cl = strlen(r->config);
+            snprintf(r->config + cl, sizeof r->config - cl, " [%s]", o.cfgs[ci].sched);
+          }
           struct our_call oc;
           memset(&oc, 0, sizeof oc);
           oc.ctx = ctx;

@@ -245,6 +245,18 @@ for d in BM=64,BN=64,BK=16,STAGES=1 BM=64,BN=128,BK=64,STAGES=4,NW=8 BM=256,BN=1
   tk gemm.tile gemm "T=f16,$d" M=300,N=500,K=200 "$AB"
 done
 
+# the Hopper schedule (TMA rings, warp specialization, async wgmma) and each part switched
+# off, on shapes whose rows are 16-byte multiples (TMA-eligible) with ragged M, N and K
+for sch in default ws=0 tma=0 wait=0 tma=0,wait=0; do
+  for s in M=8,N=8,K=8 M=129,N=200,K=72 M=256,N=384,K=512 M=520,N=264,K=1032 M=1000,N=1000,K=1000; do
+    TK_TAG=" sched=$sch" tk gemm.tile gemm T=f16 "$s" "$AB" "--schedule=${sch#default}"
+  done
+  TK_TAG=" sched=$sch" tk gemm.tile gemm T=bf16,ACT=gelu,HAS_BIAS=true M=129,N=200,K=72 "$AB" "--schedule=${sch#default}"
+done
+for d in STAGES=2 STAGES=4 BM=256,BN=128 BM=64,BN=128,NW=4 BK=32,STAGES=5 GROUP_M=1; do
+  tk gemm.tile gemm "T=f16,$d" M=520,N=264,K=1032 "$AB"
+done
+
 # bmm: sizes BATCH,M,N,K
 for s in BATCH=1,M=1,N=1,K=1 BATCH=3,M=33,N=7,K=100 BATCH=2,M=1000,N=64,K=64 \
   BATCH=5,M=7,N=4095,K=33 BATCH=4,M=64,N=64,K=4095; do
@@ -252,6 +264,7 @@ for s in BATCH=1,M=1,N=1,K=1 BATCH=3,M=33,N=7,K=100 BATCH=2,M=1000,N=64,K=64 \
 done
 tk gemm.tile bmm T=bf16 BATCH=3,M=33,N=7,K=100
 tk gemm.tile bmm T=bf16 BATCH=2,M=256,N=128,K=64
+tk gemm.tile bmm T=f16 BATCH=2,M=129,N=72,K=200
 tk gemm.tile bmm T=f32 BATCH=3,M=33,N=7,K=100
 tk gemm.tile bmm T=f32,TF32=true BATCH=2,M=256,N=128,K=64
 tk gemm.tile bmm T=f16,BM=64,BN=64,BK=64,STAGES=2 BATCH=3,M=100,N=200,K=300
@@ -346,6 +359,8 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck gemm.tile gemm T=f32 M=7,N=33,K=1000 "$AB"
     TILE_REPACK=1 memcheck gemm.tile gemm T=f16 M=300,N=516,K=301 "$AB" # repacked A and B
     memcheck gemm.tile bmm T=bf16 BATCH=3,M=33,N=7,K=100 ""
+    memcheck gemm.tile gemm T=f16 M=129,N=200,K=72 "$AB"  # TMA ring, warp specialization, ragged edges
+    memcheck gemm.tile bmm T=f16 BATCH=2,M=129,N=72,K=200 "" # 3-d TMA
     memcheck softmax.tile softmax T=f16 M=7,N=4095 ""
     memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
     memcheck rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"

@@ -100,7 +100,14 @@ static LLVMValueRef sreg(struct cg *g, const char *name) {
   return cg_intrinsic(g, buf, NULL, 0, NULL, 0);
 }
 
+/* A barrier of the threads running the current code: every thread of the program, or the
+ * named barrier of the current warp-specialized role (cg_async.c). */
 void cg_barrier(struct cg *g) {
+  if (g->bar_threads) {
+    LLVMValueRef a[2] = {cg_i32(g, g->bar_id), cg_i32(g, g->bar_threads)};
+    cg_intrinsic(g, "llvm.nvvm.barrier.cta.sync.aligned.count", NULL, 0, a, 2);
+    return;
+  }
   LLVMValueRef zero = LLVMConstInt(g->i32, 0, 0);
   cg_intrinsic(g, "llvm.nvvm.barrier.cta.sync.aligned.all", NULL, 0, &zero, 1);
 }
@@ -210,6 +217,7 @@ void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before) {
   LLVMValueRef tid = cg_asm(g, g->i32, "mov.u32 $0, %tid.x;", "=r", NULL, 0, true);
   g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
   g->warp = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
+  if (g->warp_base) g->warp = LLVMBuildSub(g->b, g->warp, cg_i32(g, g->warp_base), "warp"); /* a role's warps */
   if (before) LLVMPositionBuilderAtEnd(g->b, cur);
   else before = LLVMBuildAdd(g->b, g->warp, cg_i32(g, 0), "coords"); /* a place to put them before */
   g->coord_point = before;
@@ -505,11 +513,28 @@ LLVMValueRef cg_const(struct cg *g, ir_dtype dt, int64_t i, double f) {
   return LLVMConstInt(t, (unsigned long long)i, 1);
 }
 
+static uint32_t float_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
 static void gen_const(struct cg *g, const struct ir_op *op) {
   const struct ir_type *t = ir_vtype(g->f, op->res);
   uint32_t n = cg_num_regs(g, op->res);
   struct cgval *out = cg_new_val(g, op->res, n);
   LLVMValueRef c = cg_const(g, (ir_dtype)t->dtype, op->i[0], op->f);
+  /* A wgmma accumulator's initial value is materialized by opaque moves: plain constants
+   * LLVM rematerializes on the edge that skips a loop, and ptxas then finds accumulator
+   * registers defined between a wgmma and its wait and serializes the whole pipeline
+   * (C7515) */
+  const struct ir_layout *l = &g->f->layouts.v[t->layout];
+  if (t->layout && l->kind == IR_LAYOUT_MMA && l->instr[0] == 64 && t->dtype == DT_F32) {
+    char text[64];
+    snprintf(text, sizeof text, "mov.b32 $0, %u;", (unsigned)float_bits((float)op->f));
+    for (uint32_t r = 0; r < n; r++) out->r[r] = cg_asm(g, g->f32, text, "=f", NULL, 0, true);
+    return;
+  }
   for (uint32_t r = 0; r < n; r++) out->r[r] = c;
 }
 
@@ -547,6 +572,29 @@ static LLVMTypeRef param_type(struct cg *g, const struct ir_param *p) {
   }
 }
 
+/* The tensor map of every tma_desc op, in op order (the order of the hidden parameters). */
+static void collect_tmaps(struct cg *g, struct cg_result *res) {
+  struct ir_func *f = g->f;
+  res->ntmaps = 0;
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block || op->code != IR_TMA_DESC) continue;
+    if (res->ntmaps == CG_MAX_TMAPS) {
+      cg_fail(g, "more than %d tensor maps", CG_MAX_TMAPS);
+      return;
+    }
+    struct cg_tmap *t = &res->tmaps[res->ntmaps++];
+    const struct ir_type *box = ir_vtype(f, op->res);
+    const struct ir_layout *l = &f->layouts.v[box->layout];
+    const struct ir_param *p = ir_param_of(f, op->args[0]);
+    t->param = (uint32_t)(p - f->params.v);
+    t->rank = box->rank;
+    t->dtype = box->dtype;
+    for (int d = 0; d < box->rank; d++) t->box[d] = (uint32_t)box->dims[d];
+    t->swizzle = l->max_phase > 1 ? box->dims[box->rank - 1] * ir_dtype_bytes((ir_dtype)box->dtype) : 0;
+  }
+}
+
 static void setup_params(struct cg *g, LLVMValueRef fn) {
   struct ir_func *f = g->f;
   unsigned idx = 0;
@@ -572,9 +620,13 @@ static void setup_params(struct cg *g, LLVMValueRef fn) {
     }
     cv->r[0] = v;
   }
+  /* the tensor maps, in op order after the regular parameters */
+  g->desc_param = ARENA_NEWN(g->arena, LLVMValueRef, f->ops.n + 1);
+  for (uint32_t i = 1; i < f->ops.n; i++)
+    if (f->ops.v[i].block && f->ops.v[i].code == IR_TMA_DESC) g->desc_param[i] = LLVMGetParam(fn, idx++);
 }
 
-static LLVMValueRef make_kernel(struct cg *g) {
+static LLVMValueRef make_kernel(struct cg *g, unsigned ntmaps) {
   struct ir_func *f = g->f;
   LLVMTypeRef types[256];
   unsigned n = 0;
@@ -587,14 +639,26 @@ static LLVMValueRef make_kernel(struct cg *g) {
       types[n++] = param_type(g, p);
     }
   }
+  unsigned first_map = n;
+  LLVMTypeRef generic = LLVMPointerTypeInContext(g->ctx, 0);
+  for (unsigned i = 0; i < ntmaps; i++) types[n++] = generic;
   LLVMValueRef fn = LLVMAddFunction(g->mod, f->name, LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), types, n, 0));
   LLVMSetFunctionCallConv(fn, LLVMPTXKernelCallConv);
+  /* CUtensorMap: 128 bytes passed by value, 64-byte aligned, read in place (grid constant) */
+  LLVMTypeRef map_ty = LLVMArrayType2(g->i8, 128);
+  for (unsigned i = first_map; i < n; i++) {
+    LLVMAddAttributeAtIndex(fn, i + 1, LLVMCreateTypeAttribute(g->ctx, LLVMGetEnumAttributeKindForName("byval", 5), map_ty));
+    LLVMAddAttributeAtIndex(fn, i + 1, LLVMCreateEnumAttribute(g->ctx, LLVMGetEnumAttributeKindForName("align", 5), 64));
+    LLVMAddAttributeAtIndex(fn, i + 1, LLVMCreateStringAttribute(g->ctx, "nvvm.grid_constant", 18, "", 0));
+  }
   char nt[16];
-  snprintf(nt, sizeof nt, "%d", 32 * f->warps);
+  snprintf(nt, sizeof nt, "%d", ir_func_threads(f));
   LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
                           LLVMCreateStringAttribute(g->ctx, "nvvm.maxntid", 12, nt, (unsigned)strlen(nt)));
-  unsigned noalias = LLVMGetEnumAttributeKindForName("noundef", 7);
-  (void)noalias;
+  /* setmaxnreg needs a register cap at entry: one block per multiprocessor */
+  bool roles = false;
+  for (uint32_t i = 1; i < f->ops.n; i++) roles |= f->ops.v[i].block && f->ops.v[i].code == IR_WARP_SPECIALIZE;
+  if (roles) LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateStringAttribute(g->ctx, "nvvm.minctasm", 13, "1", 1));
   return fn;
 }
 
@@ -606,7 +670,8 @@ static void gen_op(struct cg *g, uint32_t id) {
   /* deferred shared-memory stores of synchronous copies land before anything that orders
    * shared memory or leaves the current loop iteration */
   switch (op->code) {
-  case IR_BARRIER: case IR_ASYNC_WAIT: case IR_FOR: case IR_IF: case IR_YIELD:
+  case IR_BARRIER: case IR_ASYNC_WAIT: case IR_FOR: case IR_IF: case IR_YIELD: case IR_WARP_SPECIALIZE:
+  case IR_MBAR_WAIT: case IR_MBAR_ARRIVE:
   case IR_CONVERT_LAYOUT: case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
   case IR_LOCAL_STORE:
     cg_flush_stores(g);
@@ -675,8 +740,32 @@ static void gen_op(struct cg *g, uint32_t id) {
   case IR_WGMMA:
     cg_gen_wgmma(g, op);
     return;
+  case IR_WGMMA_WAIT:
+    cg_gen_wgmma_wait(g, op);
+    return;
   case IR_BARRIER:
-    cg_barrier(g);
+    cg_gen_barrier(g, op);
+    return;
+  case IR_MBAR_ALLOC:
+    cg_gen_mbar_alloc(g, op);
+    return;
+  case IR_MBAR_WAIT:
+    cg_gen_mbar_wait(g, op);
+    return;
+  case IR_MBAR_ARRIVE:
+    cg_gen_mbar_arrive(g, op);
+    return;
+  case IR_MBAR_EXPECT_TX:
+    cg_gen_mbar_expect_tx(g, op);
+    return;
+  case IR_TMA_DESC:
+    cg_gen_tma_desc(g, op);
+    return;
+  case IR_TMA_LOAD:
+    cg_gen_tma_load(g, op);
+    return;
+  case IR_WARP_SPECIALIZE:
+    cg_gen_warp_specialize(g, id);
     return;
   case IR_YIELD:
   case IR_GRID:
@@ -696,6 +785,17 @@ static void gen_block(struct cg *g, uint32_t blk) {
 }
 
 void cg_gen_region(struct cg *g, uint32_t blk) { gen_block(g, blk); }
+
+bool cg_uniform_block(struct cg *g, uint32_t blk) {
+  for (uint32_t b = blk; b;) {
+    uint32_t parent = g->f->blocks.v[b].parent;
+    if (!parent) return true;
+    const struct ir_op *op = &g->f->ops.v[parent];
+    if (op->code != IR_FOR && op->code != IR_WARP_SPECIALIZE) return false;
+    b = op->block;
+  }
+  return true;
+}
 
 static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, struct cg_result *res) {
   char *msg = NULL;
@@ -787,7 +887,9 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   g->sptr = LLVMPointerTypeInContext(g->ctx, 3);
   g->b = LLVMCreateBuilderInContext(g->ctx);
 
-  LLVMValueRef fn = make_kernel(g);
+  collect_tmaps(g, res);
+  res->persistent = f->persistent;
+  LLVMValueRef fn = make_kernel(g, res->ntmaps);
   g->fn = fn;
   LLVMTypeRef smem_ty = LLVMArrayType2(g->i8, 0);
   g->smem = LLVMAddGlobalInAddressSpace(g->mod, smem_ty, "__tile_smem", 3);
@@ -798,6 +900,8 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, fn, "body");
   LLVMPositionBuilderAtEnd(g->b, entry);
   LLVMValueRef tid = sreg(g, "tid.x");
+  g->role_tid = tid;
+  g->leader = LLVMBuildICmp(g->b, LLVMIntEQ, tid, cg_i32(g, 0), "leader");
   g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
   g->warp = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
   const char *axes[3] = {"x", "y", "z"};
@@ -818,7 +922,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   if (!g->failed) LLVMBuildRetVoid(g->b);
 
   bool ok = !g->failed && emit(g, tm, out, res);
-  res->threads = (unsigned)(32 * f->warps);
+  res->threads = (unsigned)ir_func_threads(f);
   res->smem_bytes = g->smem_bytes;
   LLVMDisposeBuilder(g->b);
   LLVMDisposeModule(g->mod);

@@ -5,7 +5,9 @@
  * each ir_func parameter in table order,
  *   tensor: a global pointer (8 bytes), then one i64 stride per dimension, in elements;
  *   scalar: i32 for bool and i32, i64 for i64, f32 for f16/bf16/f32, f64 for f64;
- *   shape:  i32.
+ *   shape:  i32;
+ * then one 128-byte CUtensorMap (byval, 64-byte aligned, grid constant) per tma_desc op,
+ * described in cg_result.tmaps.
  * The kernel uses dynamic shared memory only; its size is returned in cg_result.        */
 #ifndef TL_CG_H
 #define TL_CG_H
@@ -14,9 +16,23 @@
 
 enum cg_output { CG_OUT_LLVM, CG_OUT_PTX };
 
+/* A TMA tensor map the kernel takes as a hidden parameter (after the regular ones, in this
+ * order): the runtime encodes it for the bound tensor at launch. */
+struct cg_tmap {
+  uint32_t param;          /* index in ir_func.params of the tensor */
+  int rank;
+  int dtype;               /* ir_dtype */
+  uint32_t box[IR_MAX_RANK]; /* box dims, tensor order (outermost first) */
+  int swizzle;             /* bytes: 0 (none), 32, 64 or 128 */
+};
+enum { CG_MAX_TMAPS = 8 };
+
 struct cg_result {
   const char *text; /* LLVM IR or PTX, NUL-terminated, in the caller's arena */
   size_t len;
+  struct cg_tmap tmaps[CG_MAX_TMAPS];
+  unsigned ntmaps;
+  bool persistent;       /* the grid is sized by the runtime (ir_func.persistent) */
   unsigned threads;      /* threads per program instance */
   unsigned smem_bytes;   /* dynamic shared memory per program instance */
   double llvm_ms;        /* building the LLVM module and running O3 */

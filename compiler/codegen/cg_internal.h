@@ -51,6 +51,12 @@ struct cg {
   int top_loops;             /* top-level loops generated so far */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, gptr, sptr;
   LLVMValueRef lane, warp, pid[3], nprog[3];
+  /* the current role (cg_async.c): warps renumbered from warp_base; the thread that issues
+   * single-thread ops; the thread's index in the role; the role's barrier (0 threads: all) */
+  int warp_base;
+  LLVMValueRef leader, role_tid;
+  int bar_id, bar_threads;
+  LLVMValueRef *desc_param; /* tma_desc op -> its byval kernel parameter */
   LLVMValueRef smem;         /* dynamic shared memory, [0 x i8] addrspace(3) */
   unsigned smem_bytes;       /* buffers plus the largest scratch use */
   unsigned smem_scratch;     /* scratch (layout changes, reductions) starts here, after the buffers */
@@ -86,6 +92,9 @@ uint32_t cg_num_regs(struct cg *g, ir_val v);
 void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord);
 void cg_coords(struct cg *g, const struct ll *l, uint32_t r, LLVMValueRef *coord);
 void cg_gen_region(struct cg *g, uint32_t blk);
+/* Whether every thread of the current role runs block blk: the body, a role's region, or a
+ * loop body nested only in those (loop bounds are uniform). Barriers are safe there. */
+bool cg_uniform_block(struct cg *g, uint32_t blk);
 
 /* cg_data.c: data movement between threads */
 void cg_gen_relayout(struct cg *g, const struct ir_op *op);
@@ -114,6 +123,17 @@ void cg_load_k_slice(struct cg *g, ir_val v, int kb);
 bool cg_dot_is_mma(struct cg *g, const struct ir_op *op);
 void cg_gen_mma_dot(struct cg *g, const struct ir_op *op);
 int64_t cg_divisibility(struct cg *g, ir_val v);
+
+/* cg_async.c: mbarriers, TMA, wgmma waits, named barriers, roles */
+void cg_gen_mbar_alloc(struct cg *g, const struct ir_op *op);
+void cg_gen_mbar_wait(struct cg *g, const struct ir_op *op);
+void cg_gen_mbar_arrive(struct cg *g, const struct ir_op *op);
+void cg_gen_mbar_expect_tx(struct cg *g, const struct ir_op *op);
+void cg_gen_tma_desc(struct cg *g, const struct ir_op *op);
+void cg_gen_tma_load(struct cg *g, const struct ir_op *op);
+void cg_gen_wgmma_wait(struct cg *g, const struct ir_op *op);
+void cg_gen_barrier(struct cg *g, const struct ir_op *op);
+void cg_gen_warp_specialize(struct cg *g, uint32_t id);
 
 /* cg_mem.c */
 void cg_gen_load(struct cg *g, const struct ir_op *op);

@@ -352,7 +352,7 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, str
   struct ir_func *f = g->f;
   const struct ir_type *vt = ir_vtype(f, value);
   if (vt->rank != 2 || !vt->layout || f->layouts.v[vt->layout].kind != IR_LAYOUT_MMA) return false;
-  if (op->block != IR_BODY_BLOCK || direct->dt == DT_BOOL) return false;
+  if (!cg_uniform_block(g, op->block) || direct->dt == DT_BOOL) return false;
   int eb = ir_dtype_bytes(direct->dt);
   int32_t rows = vt->dims[0], cols = vt->dims[1], pitch = cols + 16 / eb;
   unsigned bytes = (unsigned)(rows * pitch * eb);

@@ -919,6 +919,7 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   /* (The deferred stores of synchronous copies are not flushed here, between commit and
    * wait, though that would overlap them with the Tensor Cores: ptxas 12.8 and 12.9, the
    * JIT of CUDA 12 drivers, crash on that PTX for many tile shapes; PERF.md entry 11.) */
+  if (op->i[1]) return; /* async: the group stays in flight until a wgmma_wait */
   LLVMValueRef zero = LLVMConstInt(g->i64, 0, 0);
   cg_intrinsic(g, "llvm.nvvm.wgmma.wait_group.sync.aligned", NULL, 0, &zero, 1);
 }

@@ -363,6 +363,29 @@ uint32_t ir_build_for(struct ir_builder *b, ir_val lb, ir_val ub, ir_val step, c
   return op;
 }
 
+uint32_t ir_for_add_carried(struct ir_func *f, uint32_t loop, const ir_val *inits, uint32_t n) {
+  const struct ir_op *lp = &f->ops.v[loop];
+  uint32_t nc = lp->nargs - 3, body = lp->region;
+  ir_val *all = ARENA_NEWN(f->arena, ir_val, nc + n + 1);
+  for (uint32_t k = 0; k < nc; k++) all[k] = lp->args[3 + k];
+  for (uint32_t k = 0; k < n; k++) all[nc + k] = inits[k];
+  struct ir_builder b;
+  ir_builder_before(&b, f, loop);
+  b.loc = lp->loc;
+  uint32_t nl = ir_build_for(&b, lp->args[0], lp->args[1], lp->args[2], all, nc + n);
+  lp = &f->ops.v[loop];
+  memcpy(f->ops.v[nl].i, lp->i, sizeof lp->i);
+  uint32_t nbody = f->ops.v[nl].region;
+  ir_val base = f->blocks.v[nbody].args;
+  f->blocks.v[nbody].ops = f->blocks.v[body].ops;
+  memset(&f->blocks.v[body].ops, 0, sizeof f->blocks.v[body].ops);
+  for (uint32_t i = 0; i < f->blocks.v[nbody].ops.n; i++) f->ops.v[f->blocks.v[nbody].ops.v[i]].block = nbody;
+  for (uint32_t k = 0; k <= nc; k++) ir_replace_uses(f, f->blocks.v[body].args + k, base + k);
+  for (uint32_t k = 0; k < nc; k++) ir_replace_uses(f, f->ops.v[loop].res + k, f->ops.v[nl].res + k);
+  ir_op_remove(f, loop);
+  return nl;
+}
+
 uint32_t ir_build_if(struct ir_builder *b, ir_val cond, const ir_type_id *types, uint32_t ntypes) {
   return ir_build(b, IR_IF, &cond, 1, types, ntypes);
 }
@@ -395,6 +418,61 @@ void ir_op_remove(struct ir_func *f, uint32_t op) {
       break;
     }
   o->block = 0;
+}
+
+static void erase_block(struct ir_func *f, uint32_t blk) {
+  struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    struct ir_op *o = &f->ops.v[b->ops.v[i]];
+    for (uint32_t r = 0; r < o->nregions; r++) erase_block(f, o->region + r);
+    o->block = 0;
+  }
+  b->ops.n = 0;
+}
+
+void ir_op_erase(struct ir_func *f, uint32_t op) {
+  struct ir_op *o = &f->ops.v[op];
+  for (uint32_t r = 0; r < o->nregions; r++) erase_block(f, o->region + r);
+  ir_op_remove(f, op);
+}
+
+void ir_op_move(struct ir_builder *b, uint32_t op) {
+  ir_op_remove(b->f, op);
+  block_insert(b->f, b->block, b->before, op);
+}
+
+void ir_valmap_init(struct ir_valmap *m, const struct ir_func *f, struct arena *a) {
+  m->n = f->values.n;
+  m->to = ARENA_NEWN(a, ir_val, m->n + 1);
+}
+
+uint32_t ir_clone_op(struct ir_builder *b, uint32_t op, struct ir_valmap *m) {
+  struct ir_func *f = b->f;
+  struct ir_op src = f->ops.v[op];
+  ir_val *args = ARENA_NEWN(f->arena, ir_val, src.nargs + 1);
+  for (uint32_t k = 0; k < src.nargs; k++) args[k] = ir_mapped(m, src.args[k]);
+  ir_type_id *types = ARENA_NEWN(f->arena, ir_type_id, src.nres + 1);
+  for (uint32_t r = 0; r < src.nres; r++) types[r] = f->values.v[src.res + r].type;
+  uint32_t id = ir_build(b, (ir_opcode)src.code, args, src.nargs, types, src.nres);
+  struct ir_op *n = &f->ops.v[id];
+  memcpy(n->i, src.i, sizeof src.i);
+  n->f = src.f;
+  n->loc = src.loc;
+  for (uint32_t r = 0; r < src.nres; r++) ir_map_set(m, src.res + r, n->res + r);
+  for (uint32_t g = 0; g < src.nregions; g++) {
+    uint32_t from = src.region + g, to = f->ops.v[id].region + g;
+    const struct ir_block *fb = &f->blocks.v[from];
+    uint32_t nargs = fb->nargs;
+    for (uint32_t k = 0; k < nargs; k++) {
+      ir_val a = ir_block_add_arg(f, to, f->values.v[f->blocks.v[from].args + k].type);
+      ir_map_set(m, f->blocks.v[from].args + k, a);
+    }
+    struct ir_builder inner;
+    ir_builder_at_end(&inner, f, to);
+    inner.loc = b->loc;
+    for (uint32_t i = 0; i < f->blocks.v[from].ops.n; i++) ir_clone_op(&inner, f->blocks.v[from].ops.v[i], m);
+  }
+  return id;
 }
 
 void ir_op_set_args(struct ir_func *f, uint32_t op, const ir_val *args, uint32_t nargs) {

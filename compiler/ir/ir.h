@@ -301,6 +301,11 @@ ir_val ir_block_add_arg(struct ir_func *f, uint32_t blk, ir_type_id type);
 /* for: args = lb, ub, step, inits...; results = carried values; body block args = iv, carried. */
 uint32_t ir_build_for(struct ir_builder *b, ir_val lb, ir_val ub, ir_val step, const ir_val *inits,
                       uint32_t ninits);
+/* Replaces loop `loop` by one with `n` more carried values (initialized by inits) in the
+ * same place: the body moves over, uses of the old block arguments and results are
+ * redirected. The body's yield is unchanged: the caller appends the new yielded values.
+ * Returns the new loop; its extra block arguments follow the old ones. */
+uint32_t ir_for_add_carried(struct ir_func *f, uint32_t loop, const ir_val *inits, uint32_t n);
 /* if: results of the given types; regions: then, else (both possibly empty of ops). */
 uint32_t ir_build_if(struct ir_builder *b, ir_val cond, const ir_type_id *types, uint32_t ntypes);
 
@@ -330,6 +335,26 @@ bool ir_value_const_float(const struct ir_func *f, ir_val v, double *out);
 
 void ir_replace_uses(struct ir_func *f, ir_val from, ir_val to);
 void ir_op_remove(struct ir_func *f, uint32_t op); /* unlinks it from its block (not its regions' ops) */
+/* Unlinks op and marks every op nested in its regions removed too (block = 0), so that
+ * scans over f->ops skip them. */
+void ir_op_erase(struct ir_func *f, uint32_t op);
+/* Moves op (with its regions) to the builder's position. */
+void ir_op_move(struct ir_builder *b, uint32_t op);
+
+/* A value map for cloning: to[v] replaces v (0: v itself). Sized for the values that exist
+ * when it is made; values created later map to themselves. */
+struct ir_valmap {
+  ir_val *to;
+  uint32_t n;
+};
+void ir_valmap_init(struct ir_valmap *m, const struct ir_func *f, struct arena *a);
+static inline ir_val ir_mapped(const struct ir_valmap *m, ir_val v) { return v < m->n && m->to[v] ? m->to[v] : v; }
+static inline void ir_map_set(struct ir_valmap *m, ir_val from, ir_val to) {
+  if (from < m->n) m->to[from] = to;
+}
+/* Clones op (operands through m, regions recursively) at the builder; maps its results
+ * (and its regions' block arguments) in m. Returns the new op. */
+uint32_t ir_clone_op(struct ir_builder *b, uint32_t op, struct ir_valmap *m);
 void ir_op_set_args(struct ir_func *f, uint32_t op, const ir_val *args, uint32_t nargs);
 /* Use counts of every value, recomputed on demand (an analysis, not cached state). */
 uint32_t *ir_use_counts(struct ir_func *f, struct arena *scratch);

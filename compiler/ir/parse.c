@@ -381,6 +381,7 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   ir_opcode code = ir_opcode_from_name(ps->ts, ps->tlen);
   if (code == IR_NONE) fail(ps, "unknown op '%.*s'", (int)ps->tlen, ps->ts);
   const struct ir_opinfo *info = &ir_ops[code];
+  uint32_t op_line = ps->tline;
   next(ps);
   (void)line0;
   (void)col0;
@@ -513,7 +514,8 @@ static void parse_op(struct parser *ps, uint32_t blk) {
       expect(ps, ",");
       args[nargs++] = use_value(ps);
     }
-  } else if (ps->tok == T_VALUE) {
+  } else if (ps->tok == T_VALUE && info->nargs != 0 && ps->tline == op_line) {
+    /* operands are on the op's line: `barrier` followed by `%5 = ...` has none */
     do {
       if (nargs == TL_ARRAY_LEN(args)) fail(ps, "too many operands");
       args[nargs++] = use_value(ps);

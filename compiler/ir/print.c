@@ -89,7 +89,7 @@ static void indent(struct printer *p, int depth) {
 }
 
 static bool omit_when_zero(const char *name) {
-  static const char *const names[] = {"fill", "stages", "tf32", "id", "threads", "async"};
+  static const char *const names[] = {"fill", "stages", "tf32", "id", "threads", "async", "depth"};
   for (size_t i = 0; i < TL_ARRAY_LEN(names); i++)
     if (strcmp(name, names[i]) == 0) return true;
   return false;
@@ -234,7 +234,7 @@ static void print_op(struct printer *p, uint32_t id, int depth) {
     if (op->nargs) sb_putc(sb, ' ');
     print_args(p, op->args, op->nargs);
     print_attrs(p, op);
-    if (op->nres == 1) {
+    if (op->nres == 1 && ir_ops[op->code].nres == 1) { /* (wgmma_wait's types are its operands') */
       sb_puts(sb, " : ");
       print_type(p, f->values.v[op->res].type);
     }

@@ -313,7 +313,13 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     break;
   }
   case IR_MBAR_ARRIVE:
+    if (op->nargs != 2 && op->nargs != 3) {
+      bad(v, id, "mbar_arrive takes bar, slot and an optional predicate");
+      break;
+    }
     check_mbar(v, id, op->args[0], op->args[1]);
+    if (op->nargs == 3 && (!ir_type_is_scalar(vt(v, op->args[2])) || vt(v, op->args[2])->dtype != DT_BOOL))
+      bad(v, id, "the predicate is not a bool scalar");
     if (op->i[0] != 1 && op->i[0] != 32 && op->i[0] != 128) bad(v, id, "per must be 1, 32 or 128 threads");
     break;
   case IR_MBAR_EXPECT_TX:
@@ -416,7 +422,9 @@ static void check_stage(struct verifier *v, uint32_t id) {
   if (f->stage >= IR_STAGE_ALLOCATED && (op->code == IR_LOCAL_ALLOC || op->code == IR_MBAR_ALLOC)) {
     int64_t off = op->code == IR_LOCAL_ALLOC ? op->i[0] : op->i[1];
     int64_t align = op->code == IR_LOCAL_ALLOC ? 128 : 8;
-    if (off < 0 || off % align || (f->target && off >= (int64_t)f->target->smem_optin))
+    /* (whether it fits the device is the runtime's check: an over-large configuration is
+     * a resource error the tuner prunes, not broken IR) */
+    if (off < 0 || off % align || off >= (1 << 24))
       bad(v, id, "offset %lld is not a %lld-byte aligned place in shared memory", (long long)off, (long long)align);
   }
 }

@@ -94,8 +94,17 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
   if (!pass_run(PASS_CSE, f, o, err)) return false;
   if (tl_has(target, TL_FEAT_MMA_SYNC)) {
     if (!pass_run(PASS_SMEM_STAGE, f, o, err)) return false;
-    /* pipelining needs smem-stage's copy groups; it multi-buffers them per loop */
+    /* pipelining needs smem-stage's copy groups; it multi-buffers them per loop, as TMA
+     * rings where the target and the copies allow */
     if (!pass_run(PASS_PIPELINE, f, o, err)) return false;
+    if (ir_func_wgmma(f)) {
+      /* the Hopper schedule, in this order: async wgmma moves each stage's release behind
+       * the next stage's issue; warp specialization then takes the fills (which wait on
+       * those releases) into a producer role; persistence wraps each role in a tile loop */
+      if (!pass_run(PASS_WGMMA_ASYNC, f, o, err)) return false;
+      if (!pass_run(PASS_WARP_SPECIALIZE, f, o, err)) return false;
+      if (!pass_run(PASS_PERSISTENT, f, o, err)) return false;
+    }
     if (!pass_run(PASS_CSE, f, o, err)) return false;
     if (!pass_run(PASS_DCE, f, o, err)) return false;
   }

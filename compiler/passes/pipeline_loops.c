@@ -1,20 +1,45 @@
-/* pipeline_loops.c - software pipelining of asynchronous copies over a loop (N stages).
+/* pipeline_loops.c - software pipelining of a loop's tile copies over S stages, in one of
+ * two forms.
  *
  * Needs: smem_stage's form, in which each staged tile of a loop body is
  *   barrier; async_copy %buf, %slot0, %T[idx...]; async_commit; async_wait 0; barrier
- * followed later by local_load %buf, %slot0. Guarantees, for a for loop with stages=S >= 2
- * whose copy indices are computed from the induction variable by pure ops: every buffer
- * gets S slots; a prologue issues the copies of iterations 0..S-2 into slots 0..S-2 (one
- * commit group per iteration); iteration i waits for its group (async_wait S-2), meets the
- * other threads (barrier: its data is visible, and everybody is done with the slot about
- * to be refilled), issues the copies of iteration i+S-1 into the slot read in iteration
- * i-1, and then computes on slot i mod S. Copies past the end of the loop read nothing:
- * their indices are out of bounds, so cp.async zero-fills. One barrier per iteration.
+ * followed by its readers (local_load or wgmma of %buf, %slot0). Applies to for loops with
+ * stages=S >= 2 whose copy indices are computed from the induction variable by pure ops.
+ * Every buffer gets S slots. The loop's `depth` attribute records how many wgmma groups of
+ * earlier iterations may still be reading when a slot is refilled (the wgmma-async pass
+ * makes that many in flight).
  *
- *   for %k = %lb to %ub step %s {             copies for %lb, %lb+%s, ... (S-1 groups)
- *     <copy group into slot 0>         =>     for %k ... iter(%rd = 0, %wr = S-1) {
- *     %a = local_load %buf, %0                  async_wait {pending=S-2}; barrier
- *     ...                                       copies for %k + (S-1)*%s into slot %wr
+ * Ring form (TMA + mbarriers): when the target has TMA, the schedule allows it, every copy
+ * is TMA-eligible (16-byte aligned base and strides, contiguous rows, a buffer layout that
+ * is one of TMA's swizzles, boxes of at most 256) and the buffers are read by wgmma only.
+ * Two arrays of S mbarriers: full[s] completes when slot s has landed (one arrival with the
+ * expected bytes, plus the TMA bytes), empty[s] when every warpgroup has released it (one
+ * arrival per warpgroup). A prologue fills slots 0..S-2; iteration i waits on full, computes,
+ * releases its slot and refills the slot of iteration i-1 with iteration i+S-1 once that is
+ * released everywhere. No CTA-wide barrier remains in the loop; fills past the end are
+ * skipped (a TMA still in flight when the program exits would write freed memory).
+ *
+ *   for %k ... {                              %full = mbar_alloc {count=1}; %empty = ...
+ *     <copy group into slot 0>                barrier; %d = tma_desc %A ...
+ *     %a = wgmma %buf, %0, ...        =>      if %lb < %ub { mbar_expect_tx %full, 0; tma_load ... }
+ *   }                                         for %k ... iter(.., %rd, %ph, %wr, %wph) {
+ *                                               mbar_wait %full, %rd, %ph
+ *                                               %a = wgmma %buf, %rd, ...
+ *                                               mbar_arrive %empty, %rd {per=128}
+ *                                               if %k + 2*%s < %ub { mbar_wait %empty, %wr, %wph^1
+ *                                                 mbar_expect_tx %full, %wr; tma_load ... }
+ *                                               yield .., next(%rd, %ph), next(%wr, %wph) }
+ *
+ * cp.async form (otherwise): a prologue issues the copies of iterations 0..D-1 (D = S-1 -
+ * depth) into slots 0..D-1, one commit group each; iteration i waits for its group
+ * (async_wait D-1), meets the other threads (barrier: its data is visible, and everybody
+ * is done with the slot about to be refilled), issues the copies of iteration i+D, and
+ * computes on slot i mod S. Copies past the end read nothing (cp.async zero-fills).
+ *
+ *   for %k = %lb to %ub step %s {             copies for %lb, %lb+%s, ... (D groups)
+ *     <copy group into slot 0>         =>     for %k ... iter(%rd = 0, %wr = D) {
+ *     %a = local_load %buf, %0                  async_wait {pending=D-1}; barrier
+ *     ...                                       copies for %k + D*%s into slot %wr
  *   }                                           %a = local_load %buf, %rd ...
  *                                               yield ..., (%rd+1) mod S, (%wr+1) mod S }
  *                                             async_wait {pending=0}                      */
@@ -46,42 +71,25 @@ static bool collect(struct ir_func *f, uint32_t body, ir_val iv, ir_val v, struc
   return true;
 }
 
-struct valmap {
-  ir_val from[MAX_CHAIN + 1], to[MAX_CHAIN + 1];
-  uint32_t n;
-};
-
-static ir_val mapped(const struct valmap *m, ir_val v) {
-  for (uint32_t i = 0; i < m->n; i++)
-    if (m->from[i] == v) return m->to[i];
-  return v;
+/* Emits the chain with the induction variable replaced by `iv_value` into m. */
+static void emit_chain(struct ir_builder *b, const struct chain *c, ir_val iv, ir_val iv_value, struct ir_valmap *m) {
+  ir_map_set(m, iv, iv_value);
+  for (uint32_t i = 0; i < c->n; i++) ir_clone_op(b, c->ops[i], m);
 }
 
-/* Emits the chain with the induction variable replaced by `iv_value`, then the copies. */
+/* The chain, then the copies of one iteration as async_copy into `slot` and a commit. */
 static void emit_copies(struct ir_builder *b, const struct chain *c, ir_val iv, ir_val iv_value,
-                        uint32_t *copies, uint32_t ncopies, ir_val slot) {
+                        const uint32_t *copies, uint32_t ncopies, ir_val slot) {
   struct ir_func *f = b->f;
-  struct valmap m = {.n = 1};
-  m.from[0] = iv;
-  m.to[0] = iv_value;
-  for (uint32_t i = 0; i < c->n; i++) {
-    struct ir_op src = f->ops.v[c->ops[i]];
-    ir_val args[8];
-    for (uint32_t k = 0; k < src.nargs && k < 8; k++) args[k] = mapped(&m, src.args[k]);
-    ir_type_id t = f->values.v[src.res].type;
-    uint32_t op = ir_build(b, (ir_opcode)src.code, args, src.nargs, &t, 1);
-    memcpy(f->ops.v[op].i, src.i, sizeof src.i);
-    f->ops.v[op].f = src.f;
-    m.from[m.n] = src.res;
-    m.to[m.n] = f->ops.v[op].res;
-    m.n++;
-  }
+  struct ir_valmap m;
+  ir_valmap_init(&m, f, f->arena);
+  emit_chain(b, c, iv, iv_value, &m);
   for (uint32_t i = 0; i < ncopies; i++) {
     struct ir_op src = f->ops.v[copies[i]];
     ir_val args[3 + IR_MAX_RANK];
     args[0] = src.args[0];
     args[1] = slot;
-    for (uint32_t k = 2; k < src.nargs; k++) args[k] = mapped(&m, src.args[k]);
+    for (uint32_t k = 2; k < src.nargs; k++) args[k] = ir_mapped(&m, src.args[k]);
     uint32_t op = ir_build(b, IR_ASYNC_COPY, args, src.nargs, NULL, 0);
     f->ops.v[op].i[0] = src.i[0];
   }
@@ -95,90 +103,132 @@ static void remove_if(struct ir_func *f, uint32_t blk, int pos, ir_opcode code) 
   if (f->ops.v[id].code == code) ir_op_remove(f, id);
 }
 
-static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
-  struct ir_func *f = pc->f;
-  int S = (int)f->ops.v[loop].i[0];
-  if (S < 2) return false;
-  uint32_t body = f->ops.v[loop].region;
-  ir_val iv = f->blocks.v[body].args;
-  uint32_t copies[MAX_COPIES], ncopies = 0;
-  struct chain c = {.n = 0};
-  struct ir_block *bb = &f->blocks.v[body];
-  for (uint32_t i = 0; i < bb->ops.n; i++) {
-    uint32_t id = bb->ops.v[i];
-    const struct ir_op *op = &f->ops.v[id];
-    if (op->code != IR_ASYNC_COPY) continue;
-    int64_t slot;
-    if (ir_defined_within(f, op->args[0], body) || !ir_value_const_int(f, op->args[1], &slot) || slot != 0) return false;
-    for (uint32_t k = 3; k < op->nargs; k++)
-      if (!collect(f, body, iv, op->args[k], &c)) return false;
-    if (ncopies == MAX_COPIES) return false;
-    copies[ncopies++] = id;
+/* An `if cond { }` with empty branches (both end in yield); returns the then block. */
+static uint32_t build_if_then(struct ir_builder *b, ir_val cond) {
+  uint32_t op = ir_build_if(b, cond, NULL, 0);
+  for (int side = 0; side < 2; side++) {
+    struct ir_builder y;
+    ir_builder_at_end(&y, b->f, b->f->ops.v[op].region + (uint32_t)side);
+    ir_build(&y, IR_YIELD, NULL, 0, NULL, 0);
   }
-  if (!ncopies) return false;
+  return b->f->ops.v[op].region;
+}
 
-  struct ir_builder b;
-  ir_type_id i32 = ir_type_scalar(f, DT_I32);
-  /* S slots per buffer */
-  for (uint32_t i = 0; i < ncopies; i++) {
-    ir_val buf = f->ops.v[copies[i]].args[0];
+/* Advances a ring position: slot' = slot + 1 wrapping at S, phase' flips on the wrap. */
+static void ring_next(struct ir_builder *b, ir_val slot, ir_val phase, int S, ir_val *nslot, ir_val *nphase) {
+  ir_type_id i32 = ir_type_scalar(b->f, DT_I32);
+  ir_val s1 = ir_binary(b, IR_ADD, slot, ir_const_int(b, i32, 1));
+  ir_val wrap = ir_binary(b, IR_EQ, s1, ir_const_int(b, i32, S));
+  ir_val a[3] = {wrap, ir_const_int(b, i32, 0), s1};
+  *nslot = ir_build1(b, IR_SELECT, i32, a, 3);
+  if (phase) {
+    ir_val a2[3] = {wrap, ir_binary(b, IR_XOR, phase, ir_const_int(b, i32, 1)), phase};
+    *nphase = ir_build1(b, IR_SELECT, i32, a2, 3);
+  }
+}
+
+/* ---- TMA eligibility ---- */
+
+/* The box of a TMA copy for async_copy op `cp` (its buffer still single-slot): tensor rank
+ * dims, 1 on dropped dimensions, the buffer's rows and panel width on the sliced ones, in
+ * the buffer's shared layout. False when TMA cannot do this copy. */
+static bool tma_box(struct ir_func *f, uint32_t cp, struct ir_type *box) {
+  const struct ir_op *op = &f->ops.v[cp];
+  const struct ir_param *p = ir_param_of(f, op->args[2]);
+  const struct ir_type *tt = ir_vtype(f, op->args[2]), *bt = ir_vtype(f, op->args[0]);
+  const struct ir_layout *l = &f->layouts.v[bt->layout];
+  int rank = tt->rank, eb = ir_dtype_bytes((ir_dtype)tt->dtype);
+  uint64_t mask = (uint64_t)op->i[0];
+  if (!p || bt->rank != 2 || __builtin_popcountll(mask) != 2 || !(mask >> (rank - 1) & 1)) return false;
+  if (eb != 1 && eb != 2 && eb != 4) return false;
+  /* 16-byte aligned base, contiguous rows, 16-byte multiple strides */
+  if (!ir_facts_allow_vector(p, tt, rank - 1, 16)) return false;
+  int rows = bt->dims[0], cols = bt->dims[1], inner = l->panel ? l->panel : cols;
+  int row_bytes = inner * eb;
+  if (rows > 256 || inner > 256 || row_bytes % 16 || cols % inner) return false;
+  if (l->max_phase > 1) { /* one of TMA's swizzles: 16-byte units, XOR with the row's phase */
+    if (l->vec * eb != 16) return false;
+    bool sw128 = row_bytes == 128 && l->per_phase == 1 && l->max_phase == 8;
+    bool sw64 = row_bytes == 64 && l->per_phase == 2 && l->max_phase == 4;
+    bool sw32 = row_bytes == 32 && l->per_phase == 4 && l->max_phase == 2;
+    if (!sw128 && !sw64 && !sw32) return false;
+  }
+  memset(box, 0, sizeof *box);
+  box->kind = IR_TY_TILE;
+  box->dtype = tt->dtype;
+  box->rank = (uint8_t)rank;
+  box->layout = bt->layout;
+  int seen = 0;
+  for (int d = 0; d < rank; d++)
+    box->dims[d] = !(mask >> d & 1) ? 1 : seen++ == 0 ? rows : inner;
+  return true;
+}
+
+/* Whether every reader of the copied buffers in block blk (and nested blocks) is a wgmma
+ * (whose release of a slot the ring form can place); *any is set when there is one. */
+static bool readers_are_wgmma(struct ir_func *f, uint32_t blk, const uint32_t *copies, uint32_t ncopies, bool *any) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    for (uint32_t k = 0; k < op->nargs && op->code != IR_ASYNC_COPY; k++)
+      for (uint32_t c = 0; c < ncopies; c++) {
+        if (op->args[k] != f->ops.v[copies[c]].args[0]) continue;
+        if (op->code != IR_WGMMA) return false;
+        *any = true;
+      }
+    for (uint32_t r = 0; r < op->nregions; r++)
+      if (!readers_are_wgmma(f, op->region + r, copies, ncopies, any)) return false;
+  }
+  return true;
+}
+
+/* ---- the two forms ---- */
+
+struct loop_info {
+  uint32_t loop, body;
+  ir_val iv;
+  int S;
+  uint32_t copies[MAX_COPIES], ncopies;
+  struct chain c;
+};
+
+/* Gives every copied buffer S slots. */
+static void multi_buffer(struct ir_func *f, const struct loop_info *L) {
+  for (uint32_t i = 0; i < L->ncopies; i++) {
+    ir_val buf = f->ops.v[L->copies[i]].args[0];
     struct ir_type t = *ir_vtype(f, buf);
     if (t.rank == 2) {
       t.dims[2] = t.dims[1];
       t.dims[1] = t.dims[0];
-      t.dims[0] = S;
+      t.dims[0] = L->S;
       t.rank = 3;
       f->values.v[buf].type = ir_type_intern(f, &t);
     }
   }
-  /* prologue: iterations 0 .. S-2 */
-  const struct ir_op *lp = &f->ops.v[loop];
-  ir_val lb = lp->args[0], step = lp->args[2];
-  ir_type_id ivt = f->values.v[lb].type;
-  ir_builder_before(&b, f, loop);
-  for (int s = 0; s < S - 1; s++) {
-    ir_val ivs = lb;
-    if (s) {
-      ir_val k = ir_const_int(&b, ivt, s);
-      ivs = ir_binary(&b, IR_ADD, lb, ir_binary(&b, IR_MUL, k, step));
-    }
-    emit_copies(&b, &c, iv, ivs, copies, ncopies, ir_const_int(&b, i32, s));
-  }
-  /* the loop again, with two more carried values: the slot to read and the slot to fill */
-  lp = &f->ops.v[loop];
-  uint32_t nc = lp->nargs - 3;
-  ir_val inits[256];
-  if (nc + 2 > 256) return false;
-  for (uint32_t k = 0; k < nc; k++) inits[k] = lp->args[3 + k];
-  inits[nc] = ir_const_int(&b, i32, 0);
-  inits[nc + 1] = ir_const_int(&b, i32, S - 1);
-  lp = &f->ops.v[loop];
-  uint32_t nl = ir_build_for(&b, lp->args[0], lp->args[1], lp->args[2], inits, nc + 2);
-  lp = &f->ops.v[loop];
-  f->ops.v[nl].i[0] = lp->i[0];
-  f->ops.v[nl].loc = lp->loc;
+}
+
+/* Rebuilds the loop with `nextra` more carried values (inits given), removes the original
+ * copy groups from the body and returns the new loop. */
+static uint32_t rebuild_loop(struct ir_func *f, const struct loop_info *L, const ir_val *extra, uint32_t nextra) {
+  uint32_t nl = ir_for_add_carried(f, L->loop, extra, nextra);
   uint32_t nbody = f->ops.v[nl].region;
-  ir_val nargs_base = f->blocks.v[nbody].args;
-  /* move the body */
-  f->blocks.v[nbody].ops = f->blocks.v[body].ops;
-  memset(&f->blocks.v[body].ops, 0, sizeof f->blocks.v[body].ops);
-  for (uint32_t i = 0; i < f->blocks.v[nbody].ops.n; i++) f->ops.v[f->blocks.v[nbody].ops.v[i]].block = nbody;
-  for (uint32_t k = 0; k <= nc; k++) ir_replace_uses(f, f->blocks.v[body].args + k, nargs_base + k);
-  for (uint32_t k = 0; k < nc; k++) ir_replace_uses(f, f->ops.v[loop].res + k, f->ops.v[nl].res + k);
-  ir_val rd = nargs_base + 1 + nc, wr = nargs_base + 2 + nc;
-  ir_val niv = nargs_base;
   /* drop the original copy groups: barrier, copy, commit, wait, barrier */
-  for (uint32_t i = 0; i < ncopies; i++) {
+  for (uint32_t i = 0; i < L->ncopies; i++) {
     struct ir_block *nb = &f->blocks.v[nbody];
     int pos = 0;
-    while ((uint32_t)pos < nb->ops.n && nb->ops.v[pos] != copies[i]) pos++;
+    while ((uint32_t)pos < nb->ops.n && nb->ops.v[pos] != L->copies[i]) pos++;
     remove_if(f, nbody, pos + 3, IR_BARRIER);
     remove_if(f, nbody, pos + 2, IR_ASYNC_WAIT);
     remove_if(f, nbody, pos + 1, IR_ASYNC_COMMIT);
-    ir_op_remove(f, copies[i]);
+    ir_op_remove(f, L->copies[i]);
     remove_if(f, nbody, pos - 1, IR_BARRIER);
   }
-  /* readers of the buffers (local_load, wgmma) read the current slot */
+  return nl;
+}
+
+/* Readers (local_load, wgmma) of the copied buffers in `body` read slot `rd`; returns the
+ * last reader in the body's own op list (0: none at the top level). */
+static uint32_t redirect_readers(struct ir_func *f, const struct loop_info *L, uint32_t nbody, ir_val rd) {
   for (uint32_t i = 1; i < f->ops.n; i++) {
     struct ir_op *op = &f->ops.v[i];
     if (!op->block || (op->code != IR_LOCAL_LOAD && op->code != IR_WGMMA) || !ir_defined_within(f, op->res, nbody))
@@ -186,42 +236,190 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
     ir_val a[5];
     memcpy(a, op->args, sizeof(ir_val) * op->nargs);
     bool changed = false;
-    for (uint32_t k = 0; k < ncopies; k++) {
-      ir_val buf = f->ops.v[copies[k]].args[0];
+    for (uint32_t k = 0; k < L->ncopies; k++) {
+      ir_val buf = f->ops.v[L->copies[k]].args[0];
       if (a[0] == buf) a[1] = rd, changed = true;
       if (op->code == IR_WGMMA && a[2] == buf) a[3] = rd, changed = true;
     }
     if (changed) ir_op_set_args(f, i, a, op->nargs);
   }
-  /* top of the body: wait, barrier, issue the copies of iteration i + S - 1 */
-  struct ir_block *nb = &f->blocks.v[nbody];
-  uint32_t first = nb->ops.v[0];
-  ir_builder_before(&b, f, first);
-  uint32_t w = ir_build(&b, IR_ASYNC_WAIT, NULL, 0, NULL, 0);
-  f->ops.v[w].i[0] = S - 2;
+  const struct ir_block *nb = &f->blocks.v[nbody];
+  uint32_t last = 0;
+  for (uint32_t i = 0; i < nb->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[nb->ops.v[i]];
+    if (op->code == IR_WGMMA || op->code == IR_LOCAL_LOAD)
+      for (uint32_t k = 0; k < L->ncopies; k++)
+        if (op->args[0] == f->ops.v[L->copies[k]].args[0] || (op->code == IR_WGMMA && op->args[2] == f->ops.v[L->copies[k]].args[0]))
+          last = nb->ops.v[i];
+  }
+  return last;
+}
+
+/* One iteration's TMA fill of slot `slot`: the chain at iv_value, the expected bytes on
+ * full[slot], one tma_load per copy. */
+static void emit_fill(struct ir_builder *b, const struct loop_info *L, ir_val iv_value, const ir_val *descs, ir_val full,
+                      ir_val slot, int64_t bytes) {
+  struct ir_func *f = b->f;
+  struct ir_valmap m;
+  ir_valmap_init(&m, f, f->arena);
+  emit_chain(b, &L->c, L->iv, iv_value, &m);
+  ir_val ea[2] = {full, slot};
+  uint32_t e = ir_build(b, IR_MBAR_EXPECT_TX, ea, 2, NULL, 0);
+  f->ops.v[e].i[0] = bytes;
+  for (uint32_t i = 0; i < L->ncopies; i++) {
+    struct ir_op src = f->ops.v[L->copies[i]];
+    ir_val args[5 + IR_MAX_RANK];
+    args[0] = src.args[0];
+    args[1] = slot;
+    args[2] = full;
+    args[3] = slot;
+    args[4] = descs[i];
+    for (uint32_t k = 3; k < src.nargs; k++) args[2 + k] = ir_mapped(&m, src.args[k]);
+    uint32_t op = ir_build(b, IR_TMA_LOAD, args, src.nargs + 2, NULL, 0);
+    f->ops.v[op].i[0] = src.i[0];
+  }
+}
+
+static bool pipeline_ring(struct pass_ctx *pc, struct loop_info *L, const struct ir_type *boxes, int64_t step) {
+  struct ir_func *f = pc->f;
+  int S = L->S;
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  multi_buffer(f, L);
+  int64_t bytes = 0;
+  for (uint32_t i = 0; i < L->ncopies; i++) {
+    const struct ir_type *bt = ir_vtype(f, f->ops.v[L->copies[i]].args[0]);
+    bytes += (int64_t)bt->dims[1] * bt->dims[2] * ir_dtype_bytes((ir_dtype)bt->dtype);
+  }
+  struct ir_builder b;
+  ir_builder_before(&b, f, L->loop);
+  b.loc = f->ops.v[L->loop].loc;
+  /* the barriers, visible to every thread before first use */
+  int32_t sdim[1] = {S};
+  ir_type_id bars = ir_type_tile(f, DT_I64, 1, sdim);
+  ir_val full = ir_build1(&b, IR_MBAR_ALLOC, bars, NULL, 0);
+  f->ops.v[ir_def_op(f, full)].i[0] = 1;
+  ir_val empty = ir_build1(&b, IR_MBAR_ALLOC, bars, NULL, 0);
+  f->ops.v[ir_def_op(f, empty)].i[0] = f->warps / 4; /* one arrival per warpgroup */
   ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
-  ir_val ahead = ir_binary(&b, IR_ADD, niv, ir_binary(&b, IR_MUL, ir_const_int(&b, ivt, S - 1), f->ops.v[nl].args[2]));
-  /* the body's chain ops now read the new induction variable */
-  emit_copies(&b, &c, niv, ahead, copies, ncopies, wr);
-  /* yield: advance the slots */
-  nb = &f->blocks.v[nbody];
-  uint32_t yid = VEC_LAST(nb->ops);
+  ir_val descs[MAX_COPIES];
+  for (uint32_t i = 0; i < L->ncopies; i++) {
+    ir_type_id bt = ir_type_intern(f, &boxes[i]);
+    ir_val t = f->ops.v[L->copies[i]].args[2];
+    descs[i] = ir_build1(&b, IR_TMA_DESC, bt, &t, 1);
+  }
+  /* prologue: slots 0 .. S-2, each only if its iteration exists */
+  const struct ir_op *lp = &f->ops.v[L->loop];
+  ir_val lb = lp->args[0], ub = lp->args[1], stepv = lp->args[2];
+  ir_type_id ivt = f->values.v[lb].type;
+  for (int s = 0; s < S - 1; s++) {
+    ir_val it = s ? ir_binary(&b, IR_ADD, lb, ir_const_int(&b, ivt, s * step)) : lb;
+    uint32_t then = build_if_then(&b, ir_binary(&b, IR_LT, it, ub));
+    struct ir_builder tb;
+    ir_builder_before(&tb, f, VEC_LAST(f->blocks.v[then].ops));
+    emit_fill(&tb, L, it, descs, full, ir_const_int(&tb, i32, s), bytes);
+  }
+  /* the loop with the ring positions: read slot/phase, refill slot/phase */
+  ir_val zero = ir_const_int(&b, i32, 0);
+  ir_val extra[4] = {zero, zero, ir_const_int(&b, i32, S - 1), zero};
+  uint32_t nl = rebuild_loop(f, L, extra, 4);
+  f->ops.v[nl].i[1] = tl_sched_get(f->sched.wait, 1) ? 1 : 0; /* wgmma groups left in flight */
+  uint32_t nbody = f->ops.v[nl].region;
+  uint32_t nc = f->ops.v[nl].nargs - 3 - 4;
+  ir_val niv = f->blocks.v[nbody].args;
+  L->iv = niv; /* the moved body (the copies' indices and their chain) now uses it */
+  ir_val rd = niv + 1 + nc, ph = rd + 1, wr = rd + 2, wph = rd + 3;
+  uint32_t last_reader = redirect_readers(f, L, nbody, rd);
+  /* top: wait until the slot has landed */
+  ir_builder_before(&b, f, f->blocks.v[nbody].ops.v[0]);
+  ir_val wa[3] = {full, rd, ph};
+  ir_build(&b, IR_MBAR_WAIT, wa, 3, NULL, 0);
+  /* after the last reader: release the slot (one arrival per warpgroup) */
+  struct ir_block *nb = &f->blocks.v[nbody];
+  uint32_t after = 0;
+  for (uint32_t i = 0; i + 1 < nb->ops.n; i++)
+    if (nb->ops.v[i] == last_reader) after = nb->ops.v[i + 1];
+  if (!after) after = VEC_LAST(nb->ops);
+  ir_builder_before(&b, f, after);
+  ir_val ra[2] = {empty, rd};
+  uint32_t arr = ir_build(&b, IR_MBAR_ARRIVE, ra, 2, NULL, 0);
+  f->ops.v[arr].i[0] = 128;
+  /* end: refill the slot of the previous iteration with iteration i + S - 1 */
+  uint32_t yid = VEC_LAST(f->blocks.v[nbody].ops);
   ir_builder_before(&b, f, yid);
-  ir_val one = ir_const_int(&b, i32, 1), zero = ir_const_int(&b, i32, 0), sv = ir_const_int(&b, i32, S);
-  ir_val rd1 = ir_binary(&b, IR_ADD, rd, one), wr1 = ir_binary(&b, IR_ADD, wr, one);
-  ir_val args3[3];
-  args3[0] = ir_binary(&b, IR_EQ, rd1, sv), args3[1] = zero, args3[2] = rd1;
-  ir_val rdn = ir_build1(&b, IR_SELECT, i32, args3, 3);
-  args3[0] = ir_binary(&b, IR_EQ, wr1, sv), args3[1] = zero, args3[2] = wr1;
-  ir_val wrn = ir_build1(&b, IR_SELECT, i32, args3, 3);
+  ir_val ahead = ir_binary(&b, IR_ADD, niv, ir_const_int(&b, ivt, (S - 1) * step));
+  uint32_t then = build_if_then(&b, ir_binary(&b, IR_LT, ahead, ub));
+  struct ir_builder tb;
+  ir_builder_before(&tb, f, VEC_LAST(f->blocks.v[then].ops));
+  ir_val par = ir_binary(&tb, IR_XOR, wph, ir_const_int(&tb, i32, 1));
+  ir_val ew[3] = {empty, wr, par};
+  ir_build(&tb, IR_MBAR_WAIT, ew, 3, NULL, 0);
+  emit_fill(&tb, L, ahead, descs, full, wr, bytes);
+  /* advance both positions */
+  ir_val rdn, phn, wrn, wphn;
+  ring_next(&b, rd, ph, S, &rdn, &phn);
+  ring_next(&b, wr, wph, S, &wrn, &wphn);
   const struct ir_op *y = &f->ops.v[yid];
-  ir_val yargs[256];
+  ir_val *yargs = ARENA_NEWN(f->arena, ir_val, y->nargs + 5);
+  for (uint32_t k = 0; k < y->nargs; k++) yargs[k] = y->args[k];
+  yargs[nc] = rdn, yargs[nc + 1] = phn, yargs[nc + 2] = wrn, yargs[nc + 3] = wphn;
+  ir_op_set_args(f, yid, yargs, nc + 4);
+  (void)stepv;
+  return true;
+}
+
+static bool pipeline_cp_async(struct pass_ctx *pc, struct loop_info *L, bool wgmma_readers) {
+  struct ir_func *f = pc->f;
+  int S = L->S;
+  /* wgmma groups of the previous iteration may still read while this one refills: copy one
+   * stage less far ahead (needs S >= 3 to keep a stage in flight) */
+  int depth = wgmma_readers && tl_sched_get(f->sched.wait, 1) && S >= 3 ? 1 : 0;
+  int D = S - 1 - depth;
+  struct ir_builder b;
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  multi_buffer(f, L);
+  /* prologue: iterations 0 .. D-1 */
+  const struct ir_op *lp = &f->ops.v[L->loop];
+  ir_val lb = lp->args[0], step = lp->args[2];
+  ir_type_id ivt = f->values.v[lb].type;
+  ir_builder_before(&b, f, L->loop);
+  for (int s = 0; s < D; s++) {
+    ir_val ivs = lb;
+    if (s) {
+      ir_val k = ir_const_int(&b, ivt, s);
+      ivs = ir_binary(&b, IR_ADD, lb, ir_binary(&b, IR_MUL, k, step));
+    }
+    emit_copies(&b, &L->c, L->iv, ivs, L->copies, L->ncopies, ir_const_int(&b, i32, s));
+  }
+  /* the loop again, with two more carried values: the slot to read and the slot to fill */
+  ir_val extra[2] = {ir_const_int(&b, i32, 0), ir_const_int(&b, i32, D)};
+  uint32_t nl = rebuild_loop(f, L, extra, 2);
+  f->ops.v[nl].i[1] = depth;
+  uint32_t nbody = f->ops.v[nl].region;
+  uint32_t nc = f->ops.v[nl].nargs - 3 - 2;
+  ir_val niv = f->blocks.v[nbody].args;
+  L->iv = niv; /* the moved body (the copies' indices and their chain) now uses it */
+  ir_val rd = niv + 1 + nc, wr = rd + 1;
+  redirect_readers(f, L, nbody, rd);
+  /* top of the body: wait, barrier, issue the copies of iteration i + D */
+  ir_builder_before(&b, f, f->blocks.v[nbody].ops.v[0]);
+  uint32_t w = ir_build(&b, IR_ASYNC_WAIT, NULL, 0, NULL, 0);
+  f->ops.v[w].i[0] = D - 1;
+  ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+  ir_val ahead = ir_binary(&b, IR_ADD, niv, ir_binary(&b, IR_MUL, ir_const_int(&b, ivt, D), f->ops.v[nl].args[2]));
+  emit_copies(&b, &L->c, L->iv, ahead, L->copies, L->ncopies, wr);
+  /* yield: advance the slots */
+  uint32_t yid = VEC_LAST(f->blocks.v[nbody].ops);
+  ir_builder_before(&b, f, yid);
+  ir_val rdn, wrn;
+  ring_next(&b, rd, 0, S, &rdn, NULL);
+  ring_next(&b, wr, 0, S, &wrn, NULL);
+  const struct ir_op *y = &f->ops.v[yid];
+  ir_val *yargs = ARENA_NEWN(f->arena, ir_val, y->nargs + 3);
   for (uint32_t k = 0; k < y->nargs; k++) yargs[k] = y->args[k];
   yargs[nc] = rdn;
   yargs[nc + 1] = wrn;
   ir_op_set_args(f, yid, yargs, nc + 2);
   /* after the loop: drain */
-  ir_op_remove(f, loop);
   struct ir_block *outer = &f->blocks.v[f->ops.v[nl].block];
   uint32_t pos = 0;
   while (outer->ops.v[pos] != nl) pos++;
@@ -236,6 +434,40 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
    * thread must be done reading them first */
   ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
   return true;
+}
+
+static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
+  struct ir_func *f = pc->f;
+  struct loop_info L;
+  memset(&L, 0, sizeof L);
+  L.loop = loop;
+  L.S = (int)f->ops.v[loop].i[0];
+  if (L.S < 2) return false;
+  L.body = f->ops.v[loop].region;
+  L.iv = f->blocks.v[L.body].args;
+  struct ir_block *bb = &f->blocks.v[L.body];
+  for (uint32_t i = 0; i < bb->ops.n; i++) {
+    uint32_t id = bb->ops.v[i];
+    const struct ir_op *op = &f->ops.v[id];
+    if (op->code != IR_ASYNC_COPY) continue;
+    int64_t slot;
+    if (ir_defined_within(f, op->args[0], L.body) || !ir_value_const_int(f, op->args[1], &slot) || slot != 0) return false;
+    for (uint32_t k = 3; k < op->nargs; k++)
+      if (!collect(f, L.body, L.iv, op->args[k], &L.c)) return false;
+    if (L.ncopies == MAX_COPIES) return false;
+    L.copies[L.ncopies++] = id;
+  }
+  if (!L.ncopies) return false;
+  bool any = false;
+  bool wgmma_readers = readers_are_wgmma(f, L.body, L.copies, L.ncopies, &any) && any;
+  /* the ring form: TMA for every copy, wgmma readers, a positive constant step */
+  int64_t step;
+  bool ring = tl_has(f->target, TL_FEAT_TMA) && ir_func_wgmma(f) && tl_sched_get(f->sched.tma, 1) && wgmma_readers &&
+              f->warps % 4 == 0 && ir_value_const_int(f, f->ops.v[loop].args[2], &step) && step > 0;
+  struct ir_type boxes[MAX_COPIES];
+  for (uint32_t i = 0; ring && i < L.ncopies; i++) ring = tma_box(f, L.copies[i], &boxes[i]);
+  if (ring) return pipeline_ring(pc, &L, boxes, step);
+  return pipeline_cp_async(pc, &L, wgmma_readers);
 }
 
 static void visit(struct ir_func *f, uint32_t id, void *ud) {

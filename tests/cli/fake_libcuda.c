@@ -350,6 +350,22 @@ API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *b, void *fn, int t
   return OK;
 }
 
+/* TMA descriptors: checks what the real driver checks (rank, 16-byte aligned address and
+ * strides, boxes of 1..256) and fills the 128 bytes with a recognizable pattern. */
+API CUresult cuTensorMapEncodeTiled(void *map, int dtype, uint32_t rank, void *addr, const uint64_t *dim,
+                                    const uint64_t *strides, const uint32_t *box, const uint32_t *es, int interleave,
+                                    int swizzle, int l2, int oob) {
+  (void)dtype, (void)interleave, (void)l2, (void)oob;
+  if (!map || rank < 1 || rank > 5 || ((uintptr_t)addr & 15) || swizzle < 0 || swizzle > 3) return INVALID_VALUE;
+  for (uint32_t i = 0; i < rank; i++) {
+    if (!dim[i] || !box[i] || box[i] > 256 || es[i] != 1) return INVALID_VALUE;
+    if (i + 1 < rank && (strides[i] % 16 || !strides[i])) return INVALID_VALUE;
+  }
+  memset(map, 0x7e, 128);
+  logf_("tmap rank=%u", rank);
+  return OK;
+}
+
 /* ---- the linker ---- */
 
 struct link {

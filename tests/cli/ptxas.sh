@@ -9,8 +9,10 @@
 # BUILD_DIR/ptxas/ptxas, which tools/setup.sh fetches from PyPI); without ptxas it exits 77
 # (skipped). It fails when tilec cannot emit a kernel's PTX, when ptxas rejects it, when a
 # default configuration (every kernel's defaults, and the shipped attention configuration
-# for head dim 128) spills, or when the Tensor Core instructions are missing from the PTX:
-# mma.sync, ldmatrix and cp.async in the sm_80 GEMM, wgmma and cp.async in the sm_90a GEMM,
+# for head dim 128) spills, when ptxas reports wgmma serialization or an ignored setmaxnreg
+# in any configuration, or when the Tensor Core instructions are missing from the PTX:
+# mma.sync, ldmatrix and cp.async in the sm_80 GEMM; wgmma, TMA, mbarrier waits, setmaxnreg
+# and wgmma waits of depth 1 in the sm_90a GEMM (and each schedule variant its own),
 # mma.sync in attention (and the vote of its rescale skip), and in the unaligned GEMM (a
 # 4095-wide matrix) 16-byte block loads for A, element loads for B and still wgmma. Spills
 # of other configurations are recorded, not failures. The table is printed and written to
@@ -64,6 +66,13 @@ configs+=(
   "softmax.tile softmax T=f16,BN=4096,NW=16"
   "layernorm.tile layernorm T=bf16"
   "rmsnorm.tile rmsnorm T=f16"
+  "gemm.tile gemm SCHED=ws=0"
+  "gemm.tile gemm SCHED=tma=0"
+  "gemm.tile gemm SCHED=wgmma=0"
+  "gemm.tile gemm SCHED=wait=0"
+  "gemm.tile gemm STAGES=4"
+  "gemm.tile gemm BM=256,BN=128"
+  "gemm.tile gemm T=bf16,HAS_BIAS=true,ACT=gelu,STAGES=4"
 )
 
 # Configurations that must not spill besides each kernel's defaults: the ones the library
@@ -83,7 +92,11 @@ configs+=("${no_spill[@]}")
 # Instructions the PTX must contain: "FILE KERNEL DEFINES ARCH" -> space-separated patterns.
 declare -A must_have=(
   ["gemm.tile gemm - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global"
-  ["gemm.tile gemm - sm_90a"]="wgmma.mma_async cp.async.cg.shared.global"
+  ["gemm.tile gemm - sm_90a"]="wgmma.mma_async cp.async.bulk.tensor.2d mbarrier.try_wait.parity setmaxnreg.inc setmaxnreg.dec wait_group.sync.aligned[[:space:]]1"
+  ["gemm.tile gemm SCHED=ws=0 sm_90a"]="wgmma.mma_async cp.async.bulk.tensor.2d mbarrier.try_wait.parity wait_group.sync.aligned[[:space:]]1"
+  ["gemm.tile gemm SCHED=tma=0 sm_90a"]="wgmma.mma_async cp.async.cg.shared.global wait_group.sync.aligned[[:space:]]1"
+  ["gemm.tile gemm SCHED=wgmma=0 sm_90a"]="mma.sync.aligned.m16n8k16 cp.async.cg.shared.global"
+  ["gemm.tile bmm - sm_90a"]="wgmma.mma_async cp.async.bulk.tensor.3d setmaxnreg.inc"
   ["gemm.tile gemm UNALIGNED sm_90a"]="ld.global.v4.b32 ld.global.b16 wgmma.mma_async"
   ["gemm.tile bmm - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global"
   ["attention.tile attention - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global vote.sync.all.pred"
@@ -98,7 +111,9 @@ for c in "${configs[@]}"; do
   if [ "$defs" != - ]; then
     IFS=, read -ra items <<<"$defs"
     for d in "${items[@]}"; do
-      if [ "$d" = UNALIGNED ]; then dargs+=(--unaligned); else dargs+=(-D "$d"); fi
+      if [ "$d" = UNALIGNED ]; then dargs+=(--unaligned)
+      elif [ "${d#SCHED=}" != "$d" ]; then dargs+=(--schedule="$(echo "${d#SCHED=}" | tr + ,)")
+      else dargs+=(-D "$d"); fi
     done
   fi
   for arch in $ARCHS; do
@@ -138,6 +153,15 @@ for c in "${configs[@]}"; do
         fails=$((fails + 1))
         note="spills (FAIL)"
       fi
+    fi
+    # wgmma serialized by ptxas (C7510, C7515: registers touched between the wgmma of a group),
+    # warpgroup.arrive injected (C7519) or setmaxnreg ignored (C7508): a slow path, in any
+    # configuration
+    if grep -q "C75[0-9][0-9]\|serializ\|setmaxnreg.*ignored" "$TMP/log"; then
+      echo "FAIL: ptxas -arch=$arch reports a wgmma performance loss for $kernel [$defs]:"
+      grep "C75[0-9][0-9]\|serializ\|setmaxnreg.*ignored" "$TMP/log" | head -5 | sed 's/^/  /'
+      fails=$((fails + 1))
+      note="$note wgmma-serialized(FAIL)"
     fi
     for pat in ${must_have["$file $kernel $defs $arch"]:-}; do
       n=$(grep -c -- "$pat" "$ptx")

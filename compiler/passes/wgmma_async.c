@@ -1,0 +1,169 @@
+/* wgmma_async.c - asynchronous wgmma in pipelined loops: the Tensor Cores keep working on
+ * iteration i while iteration i+1 waits for its data and issues.
+ *
+ * Needs: the pipeline pass's output, whose loops record in `depth` how many iterations'
+ * wgmma groups a refill leaves room for (1: the copies of iteration i do not overwrite the
+ * stage iteration i-1 reads). Guarantees, for a loop with depth d > 0 whose body issues n
+ * wgmma ops at its top level, each result used only as the accumulator of a later wgmma or
+ * carried by the loop:
+ *   - the wgmma are async (issue + commit, no wait);
+ *   - after the last one, wgmma_wait {pending = n * d} on the accumulators the iteration
+ *     produces: the groups of iteration i-d are complete, those of i and later in flight;
+ *   - in the ring form, the release of a stage (mbar_arrive on the empty barrier) moves
+ *     after that wait and names the stage of the previous iteration (a carried value),
+ *     predicated off in the first iteration; after the loop the last stage is released;
+ *   - after the loop, wgmma_wait {pending=0} makes the carried accumulators ordinary values
+ *     for their uses there.
+ * Loops whose accumulators are read inside the body (besides the wgmma chain) stay
+ * synchronous.
+ *
+ *   for ... iter(%acc, %rd, ...) {               for ... iter(%acc, %rd, ..., %prev = 0) {
+ *     mbar_wait %full, %rd, %ph                    mbar_wait %full, %rd, %ph
+ *     %a = wgmma ..., %acc                 =>      %a = wgmma ..., %acc {async=1}
+ *     mbar_arrive %empty, %rd                      %w = wgmma_wait %a {pending=1}
+ *     ...                                          mbar_arrive %empty, %prev, %k != %lb
+ *     yield %a, ...                                yield %w, ..., %rd }
+ *   }                                            %r = wgmma_wait %res {pending=0}
+ *                                                mbar_arrive %empty, %res_prev, %lb < %ub
+ * (The releases are predicated, not branched around: ptxas serializes wgmma groups when
+ * branches surround their waits, C7515.) */
+#include <string.h>
+
+#include "passes.h"
+
+enum { MAX_WGMMA = 16 };
+
+static bool used_only_by(struct ir_func *f, uint32_t body, ir_val v, const uint32_t *wg, uint32_t n) {
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block) continue;
+    for (uint32_t k = 0; k < op->nargs; k++) {
+      if (op->args[k] != v) continue;
+      bool ok = false;
+      if (op->code == IR_YIELD && op->block == body) ok = true;
+      for (uint32_t j = 0; j < n; j++)
+        if (i == wg[j] && k == 4) ok = true;
+      if (!ok) return false;
+    }
+  }
+  return true;
+}
+
+static bool make_async(struct pass_ctx *pc, uint32_t loop) {
+  struct ir_func *f = pc->f;
+  int depth = (int)f->ops.v[loop].i[1];
+  if (depth <= 0) return false;
+  uint32_t body = f->ops.v[loop].region;
+  const struct ir_block *bb = &f->blocks.v[body];
+  uint32_t wg[MAX_WGMMA], n = 0, release = 0;
+  for (uint32_t i = 0; i < bb->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[bb->ops.v[i]];
+    if (op->code == IR_WGMMA && !op->i[1]) {
+      if (n == MAX_WGMMA) return false;
+      wg[n++] = bb->ops.v[i];
+    }
+    if (op->code == IR_MBAR_ARRIVE && n) release = bb->ops.v[i];
+  }
+  if (!n) return false;
+  /* the accumulators that leave the iteration: results no later wgmma of it consumes */
+  ir_val live[MAX_WGMMA];
+  uint32_t nlive = 0;
+  for (uint32_t j = 0; j < n; j++) {
+    ir_val r = f->ops.v[wg[j]].res;
+    if (!used_only_by(f, body, r, wg, n)) return false;
+    bool chained = false;
+    for (uint32_t k = 0; k < n; k++) chained |= f->ops.v[wg[k]].args[4] == r;
+    if (!chained) live[nlive++] = r;
+  }
+  /* the carried accumulators must come back only through these wgmma */
+  for (uint32_t j = 0; j < n; j++) f->ops.v[wg[j]].i[1] = 1;
+  struct ir_builder b;
+  ir_builder_before(&b, f, wg[n - 1]);
+  /* after the last wgmma */
+  const struct ir_block *blk = &f->blocks.v[body];
+  uint32_t next = 0;
+  for (uint32_t i = 0; i + 1 < blk->ops.n; i++)
+    if (blk->ops.v[i] == wg[n - 1]) next = blk->ops.v[i + 1];
+  ir_builder_before(&b, f, next);
+  ir_type_id types[MAX_WGMMA];
+  for (uint32_t j = 0; j < nlive; j++) types[j] = f->values.v[live[j]].type;
+  uint32_t w = ir_build(&b, IR_WGMMA_WAIT, live, nlive, types, nlive);
+  f->ops.v[w].i[0] = (int64_t)n * depth;
+  /* the yield carries the waited values (still pending: the same registers) */
+  uint32_t yid = VEC_LAST(f->blocks.v[body].ops);
+  struct ir_op *y = &f->ops.v[yid];
+  for (uint32_t k = 0; k < y->nargs; k++)
+    for (uint32_t j = 0; j < nlive; j++)
+      if (y->args[k] == live[j]) y->args[k] = f->ops.v[w].res + j;
+  /* the ring's release: the previous iteration's stage, after the wait */
+  ir_val prev_res = 0, empty = 0;
+  int64_t per = 128;
+  if (release) {
+    ir_type_id i32 = ir_type_scalar(f, DT_I32);
+    ir_builder_before(&b, f, loop);
+    ir_val zero = ir_const_int(&b, i32, 0);
+    loop = ir_for_add_carried(f, loop, &zero, 1);
+    body = f->ops.v[loop].region;
+    uint32_t nc = f->ops.v[loop].nres - 1;
+    ir_val prev = f->blocks.v[body].args + 1 + nc;
+    ir_val rd = f->ops.v[release].args[1];
+    empty = f->ops.v[release].args[0];
+    per = f->ops.v[release].i[0];
+    ir_op_remove(f, release);
+    /* after the wait: if this is not the first iteration, release the previous stage */
+    blk = &f->blocks.v[body];
+    for (uint32_t i = 0; i + 1 < blk->ops.n; i++)
+      if (blk->ops.v[i] == w) next = blk->ops.v[i + 1];
+    ir_builder_before(&b, f, next);
+    ir_val iv = f->blocks.v[body].args, lb = f->ops.v[loop].args[0];
+    ir_val ra[3] = {empty, prev, ir_binary(&b, IR_NE, iv, lb)};
+    uint32_t arr = ir_build(&b, IR_MBAR_ARRIVE, ra, 3, NULL, 0);
+    f->ops.v[arr].i[0] = per;
+    /* carry this iteration's stage */
+    yid = VEC_LAST(f->blocks.v[body].ops);
+    y = &f->ops.v[yid];
+    ir_val *ya = ARENA_NEWN(f->arena, ir_val, y->nargs + 2);
+    memcpy(ya, y->args, sizeof(ir_val) * y->nargs);
+    ya[y->nargs] = rd;
+    ir_op_set_args(f, yid, ya, y->nargs + 1);
+    prev_res = f->ops.v[loop].res + nc;
+  }
+  /* after the loop: wait for everything, then the results are ordinary values */
+  const struct ir_block *outer = &f->blocks.v[f->ops.v[loop].block];
+  uint32_t after = 0;
+  for (uint32_t i = 0; i + 1 < outer->ops.n; i++)
+    if (outer->ops.v[i] == loop) after = outer->ops.v[i + 1];
+  if (after) ir_builder_before(&b, f, after);
+  else ir_builder_at_end(&b, f, f->ops.v[loop].block);
+  /* which loop results are pending: those whose yielded value is a wait result */
+  y = &f->ops.v[VEC_LAST(f->blocks.v[body].ops)];
+  ir_val pend[MAX_WGMMA];
+  uint32_t np = 0;
+  for (uint32_t k = 0; k < y->nargs && np < MAX_WGMMA; k++)
+    if (ir_def_op(f, y->args[k]) == w) pend[np++] = f->ops.v[loop].res + k;
+  for (uint32_t j = 0; j < np; j++) types[j] = f->values.v[pend[j]].type;
+  uint32_t w0 = ir_build(&b, IR_WGMMA_WAIT, pend, np, types, np);
+  f->ops.v[w0].i[0] = 0;
+  for (uint32_t j = 0; j < np; j++) {
+    ir_val r = f->ops.v[w0].res + j;
+    ir_replace_uses(f, pend[j], r);
+    f->ops.v[w0].args[j] = pend[j]; /* replace_uses rewrote the wait's own operand */
+  }
+  if (release) { /* the last stage, if the loop ran at all */
+    const struct ir_op *lp = &f->ops.v[loop];
+    ir_val ra[3] = {empty, prev_res, ir_binary(&b, IR_LT, lp->args[0], lp->args[1])};
+    uint32_t arr = ir_build(&b, IR_MBAR_ARRIVE, ra, 3, NULL, 0);
+    f->ops.v[arr].i[0] = per;
+  }
+  return true;
+}
+
+static void visit(struct ir_func *f, uint32_t id, void *ud) {
+  struct pass_ctx *pc = ud;
+  if (f->ops.v[id].code == IR_FOR && f->ops.v[id].block && make_async(pc, id)) pc->changed = true;
+}
+
+void pass_wgmma_async(struct pass_ctx *pc) {
+  if (!ir_func_wgmma(pc->f)) return;
+  ir_walk(pc->f, IR_BODY_BLOCK, visit, pc);
+}
