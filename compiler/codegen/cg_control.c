@@ -22,6 +22,22 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   struct cgval **init = ARENA_NEWN(g->arena, struct cgval *, nc + 1);
   for (uint32_t k = 0; k < nc; k++) init[k] = cg_val(g, op->args[3 + k]);
   if (g->failed) return;
+  /* Two carried wgmma accumulators starting from one value (CSE merged their zeros) get
+   * registers of their own, by opaque moves here: otherwise LLVM copies one of them on the
+   * edge that skips the loop, and ptxas serializes the wgmma (C7515; cg.c gen_const). */
+  for (uint32_t k = 1; k < nc; k++) {
+    const struct ir_type *t = ir_vtype(g->f, op->args[3 + k]);
+    const struct ir_layout *l = &g->f->layouts.v[t->layout];
+    if (!t->layout || l->kind != IR_LAYOUT_MMA || l->instr[0] != 64 || t->dtype != DT_F32) continue;
+    bool dup = false;
+    for (uint32_t j = 0; j < k; j++) dup |= op->args[3 + j] == op->args[3 + k];
+    if (!dup) continue;
+    struct cgval *c = ARENA_NEW(g->arena, struct cgval);
+    c->n = init[k]->n;
+    c->r = ARENA_NEWN(g->arena, LLVMValueRef, c->n + 1);
+    for (uint32_t r = 0; r < c->n; r++) c->r[r] = cg_asm(g, g->f32, "mov.b32 $0, $1;", "=f,f", &init[k]->r[r], 1, true);
+    init[k] = c;
+  }
 
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
   LLVMBasicBlockRef header = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "for.header");
