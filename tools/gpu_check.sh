@@ -247,7 +247,7 @@ done
 
 # the Hopper schedule (TMA rings, warp specialization, async wgmma) and each part switched
 # off, on shapes whose rows are 16-byte multiples (TMA-eligible) with ragged M, N and K
-for sch in default ws=0 tma=0 wait=0 tma=0,wait=0; do
+for sch in default persistent=1 ws=0 tma=0 wait=0 tma=0,wait=0; do
   for s in M=8,N=8,K=8 M=129,N=200,K=72 M=256,N=384,K=512 M=520,N=264,K=1032 M=1000,N=1000,K=1000; do
     TK_TAG=" sched=$sch" tk gemm.tile gemm T=f16 "$s" "$AB" "--schedule=${sch#default}"
   done
@@ -346,13 +346,14 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     wrap='out=$("$@" 2>&1); rc=$?; printf "%s\n" "$out"
       if [ $rc -ne 0 ] && printf "%s" "$out" | grep -q "Device not supported"; then exit 77; fi
       exit $rc'
-    memcheck() { # memcheck FILE KERNEL DEFINES SIZES SCALARS
-      local args=()
-      expand -D "$3" args
-      expand -a "$5" args
-      check "$2" "memcheck ${3:-default}" "$4" "$(printf '%s\n' "$3" | sed -n 's/.*T=\([a-z0-9]*\).*/\1/p')" \
+    memcheck() { # memcheck FILE KERNEL DEFINES SIZES SCALARS [tilec options...]
+      local args=() file=$1 kernel=$2 defs=$3 sizes=$4 scalars=$5
+      shift 5
+      expand -D "$defs" args
+      expand -a "$scalars" args
+      check "$kernel" "memcheck ${defs:-default}${1:+ $1}" "$sizes" "$(printf '%s\n' "$defs" | sed -n 's/.*T=\([a-z0-9]*\).*/\1/p')" \
         bash -c "$wrap" memcheck "$SANITIZER" --tool memcheck --error-exitcode 1 --print-limit 5 \
-        "$TILEC" run "lib/$1" -k "$2" "${args[@]}" --size "$4" --device=cuda --seed="$SEED"
+        "$TILEC" run "lib/$file" -k "$kernel" "${args[@]}" --size "$sizes" --device=cuda --seed="$SEED" "$@"
     }
     memcheck gemm.tile gemm T=f16,HAS_BIAS=true,HAS_RESIDUAL=true M=33,N=7,K=100 "$AB"
     memcheck gemm.tile gemm T=f16 M=300,N=516,K=300 "$AB" # unaligned rows, interior tiles (realigned 16-byte loads)
@@ -360,6 +361,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     TILE_REPACK=1 memcheck gemm.tile gemm T=f16 M=300,N=516,K=301 "$AB" # repacked A and B
     memcheck gemm.tile bmm T=bf16 BATCH=3,M=33,N=7,K=100 ""
     memcheck gemm.tile gemm T=f16 M=129,N=200,K=72 "$AB"  # TMA ring, warp specialization, ragged edges
+    memcheck gemm.tile gemm T=f16 M=520,N=264,K=1032 "$AB" --schedule=persistent=1 # tiles walked by each program
     memcheck gemm.tile bmm T=f16 BATCH=2,M=129,N=72,K=200 "" # 3-d TMA
     memcheck softmax.tile softmax T=f16 M=7,N=4095 ""
     memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
