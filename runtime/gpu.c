@@ -521,7 +521,8 @@ static const char *module_key(tile_kernel *k, const struct rt_gpu_target *t, con
 /* The code info as meta text: " persistent=P tmaps=N" then per map
  * " param/rank/dtype/box0,box1,box2,box3/swizzle". */
 static int format_code_info(const struct rt_code_info *c, char *buf, size_t len) {
-  int n = snprintf(buf, len, " persistent=%d tmaps=%u", c->persistent ? 1 : 0, c->ntmaps);
+  int n = snprintf(buf, len, " persistent=%d whole=%d tmaps=%u", c->persistent ? 1 : 0, c->whole_program ? 1 : 0,
+                   c->ntmaps);
   for (unsigned i = 0; i < c->ntmaps && n > 0 && (size_t)n < len; i++) {
     const struct cg_tmap *t = &c->tmaps[i];
     n += snprintf(buf + n, len - (size_t)n, " %u/%d/%d/%u,%u,%u,%u/%d", t->param, t->rank, t->dtype, t->box[0],
@@ -532,9 +533,11 @@ static int format_code_info(const struct rt_code_info *c, char *buf, size_t len)
 
 static bool parse_code_info(const char *s, const struct tile_kernel *k, struct rt_code_info *c) {
   memset(c, 0, sizeof *c);
-  int p = 0, n = 0;
-  if (sscanf(s, " persistent=%d tmaps=%u%n", &p, &c->ntmaps, &n) != 2 || c->ntmaps > CG_MAX_TMAPS) return false;
+  int p = 0, w = 0, n = 0;
+  if (sscanf(s, " persistent=%d whole=%d tmaps=%u%n", &p, &w, &c->ntmaps, &n) != 3 || c->ntmaps > CG_MAX_TMAPS)
+    return false;
   c->persistent = p != 0;
+  c->whole_program = w != 0;
   s += n;
   for (unsigned i = 0; i < c->ntmaps; i++) {
     struct cg_tmap *t = &c->tmaps[i];
@@ -638,10 +641,14 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   memcpy(out->code.tmaps, res.tmaps, sizeof res.tmaps);
   out->code.ntmaps = res.ntmaps;
   out->code.persistent = res.persistent;
+  out->code.whole_program = res.whole_program;
   arena_free(&scratch);
-  if (t->cuda) {
+  if (t->cuda && !out->code.whole_program) {
     /* the driver's JIT, here rather than at load time; on threads other than the one that
-     * opened the device, the context must be made current first */
+     * opened the device, the context must be made current first. (Not for code with
+     * warp-specialized roles: the linker compiles PTX as relocatable code, which ignores
+     * setmaxnreg (C7504); such code is loaded as PTX by cuModuleLoadDataEx, a whole-program
+     * compile, and the driver's own cache keeps its cubin.) */
     CUcontext cur = NULL;
     char err[512];
     if (t->cuda->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && !cur && t->cuctx) t->cuda->cuCtxSetCurrent(t->cuctx);

@@ -77,6 +77,7 @@ struct rt_code_info {
   struct cg_tmap tmaps[CG_MAX_TMAPS];
   unsigned ntmaps;
   bool persistent;
+  bool whole_program; /* loaded as PTX by the driver's whole-program JIT, never linked (cg.h) */
 };
 
 /* One compiled target specialization of a CUDA kernel. */

@@ -659,6 +659,7 @@ static LLVMValueRef make_kernel(struct cg *g, unsigned ntmaps) {
   bool roles = false;
   for (uint32_t i = 1; i < f->ops.n; i++) roles |= f->ops.v[i].block && f->ops.v[i].code == IR_WARP_SPECIALIZE;
   if (roles) LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateStringAttribute(g->ctx, "nvvm.minctasm", 13, "1", 1));
+  g->roles = roles;
   return fn;
 }
 
@@ -923,6 +924,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
 
   bool ok = !g->failed && emit(g, tm, out, res);
   res->threads = (unsigned)ir_func_threads(f);
+  res->whole_program = g->roles;
   res->smem_bytes = g->smem_bytes;
   LLVMDisposeBuilder(g->b);
   LLVMDisposeModule(g->mod);

@@ -33,6 +33,8 @@ struct cg_result {
   struct cg_tmap tmaps[CG_MAX_TMAPS];
   unsigned ntmaps;
   bool persistent;       /* the grid is sized by the runtime (ir_func.persistent) */
+  bool whole_program;    /* must be compiled as a whole program, not linked: setmaxnreg is
+                            ignored in relocatable code (ptxas -c, cuLink: C7504) */
   unsigned threads;      /* threads per program instance */
   unsigned smem_bytes;   /* dynamic shared memory per program instance */
   double llvm_ms;        /* building the LLVM module and running O3 */

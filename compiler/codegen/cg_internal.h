@@ -54,6 +54,7 @@ struct cg {
   /* the current role (cg_async.c): warps renumbered from warp_base; the thread that issues
    * single-thread ops; the thread's index in the role; the role's barrier (0 threads: all) */
   int warp_base;
+  bool roles;               /* the kernel has warp-specialized roles (setmaxnreg) */
   LLVMValueRef leader, role_tid;
   int bar_id, bar_threads;
   LLVMValueRef *desc_param; /* tma_desc op -> its byval kernel parameter */

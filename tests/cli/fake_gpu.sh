@@ -44,7 +44,9 @@ expect_log() { # EVENT COUNT LABEL
   n=$(logged "$1")
   [ "$n" -eq "$2" ] || fail "$3: the driver logged '$1' $n times, expected $2"
 }
-GEMM=(run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=256,N=256,K=256 --device=cuda)
+# (ws=0: a kernel without warp-specialized roles, whose PTX is linked to a cubin; the
+# warp-specialized default is checked after the module cache's paths)
+GEMM=(run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=256,N=256,K=256 --device=cuda --schedule=ws=0)
 run_gemm() { # LABEL [extra args]
   local label=$1
   shift
@@ -78,6 +80,19 @@ reset_log
 run_gemm "after the rebuild"
 expect_log link 0 "after the rebuild"
 
+# ---- warp-specialized code: never linked (the linker ignores setmaxnreg), PTX JIT-loaded ----
+export TILE_CACHE_DIR=$TMP/cache-ws
+reset_log
+run_gemm "roles" --schedule=
+expect_log link 0 "roles (not linked)"
+expect_log jit 1 "roles (whole-program JIT of the PTX)"
+reset_log
+run_gemm "roles, warm" --schedule=
+expect_log jit 1 "roles, warm (PTX from the cache)"
+checks=$((checks + 1))
+grep -q "(on-disk cache)" "$TMP/out.txt" || fail "roles, warm: not an on-disk cache hit"
+export TILE_CACHE_DIR=$TMP/cache
+
 # ---- no cuLink: PTX stored, JIT at load ----
 export TILE_CACHE_DIR=$TMP/cache-nolink
 reset_log
@@ -94,7 +109,7 @@ grep -q "(on-disk cache)" "$TMP/out.txt" || fail "no cuLink, warm: not an on-dis
 export TILE_CACHE_DIR=$TMP/cache
 
 # ---- tuning ----
-TUNE=(tune "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=512,N=512,K=512 --device=cuda --threads=3)
+TUNE=(tune "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=512,N=512,K=512 --device=cuda --threads=3 --schedule=ws=0)
 reset_log
 checks=$((checks + 1))
 "$TILEC" "${TUNE[@]}" --max-configs=40 >"$TMP/tune.txt" 2>"$TMP/tune.err" || { fail "tilec tune failed"; cat "$TMP/tune.err"; }
@@ -118,7 +133,7 @@ expect_log launch 0 "second tune (nothing timed)"
 
 reset_log
 checks=$((checks + 1))
-"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=512,N=512,K=512 --device=cuda --autotune \
+"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=512,N=512,K=512 --device=cuda --autotune --schedule=ws=0 \
   >"$TMP/auto.txt" 2>&1 || { fail "run --autotune failed"; cat "$TMP/auto.txt"; }
 expect_log link 0 "run --autotune (the tuned kernel's cubin is on disk)"
 expect_log launch 1 "run --autotune (no timing: one launch)"
@@ -208,7 +223,8 @@ reset_log
 checks=$((checks + 1))
 "$TILEC" cache bench "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=300,N=600,K=1001 --device=cuda \
   --reps=2 >"$TMP/bench.txt" 2>&1 || { fail "repack cache bench failed"; cat "$TMP/bench.txt"; }
-expect_log link 2 "repack prepare (the copy kernel and the GEMM on aligned rows)"
+expect_log link 1 "repack prepare (the copy kernel)"
+expect_log jit 2 "repack prepare (the warp-specialized GEMM on aligned rows, loaded from PTX in the cold and the warm process)"
 expect_log launch 0 "repack prepare"
 export TILE_CACHE_DIR=$TMP/cache
 
