@@ -33,15 +33,15 @@ has() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 if has 1; then
   echo "== 1. the schedule ladder"
-  $BG --shapes 4096,8192 --dtypes f16,bf16 --epilogues none --our default --our SCHED=persistent=1 \
-    --our SCHED=ws=0 --our SCHED=tma=0 --our SCHED=tma=0+wait=0 --our SCHED=regs=24/240 \
-    --our SCHED=persistent=1+regs=24/240 --our BM=256,BN=128 >"$OUT/ladder.txt" 2>&1
+  $BG --shapes 4096,8192 --dtypes f16,bf16 --epilogues none --our default --our SCHED=persistent=0 \
+    --our SCHED=ws=0 --our SCHED=tma=0 --our SCHED=tma=0+wait=0 --our BM=256,BN=128 \
+    >"$OUT/ladder.txt" 2>&1
   tail -3 "$OUT/ladder.txt"
   rows "$OUT/ladder.txt" ladder
 fi
 if has 2; then
   echo "== 2. fused epilogue, unaligned rows"
-  $BG --shapes 8192 --dtypes f16,bf16 --epilogues bias_gelu --our default --our SCHED=persistent=1 \
+  $BG --shapes 8192 --dtypes f16,bf16 --epilogues bias_gelu --our default --our SCHED=persistent=0 \
     >"$OUT/epilogue.txt" 2>&1
   rows "$OUT/epilogue.txt" bias_gelu
   $BG --shapes 4095,8192x8192x4095 --dtypes f16,bf16 --epilogues none --our default >"$OUT/unaligned.txt" 2>&1
@@ -66,7 +66,7 @@ if has 4; then
     best=$(timeout $((TUNE_BUDGET * 3 + 60)) "$CARRY/tilec" tune "lib/$file" -k "$kernel" --size "$size" --device=cuda \
       --budget="$TUNE_BUDGET" 2>"$OUT/tune_$form.err" | tee "$OUT/tune_$form.txt" | sed -n 's/^best: \([^ ]*\).*/\1/p')
     echo "tuned $form: ${best:-(none)}" | tee -a "$TABLE"
-    cfgs=(--our default --our SCHED=persistent=1)
+    cfgs=(--our default --our SCHED=persistent=0)
     [ -n "$best" ] && [ "$best" != "(default)" ] && cfgs+=(--our "$best")
     $BG --form "$form" --shapes "$shape" --dtypes f16 "${cfgs[@]}" >"$OUT/form_$form.txt" 2>&1
     rows "$OUT/form_$form.txt" "$form"

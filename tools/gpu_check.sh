@@ -139,7 +139,7 @@ check() {
 # The element type a kernel uses when T is not set.
 default_dtype() {
   case $1 in
-  gemm | bmm | attention) echo f16 ;;
+  gemm | bmm | bmm_shared | linear | swiglu | attention) echo f16 ;;
   *) echo f32 ;;
   esac
 }
@@ -247,7 +247,7 @@ done
 
 # the Hopper schedule (TMA rings, warp specialization, async wgmma) and each part switched
 # off, on shapes whose rows are 16-byte multiples (TMA-eligible) with ragged M, N and K
-for sch in default persistent=1 ws=0 tma=0 wait=0 tma=0,wait=0; do
+for sch in default persistent=0 ws=0 tma=0 wait=0 tma=0,wait=0; do
   for s in M=8,N=8,K=8 M=129,N=200,K=72 M=256,N=384,K=512 M=520,N=264,K=1032 M=1000,N=1000,K=1000; do
     TK_TAG=" sched=$sch" tk gemm.tile gemm T=f16 "$s" "$AB" "--schedule=${sch#default}"
   done
@@ -255,6 +255,20 @@ for sch in default persistent=1 ws=0 tma=0 wait=0 tma=0,wait=0; do
 done
 for d in STAGES=2 STAGES=4 BM=256,BN=128 BM=64,BN=128,NW=4 BK=32,STAGES=5 GROUP_M=1; do
   tk gemm.tile gemm "T=f16,$d" M=520,N=264,K=1032 "$AB"
+done
+
+# other forms of the product (lib/linear.tile; bmm_shared): W stored [N, K], two products of
+# one X block, a batch with one B; ragged and TMA-eligible shapes
+for s in M=1,N=8,K=8 M=33,N=7,K=100 M=129,N=200,K=72 M=300,N=264,K=520; do
+  tk linear.tile linear T=f16 "$s"
+  tk linear.tile swiglu T=f16 "$s"
+done
+tk linear.tile linear T=bf16,ACT=gelu,HAS_BIAS=true M=129,N=200,K=72
+tk linear.tile swiglu T=bf16,BM=64,NW=4 M=129,N=200,K=72
+tk linear.tile linear T=f16 M=129,N=200,K=72 "" --schedule=persistent=0
+tk linear.tile swiglu T=f16 M=300,N=264,K=520 "" --schedule=ws=0
+for s in BATCH=1,M=1,N=8,K=8 BATCH=3,M=129,N=200,K=72 BATCH=2,M=33,N=7,K=100; do
+  tk gemm.tile bmm_shared T=f16 "$s"
 done
 
 # bmm: sizes BATCH,M,N,K
@@ -361,7 +375,8 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     TILE_REPACK=1 memcheck gemm.tile gemm T=f16 M=300,N=516,K=301 "$AB" # repacked A and B
     memcheck gemm.tile bmm T=bf16 BATCH=3,M=33,N=7,K=100 ""
     memcheck gemm.tile gemm T=f16 M=129,N=200,K=72 "$AB"  # TMA ring, warp specialization, ragged edges
-    memcheck gemm.tile gemm T=f16 M=520,N=264,K=1032 "$AB" --schedule=persistent=1 # tiles walked by each program
+    memcheck gemm.tile gemm T=f16 M=520,N=264,K=1032 "$AB" --schedule=persistent=0 # one program per tile
+    memcheck linear.tile swiglu T=f16 M=300,N=264,K=520 ""  # two products sharing the X buffer
     memcheck gemm.tile bmm T=f16 BATCH=2,M=129,N=72,K=200 "" # 3-d TMA
     memcheck softmax.tile softmax T=f16 M=7,N=4095 ""
     memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"

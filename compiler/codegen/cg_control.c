@@ -8,6 +8,11 @@
  * iv > ub, step == 0 runs no iteration.                                                 */
 #include "cg_internal.h"
 
+static bool f_parent_is_role(struct cg *g, uint32_t blk) {
+  uint32_t parent = g->f->blocks.v[blk].parent;
+  return parent && g->f->ops.v[parent].code == IR_WARP_SPECIALIZE;
+}
+
 void cg_gen_for(struct cg *g, uint32_t id) {
   const struct ir_op *op = &g->f->ops.v[id];
   const struct ir_block *body_blk = &g->f->blocks.v[op->region];
@@ -62,6 +67,12 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   LLVMBuildCondBr(g->b, LLVMBuildOr(g->b, up, down, ""), body, exit);
 
   LLVMPositionBuilderAtEnd(g->b, body);
+  /* The tile loop of a persistent role: thread coordinates are recomputed per tile from a
+   * fresh read of the thread index. Computed once outside, LLVM keeps every per-thread
+   * address offset of the epilogue live across the whole loop (hoisted as invariant) and
+   * ptxas spills them (312 bytes in a 128x256 tile with element stores). */
+  bool tile_loop = g->f->persistent && f_parent_is_role(g, op->block);
+  if (tile_loop) cg_fresh_thread_coords(g, NULL);
   struct cgval *ivv = cg_new_val(g, body_blk->args, 1);
   ivv->r[0] = LLVMBuildTrunc(g->b, iv, ivt, "");
   if (ivt == g->i64) ivv->r[0] = iv;

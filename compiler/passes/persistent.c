@@ -194,6 +194,6 @@ static bool make_persistent(struct pass_ctx *pc) {
 }
 
 void pass_persistent(struct pass_ctx *pc) {
-  if (!tl_sched_get(pc->f->sched.persistent, 0)) return;
+  if (!tl_sched_get(pc->f->sched.persistent, 1)) return;
   if (make_persistent(pc)) pc->changed = true;
 }

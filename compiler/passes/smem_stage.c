@@ -137,10 +137,37 @@ static uint32_t convert_into(struct ir_func *f, ir_val v) {
   return d && f->ops.v[d].code == IR_CONVERT_LAYOUT ? d : 0;
 }
 
+/* Conversions already staged for an earlier wgmma (an operand shared by several products in
+ * one loop, as SwiGLU's X): op id -> its staging, so the next product reads the same buffer.
+ * The conversions themselves are removed once no dot uses them. */
+struct staged_map {
+  struct staged *by_op; /* indexed by convert op id; buf == 0: not staged */
+  uint32_t n;
+};
+
+static void stage_once(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint32_t where, struct staged *st) {
+  if (conv < sm->n && sm->by_op[conv].buf) {
+    *st = sm->by_op[conv];
+    return;
+  }
+  stage(f, conv, where, st);
+  if (conv < sm->n) sm->by_op[conv] = *st;
+}
+
+static bool has_uses(struct ir_func *f, ir_val v) {
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block) continue;
+    for (uint32_t k = 0; k < op->nargs; k++)
+      if (op->args[k] == v) return true;
+  }
+  return false;
+}
+
 /* wgmma reads B (and A unless A is a register renaming of an accumulator) straight from
  * shared memory. Conditions: B's buffer is K-major (from a transposed load) or MN-major
  * with whole 64-element panels; A likewise; the dot is in the warpgroup layout. */
-static bool try_wgmma(struct ir_func *f, uint32_t dot) {
+static bool try_wgmma(struct ir_func *f, struct staged_map *sm, uint32_t dot) {
   const struct ir_op *op = &f->ops.v[dot];
   const struct ir_type *ct = T(f, op->res);
   const struct ir_layout *cl = &f->layouts.v[ct->layout];
@@ -159,8 +186,8 @@ static bool try_wgmma(struct ir_func *f, uint32_t dot) {
     find_root(f, ca, &sa);
     if (sa.trans && (M / (W / 4)) % 64) return false;
   }
-  /* stage the operands, then replace the dot */
-  stage(f, cb, dot, &sb);
+  /* stage the operands (or reuse an earlier product's staging), then replace the dot */
+  stage_once(f, sm, cb, dot, &sb);
   ir_val a = op->args[0], aslot;
   int trans = sb.trans ? 2 : 0;
   struct ir_builder b;
@@ -168,7 +195,7 @@ static bool try_wgmma(struct ir_func *f, uint32_t dot) {
     ir_builder_before(&b, f, dot);
     aslot = ir_const_int(&b, ir_type_scalar(f, DT_I32), 0);
   } else {
-    stage(f, ca, dot, &sa);
+    stage_once(f, sm, ca, dot, &sa);
     a = sa.buf;
     aslot = sa.slot;
     trans |= sa.trans;
@@ -180,16 +207,18 @@ static bool try_wgmma(struct ir_func *f, uint32_t dot) {
   f->ops.v[ir_def_op(f, r)].i[0] = trans;
   ir_replace_uses(f, f->ops.v[dot].res, r);
   ir_op_remove(f, dot);
-  ir_op_remove(f, cb); /* the conversions fed only the dot */
-  if (!a_regs) ir_op_remove(f, ca);
+  /* the conversions go when no other product still uses them */
+  if (!has_uses(f, f->ops.v[cb].res)) ir_op_remove(f, cb);
+  if (!a_regs && ca != cb && !has_uses(f, f->ops.v[ca].res)) ir_op_remove(f, ca);
   return true;
 }
 
 void pass_smem_stage(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   uint32_t nops = f->ops.n;
+  struct staged_map sm = {ARENA_NEWN(pc->scratch, struct staged, nops + 1), nops};
   for (uint32_t id = 1; id < nops; id++)
-    if (f->ops.v[id].block && f->ops.v[id].code == IR_DOT && try_wgmma(f, id)) pc->changed = true;
+    if (f->ops.v[id].block && f->ops.v[id].code == IR_DOT && try_wgmma(f, &sm, id)) pc->changed = true;
   nops = f->ops.n;
   for (uint32_t id = 1; id < nops; id++) {
     struct ir_op *op = &f->ops.v[id];
