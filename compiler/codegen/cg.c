@@ -800,8 +800,6 @@ bool cg_uniform_block(struct cg *g, uint32_t blk) {
 
 static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, struct cg_result *res) {
   char *msg = NULL;
-  const char *dump = getenv("TILE_DUMP_LLVM_BEFORE_VERIFY"); /* debugging aid: the raw module */
-  if (dump) LLVMPrintModuleToFile(g->mod, dump, &msg), LLVMDisposeMessage(msg), msg = NULL;
   if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
     cg_fail(g, "internal error: invalid LLVM module: %s", msg ? msg : "");
     LLVMDisposeMessage(msg);

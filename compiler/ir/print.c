@@ -118,6 +118,18 @@ static void print_attrs(struct printer *p, const struct ir_op *op) {
 
 static void print_block(struct printer *p, uint32_t blk, int depth);
 
+/* `first { region 0 } second { region 1 }` (if/else, the two roles of warp_specialize). */
+static void print_two_regions(struct printer *p, const struct ir_op *op, int depth, const char *first,
+                              const char *second) {
+  sb_printf(p->sb, "%s {\n", first);
+  print_block(p, op->region, depth + 1);
+  indent(p, depth);
+  sb_printf(p->sb, "} %s {\n", second);
+  print_block(p, op->region + 1, depth + 1);
+  indent(p, depth);
+  sb_puts(p->sb, "}");
+}
+
 static void print_args(struct printer *p, const ir_val *args, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     if (i) sb_puts(p->sb, ", ");
@@ -212,23 +224,11 @@ static void print_op(struct printer *p, uint32_t id, int depth) {
     sb_putc(sb, ' ');
     print_value(p, op->args[0]);
     print_result_types(p, op);
-    sb_puts(sb, " {\n");
-    print_block(p, op->region, depth + 1);
-    indent(p, depth);
-    sb_puts(sb, "} else {\n");
-    print_block(p, op->region + 1, depth + 1);
-    indent(p, depth);
-    sb_puts(sb, "}");
+    print_two_regions(p, op, depth, "", "else");
     break;
   case IR_WARP_SPECIALIZE:
     print_attrs(p, op);
-    sb_puts(sb, " producer {\n");
-    print_block(p, op->region, depth + 1);
-    indent(p, depth);
-    sb_puts(sb, "} consumer {\n");
-    print_block(p, op->region + 1, depth + 1);
-    indent(p, depth);
-    sb_puts(sb, "}");
+    print_two_regions(p, op, depth, " producer", "consumer");
     break;
   default:
     if (op->nargs) sb_putc(sb, ' ');

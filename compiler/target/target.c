@@ -45,6 +45,7 @@ const char *tl_target_names(void) { return "sm_80, sm_86, sm_89, sm_90, sm_90a";
 /* ---- schedule options ---- */
 
 void tl_schedule_default(struct tl_schedule *s) {
+  memset(s, 0, sizeof *s); /* padding too: schedules are compared and hashed bytewise */
   s->wgmma = s->tma = s->ws = s->persistent = s->wait = -1;
   s->producer_regs = s->consumer_regs = -1;
 }

@@ -1,0 +1,64 @@
+/* test_target.c - the target table and the schedule options (compiler/target). */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "target.h"
+
+Test(target, table_rows_and_features) {
+  const struct tl_target *a = tl_target_find("sm_80"), *h = tl_target_find("sm_90a"), *p = tl_target_find("sm_90");
+  cr_assert(a && h && p);
+  cr_assert_eq(a->sm, 80);
+  cr_assert(tl_has(a, TL_FEAT_MMA_SYNC));
+  cr_assert(!tl_has(a, TL_FEAT_TMA) && !tl_has(a, TL_FEAT_WGMMA));
+  cr_assert(tl_has(p, TL_FEAT_TMA) && !tl_has(p, TL_FEAT_WGMMA) && !tl_has(p, TL_FEAT_SETMAXNREG));
+  cr_assert(tl_has(h, TL_FEAT_WGMMA | TL_FEAT_SETMAXNREG | TL_FEAT_TMA));
+  cr_assert_eq(h->smem_optin, 232448u);
+  cr_assert_str_eq(h->ptx_features, "+ptx80");
+  cr_assert(h->arch_specific && !p->arch_specific);
+  cr_assert_null(tl_target_find("sm_75"));
+  cr_assert_null(tl_target_find("sm_90a "));
+  cr_assert_null(tl_target_find(NULL));
+  cr_assert(!tl_has(NULL, TL_FEAT_MMA_SYNC));
+}
+
+Test(target, for_compute_capability) {
+  cr_assert_str_eq(tl_target_for_cc(9, 0)->name, "sm_90a");
+  cr_assert_str_eq(tl_target_for_cc(10, 0)->name, "sm_90"); /* newer GPUs run sm_90 PTX */
+  cr_assert_str_eq(tl_target_for_cc(8, 9)->name, "sm_89");
+  cr_assert_str_eq(tl_target_for_cc(8, 6)->name, "sm_86");
+  cr_assert_str_eq(tl_target_for_cc(8, 0)->name, "sm_80");
+}
+
+Test(target, schedule_parse_and_format) {
+  struct tl_schedule s;
+  char err[256], buf[128];
+  cr_assert(tl_schedule_parse(NULL, &s, err, sizeof err));
+  tl_schedule_format(&s, buf, sizeof buf);
+  cr_assert_str_eq(buf, "");
+  cr_assert_eq(tl_sched_get(s.ws, 1), 1);
+  cr_assert(tl_schedule_parse("ws=0,persistent=on,regs=24/240", &s, err, sizeof err), "%s", err);
+  cr_assert_eq(s.ws, 0);
+  cr_assert_eq(s.persistent, 1);
+  cr_assert_eq(s.producer_regs, 24);
+  cr_assert_eq(s.consumer_regs, 240);
+  tl_schedule_format(&s, buf, sizeof buf);
+  cr_assert_str_eq(buf, "ws=0,persistent=1,regs=24/240");
+  /* the canonical text parses back to the same options */
+  struct tl_schedule t;
+  cr_assert(tl_schedule_parse(buf, &t, err, sizeof err));
+  cr_assert_eq(memcmp(&s, &t, sizeof s), 0);
+}
+
+Test(target, schedule_errors) {
+  struct tl_schedule s;
+  char err[256];
+  cr_assert(!tl_schedule_parse("warp=0", &s, err, sizeof err));
+  cr_assert(strstr(err, "unknown option 'warp'"), "%s", err);
+  cr_assert(!tl_schedule_parse("ws=2", &s, err, sizeof err));
+  cr_assert(strstr(err, "bad value '2' for 'ws'"), "%s", err);
+  cr_assert(!tl_schedule_parse("regs=20/240", &s, err, sizeof err));
+  cr_assert(strstr(err, "multiples of 8"), "%s", err);
+  cr_assert(!tl_schedule_parse("ws", &s, err, sizeof err));
+  cr_assert(strstr(err, "expected key=value"), "%s", err);
+  cr_assert(!tl_schedule_parse("ws=0,,tma=0", &s, err, sizeof err));
+}
