@@ -155,11 +155,17 @@ bool sema_check_tile_shape(struct sema *s, const struct sty *t, struct lang_loc 
   if (t->rank > IR_MAX_RANK)
     return lang_error(s->ctx, loc, D_TILE_SHAPE, "tiles have at most 4 dimensions, this one would have %d",
                       t->rank);
-  for (int i = 0; i < t->rank; i++)
+  int64_t numel = 1;
+  for (int i = 0; i < t->rank; i++) {
     if (!tl_is_pow2(t->dims[i]))
       return lang_error(s->ctx, loc, D_TILE_SHAPE,
                         "tile dimensions must be powers of two, but dimension %d of %s is %d", i,
                         shape_str(s, t), t->dims[i]);
+    numel *= t->dims[i];
+  }
+  if (numel > LANG_MAX_TILE_ELEMENTS)
+    return lang_error(s->ctx, loc, D_TILE_SIZE, "a tile of %s has %lld elements; the limit is %d (2^20)",
+                      shape_str(s, t), (long long)numel, LANG_MAX_TILE_ELEMENTS);
   return true;
 }
 

@@ -63,6 +63,8 @@ struct sema_sym {
 };
 
 enum { SLICE_INDEX, SLICE_RANGE, SLICE_FULL };
+/* The most elements a tile may have (SPEC.md 15); larger ones are errors, not minutes in LLVM. */
+enum { LANG_MAX_TILE_ELEMENTS = 1 << 20 };
 
 /* What sema knows about one node under the current specialization. */
 struct sema_info {

@@ -13,6 +13,7 @@
 
 #include "cache.h"
 #include "lang.h"
+#include "readfile.h"
 #include "passes.h"
 #include "rt.h"
 
@@ -93,24 +94,7 @@ TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_
   return TILE_OK;
 }
 
-static void kernel_free(tile_kernel *k) {
-  tile_context *ctx = k->ctx;
-  rt_autotune_release(k); /* the tuned kernels it launches */
-  if (ctx && ctx->cuda_ok) {
-    char err[256];
-    for (uint32_t i = 0; i < k->specs.n; i++)
-      if (k->specs.v[i].module) rt_cuda_module_unload(&ctx->cuda, k->specs.v[i].module, err, sizeof err);
-  }
-  arena_free(&k->arena);
-  free(k);
-}
-
-TILE_API void tile_context_destroy(tile_context *ctx) {
-  if (!ctx) return;
-  /* tuned kernels held by TILE_AUTOTUNE kernels are in this list too: drop those
-   * references first, so that every kernel is freed exactly once below */
-  for (uint32_t i = 0; i < ctx->kernels.n; i++) ctx->kernels.v[i]->tuned.n = 0;
-  for (uint32_t i = 0; i < ctx->kernels.n; i++) kernel_free(ctx->kernels.v[i]);
+static void context_free(tile_context *ctx) {
   if (ctx->cuda_ok) {
     char err[256];
     rt_repack_release(ctx);
@@ -121,6 +105,37 @@ TILE_API void tile_context_destroy(tile_context *ctx) {
   arena_free(&ctx->cache_arena);
   free(ctx->cache_dir);
   free(ctx);
+}
+
+static void kernel_free(tile_kernel *k) {
+  tile_context *ctx = k->ctx;
+  rt_autotune_release(k); /* the tuned kernels it launches */
+  if (ctx->cuda_ok) {
+    char err[256];
+    for (uint32_t i = 0; i < k->specs.n; i++)
+      if (k->specs.v[i].module) rt_cuda_module_unload(&ctx->cuda, k->specs.v[i].module, err, sizeof err);
+  }
+  arena_free(&k->arena);
+  free(k);
+  if (--ctx->live_kernels == 0 && ctx->destroyed) context_free(ctx);
+}
+
+/* Every reference is counted: the caller's, the in-memory cache's (one per entry of
+ * ctx->kernels), a TILE_AUTOTUNE kernel's on each tuned kernel, the repack slots'. The
+ * context drops its own references here; kernels the caller still holds keep it (and
+ * its CUDA context) alive until they are released. */
+TILE_API void tile_context_destroy(tile_context *ctx) {
+  if (!ctx || ctx->destroyed) return;
+  ctx->destroyed = true;
+  ctx->live_kernels++; /* hold the context while the references below are dropped */
+  for (int r = 0; r < 2; r++)
+    for (int d = 0; d < 3; d++) {
+      tile_kernel_release(ctx->repack_kernels[r][d]);
+      ctx->repack_kernels[r][d] = NULL;
+    }
+  for (uint32_t i = 0; i < ctx->kernels.n; i++) tile_kernel_release(ctx->kernels.v[i]);
+  ctx->kernels.n = 0;
+  if (--ctx->live_kernels == 0) context_free(ctx);
 }
 
 /* ---- diagnostics ---- */
@@ -315,6 +330,7 @@ static tile_kernel *kernel_new(tile_context *ctx, const char *name, const char *
   if (!k) return NULL;
   k->ctx = ctx;
   k->refs = 1;
+  ctx->live_kernels++;
   arena_init(&k->arena, &ctx->alloc, oom);
   strtab_init(&k->strs, &k->arena);
   k->filename = arena_strdup(&k->arena, name);
@@ -438,33 +454,7 @@ TILE_API tile_status tile_compile_string(tile_context *ctx, const char *name, co
   return compile(ctx, name ? name : "<string>", src, len, opts, out);
 }
 
-char *rt_read_file(const char *path, size_t *len) {
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    size_t got = fread(buf + n, 1, cap - n, fp);
-    n += got;
-    if (n < cap) break;
-    char *nb = realloc(buf, cap * 2);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
-  bool bad = ferror(fp);
-  fclose(fp);
-  if (bad) {
-    free(buf);
-    return NULL;
-  }
-  *len = n;
-  return buf;
-}
+char *rt_read_file(const char *path, size_t *len) { return tl_read_file(path, TILE_MAX_SOURCE_BYTES, len); }
 
 TILE_API tile_status tile_compile_file(tile_context *ctx, const char *path,
                                        const tile_compile_options *opts, tile_kernel **out) {
@@ -475,7 +465,9 @@ TILE_API tile_status tile_compile_file(tile_context *ctx, const char *path,
   size_t len = 0;
   errno = 0;
   char *src = rt_read_file(path, &len);
-  if (!src) return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path, strerror(errno ? errno : EIO));
+  if (!src)
+    return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path,
+                    errno == EFBIG ? "larger than TILE_MAX_SOURCE_BYTES (64 MiB)" : strerror(errno ? errno : EIO));
   tile_status st = compile(ctx, path, src, len, opts, out);
   free(src);
   return st;
@@ -484,7 +476,7 @@ TILE_API tile_status tile_compile_file(tile_context *ctx, const char *path,
 TILE_API void tile_kernel_release(tile_kernel *k) {
   if (!k) return;
   if (--k->refs > 0) return;
-  kernel_free(k); /* only kernels compiled with TILE_NO_CACHE reach 0 */
+  kernel_free(k);
 }
 
 /* ---- introspection ---- */
@@ -574,6 +566,8 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
   if (!out || !eo || !src) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out, options and source are required");
   *out = NULL;
   if (out_len) *out_len = 0;
+  if ((unsigned)eo->what > TILE_EMIT_PTX)
+    return rt_error(ctx, TILE_INVALID_ARGUMENT, "unknown tile_emit_options.what %d", (int)eo->what);
   tile_compile_options co = {0};
   if (copts) co = *copts;
   if (eo->what == TILE_EMIT_LLVM || eo->what == TILE_EMIT_PTX) co.device = TILE_DEVICE_CUDA;

@@ -89,6 +89,19 @@ static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const struc
                                struct arena *a, struct cg_result *res) {
   struct strbuf err;
   sb_init(&err, a);
+  /* a tile too large for the warps holding it: refused before LLVM unrolls it */
+  for (uint32_t i = 1; i < f->ops.n && f->stage == IR_STAGE_GENERIC; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block || !op->nres) continue;
+    const struct ir_type *t = ir_vtype(f, op->res);
+    int64_t per_thread = ir_type_numel(t) / (32 * f->warps);
+    if (t->kind == IR_TY_TILE && t->rank > 0 && per_thread > TL_MAX_VALUE_REGS)
+      return rt_error(ctx, TILE_UNSUPPORTED,
+                      "%s: line %u: a tile of %lld elements needs %lld registers per thread with %d warps (at most "
+                      "%d): use more warps or a smaller tile",
+                      f->name, op->loc.line, (long long)ir_type_numel(t), (long long)per_thread, f->warps,
+                      TL_MAX_VALUE_REGS);
+  }
   if (f->stage == IR_STAGE_GENERIC && !pass_pipeline_gpu(f, target, sched, po, &err))
     return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
   if (f->stage == IR_STAGE_GPU && !pass_run(PASS_SMEM_ALLOC, f, po, &err)) /* GPU IR text, not yet placed */

@@ -74,8 +74,23 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
                           u, pi->name, d, (long long)t->strides[d]);
         dst->tensor.shape[d] = s;
         dst->tensor.strides[d] = contiguous ? expect : t->strides[d];
-        expect *= s ? s : 1;
+        if (__builtin_mul_overflow(expect, s ? s : 1, &expect))
+          return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): the number of elements overflows 64 bits", u,
+                          pi->name);
       }
+      /* the farthest element, sum (shape - 1) * stride, and its byte offset must fit:
+       * a wrapped offset would address memory outside the tensor */
+      int64_t last = 0, term, bytes;
+      bool empty = false;
+      for (unsigned d = 0; d < t->rank; d++) empty |= t->shape[d] == 0;
+      for (unsigned d = 0; d < t->rank && !empty; d++)
+        if (__builtin_mul_overflow(t->shape[d] - 1, dst->tensor.strides[d], &term) ||
+            __builtin_add_overflow(last, term, &last))
+          last = INT64_MAX;
+      if (!empty && (last == INT64_MAX || __builtin_mul_overflow(last + 1, (int64_t)tile_dtype_size(t->dtype), &bytes)))
+        return rt_error(ctx, TILE_BAD_LAUNCH,
+                        "argument %u ('%s'): shape x strides addresses beyond 2^63 bytes (the strides are too large)", u,
+                        pi->name);
       dst->tensor.data = t->data;
       dst->tensor.dtype = (ir_dtype)t->dtype;
       dst->tensor.rank = (int)t->rank;

@@ -27,6 +27,8 @@ TILE_API tile_status tile_mem_alloc(tile_context *ctx, tile_device dev, size_t b
   if (st) return st;
   if (!out) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
+  if (bytes > SIZE_MAX - 255) /* the rounding below would wrap to a 0-byte buffer */
+    return rt_error(ctx, TILE_NOMEM, "cannot allocate %zu bytes", bytes);
   if (dev == TILE_DEVICE_CPU) {
     *out = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
     if (!*out && bytes) return rt_error(ctx, TILE_NOMEM, "cannot allocate %zu bytes", bytes);

@@ -47,6 +47,10 @@ struct tile_context {
   CUmemoryPool repack_pool;
   int repack_mode; /* TILE_REPACK (rt_repack_mode_from_env) */
   struct tile_kernel *repack_kernels[2][3];
+  /* kernels not yet freed; a destroyed context lives on until its last kernel is
+   * released (tile_context_destroy) */
+  unsigned live_kernels;
+  bool destroyed;
 };
 
 /* A tuning result remembered by the context: the hash of the tuning key and the winner. */

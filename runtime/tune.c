@@ -818,18 +818,23 @@ static void memo_put(tile_context *ctx, const uint8_t key[32], const char *best,
   VEC_PUSH(&ctx->cache_arena, ctx->tunes, m);
 }
 
-/* A stored best must name exactly the tuned parameters, each with a sane value. */
+/* A stored best must name exactly the tuned parameters, each with one of its candidate
+ * values: a result from a damaged or planted entry ("BM=7", a huge number) is not used. */
 static bool valid_best(const struct tuner *T, const char *best) {
   if (strlen(best) > 4096) return false;
   const char *p = best;
   for (uint32_t t = 0; t < T->ntuned; t++) {
-    const char *name = T->p[T->tuned[t]].name;
-    size_t n = strlen(name);
+    const struct tparam *tp = &T->p[T->tuned[t]];
+    size_t n = strlen(tp->name);
     if (t && *p++ != ',') return false;
-    if (strncmp(p, name, n) != 0 || p[n] != '=') return false;
+    if (strncmp(p, tp->name, n) != 0 || p[n] != '=') return false;
     p += n + 1;
     size_t v = strcspn(p, ",");
     if (v == 0) return false;
+    bool candidate = false;
+    for (uint32_t c = 0; c < tp->ncand && !candidate; c++)
+      candidate = strlen(tp->cand[c]) == v && strncmp(tp->cand[c], p, v) == 0;
+    if (!candidate) return false;
     p += v;
   }
   return *p == 0;

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "fp16.h"
+#include "readfile.h"
 #include "tile.h"
 
 enum { MAX_DEFINES = 64, MAX_SIZES = 32, MAX_ARGS = 32 };
@@ -108,27 +109,12 @@ static char *read_source(const char *path, size_t *len) {
     fprintf(stderr, "tilec: cannot read '%s': %s\n", path, strerror(errno ? errno : EIO));
     return NULL;
   }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap + 1);
-  while (buf) {
-    n += fread(buf + n, 1, cap - n, fp);
-    if (n < cap) break;
-    char *nb = realloc(buf, cap * 2 + 1);
-    if (!nb) {
-      free(buf);
-      buf = NULL;
-      break;
-    }
-    buf = nb;
-    cap *= 2;
-  }
+  char *buf = tl_read_stream(fp, TILE_MAX_SOURCE_BYTES, len);
+  int e = errno;
   if (fp != stdin) fclose(fp);
-  if (!buf) {
-    fprintf(stderr, "tilec: cannot read '%s': out of memory\n", path);
-    return NULL;
-  }
-  buf[n] = 0;
-  *len = n;
+  if (!buf)
+    fprintf(stderr, "tilec: cannot read '%s': %s\n", path,
+            e == EFBIG ? "larger than 64 MiB (TILE_MAX_SOURCE_BYTES)" : strerror(e ? e : EIO));
   return buf;
 }
 

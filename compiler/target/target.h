@@ -42,6 +42,10 @@ struct tl_target {
   bool arch_specific;       /* "a" targets: code runs on exactly this compute capability */
 };
 
+/* The most registers one tile value may take per thread: beyond it code generation would take
+ * minutes (every register is unrolled) for code that could only spill. */
+enum { TL_MAX_VALUE_REGS = 1024 };
+
 static inline bool tl_has(const struct tl_target *t, unsigned feat) { return t && (t->features & feat) == feat; }
 
 /* The row called `name` ("sm_80", ..., "sm_90a"), or NULL. */

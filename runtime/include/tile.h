@@ -40,6 +40,9 @@ extern "C" {
 #endif
 
 #define TILE_MAX_RANK 4
+/* The largest source (a .tile file or Tile IR text) the compiler reads: a bigger file, a
+ * directory or a device that never ends is refused with TILE_IO. */
+#define TILE_MAX_SOURCE_BYTES (64u << 20)
 
 /* ---- status codes ------------------------------------------------------------------------ */
 
@@ -112,6 +115,10 @@ typedef struct tile_context_options {
 /* Creates a context. opts may be NULL for defaults. The CUDA driver is loaded lazily, on
  * the first CUDA compile or memory call, so a context works where no driver exists. */
 TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_context **out);
+/* Destroys a context. Kernels the caller still holds stay valid for tile_kernel_release
+ * and the introspection calls (tile_kernel_name, tile_kernel_param, ...); the context's
+ * memory and its CUDA context are freed when the last of them is released. Nothing else
+ * may be called with the context, or launch its kernels, after this. */
 TILE_API void tile_context_destroy(tile_context *ctx);
 
 /* The message of the last failed call on ctx ("" when none). Valid until the next call. */

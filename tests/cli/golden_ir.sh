@@ -4,7 +4,7 @@
 # the verifier after each) and the printed IR must equal the .out file next to it. The
 # output must also print back unchanged after parsing (round trip).
 #   bash tests/cli/golden_ir.sh BUILD_DIR SOURCE_DIR         (ctest runs it so)
-#   UPDATE_GOLDEN=1 bash tests/cli/golden_ir.sh ...          rewrites the .out files
+#   TILE_UPDATE_GOLDEN=1 bash tests/cli/golden_ir.sh ...     rewrites the .out files
 set -uo pipefail
 BUILD=${1:?usage: golden_ir.sh BUILD_DIR SOURCE_DIR}
 SRC=${2:?usage: golden_ir.sh BUILD_DIR SOURCE_DIR}
@@ -26,7 +26,7 @@ for in in "$SRC"/tests/golden/ir/*/*.ir; do
     fails=$((fails + 1))
     continue
   fi
-  if [ -n "${UPDATE_GOLDEN:-}" ]; then
+  if [ -n "${TILE_UPDATE_GOLDEN:-}${UPDATE_GOLDEN:-}" ]; then
     cp "$TMP/got" "$want"
     echo "updated $name"
   elif ! diff -u "$want" "$TMP/got" >"$TMP/diff"; then

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "testfiles.h"
 #include "tile.h"
 
@@ -346,4 +347,52 @@ Test(tune, read_write_outputs_are_restored) {
   tile_tune_result_free(&r);
   tile_context_destroy(ctx);
   free(src);
+}
+
+/* A stored result whose values are not candidates of the parameters (a damaged or planted
+ * entry: BM=7, a number that overflows) is not used: the next tune searches again. */
+Test(tune, stored_values_outside_the_candidates_are_ignored) {
+  char *dir = make_dir();
+  struct bufs b;
+  setup(&b);
+  tile_compile_options co = {.device = TILE_DEVICE_CPU};
+  tile_tune_options to = {.reps = 2, .warmup = 0, .threads = 1};
+  tile_tune_result r;
+  tile_context *ctx = ctx_in(dir);
+  cr_assert_eq(tile_tune(ctx, "tiny.tile", tiny_src, strlen(tiny_src), &co, b.args, 2, &to, &r), TILE_OK);
+  cr_assert_eq(r.from_cache, 0);
+  tile_tune_result_free(&r);
+  tile_context_destroy(ctx);
+  static const char *const planted[] = {"BM=7,NW=1", "BM=99999999999999999999,NW=1", "BM=16,NW=3", "NW=1,BM=16"};
+  for (size_t i = 0; i < sizeof planted / sizeof planted[0]; i++) {
+    /* overwrite the stored result, keeping its key and framing (what an attacker with
+     * write access to the directory could do) */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "ls %s | grep '^tune-' | head -1", dir);
+    FILE *p = popen(cmd, "r");
+    char name[256] = "";
+    cr_assert(p && fgets(name, sizeof name, p));
+    pclose(p);
+    name[strcspn(name, "\n")] = 0;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct rt_cache_entry e;
+    const char *key;
+    size_t key_len;
+    cr_assert_eq(rt_cache_read_file(path, &e, &key, &key_len, NULL, 0), RT_CACHE_HIT);
+    char *k = strndup(key, key_len);
+    rt_cache_entry_free(&e);
+    struct rt_cache_part parts[2] = {{planted[i], strlen(planted[i])}, {"best_ms=0.001", 13}};
+    char err[256];
+    cr_assert_eq(rt_cache_store(dir, "tune", k, key_len, parts, 2, err, sizeof err), 0, "%s", err);
+    free(k);
+    ctx = ctx_in(dir);
+    cr_assert_eq(tile_tune(ctx, "tiny.tile", tiny_src, strlen(tiny_src), &co, b.args, 2, &to, &r), TILE_OK);
+    cr_expect_eq(r.from_cache, 0, "the planted result '%s' was used", planted[i]);
+    cr_expect_neq(strcmp(r.best, planted[i]), 0);
+    tile_tune_result_free(&r);
+    tile_context_destroy(ctx);
+  }
+  remove_dir(dir);
+  free(dir);
 }

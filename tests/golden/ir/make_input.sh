@@ -8,7 +8,7 @@
 #     BEFORE: the pass after which the IR is taken (--dump-after; the last run of it)
 # e.g. make_input.sh build tests/golden/ir/pipeline/gemm_ring.ir pipeline smem-stage -- \
 #        lib/gemm.tile -k gemm --arch=sm_90a
-# Then tests/cli/golden_ir.sh with UPDATE_GOLDEN=1 writes the expected output next to it.
+# Then tests/cli/golden_ir.sh with TILE_UPDATE_GOLDEN=1 writes the expected output next to it.
 set -euo pipefail
 BUILD=$1 OUTF=$2 PASSES=$3 BEFORE=$4
 shift 4
