@@ -16,8 +16,8 @@
 #      7, 33, 1000, 4095 in the relevant dimensions), T=f32/f16/bf16 where the kernel takes
 #      them, the GEMM epilogues and tile configurations, attention with causal masking,
 #      grouped-query heads, LSE output and other head sizes;
-#   4. a few of those under compute-sanitizer memcheck (out-of-bounds accesses on ragged
-#      edges that a result check can miss), if compute-sanitizer is installed;
+#   4. every lib kernel under compute-sanitizer memcheck, racecheck and synccheck on ragged
+#      shapes, if compute-sanitizer is installed;
 #   5. bench_compile (cold and cached compile times) and a few `tilec run --bench` timings.
 # It takes a few minutes on an H200. Checks that would start after TIME_BUDGET seconds are
 # not run (listed as SKIP), so that the table is printed within a 10-minute command limit.
@@ -350,7 +350,11 @@ tk attention.tile attention T=f16,BM=128,BN=64,NW=8 B=1,H=2,HKV=2,N=1000,NK=1000
 tk attention.tile attention T=f16,BM=16,BN=16,STAGES=1 B=2,H=3,HKV=3,N=7,NK=33 "$SC"
 tk attention.tile attention T=f16,BM=64,BN=128,STAGES=3,CAUSAL=true B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
 
-# ---- 4. memory checking on ragged shapes ---------------------------------------------------
+# ---- 4. compute-sanitizer on ragged shapes ---------------------------------------------------
+# memcheck (out-of-bounds and misaligned accesses on ragged edges that a result check can
+# miss), racecheck (shared-memory hazards between threads: the staging, rings and
+# reductions) and synccheck (barriers reached by part of a block, or with a wrong thread
+# count: named barriers of the warp-specialized schedules) on every lib kernel.
 
 SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
 if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
@@ -360,15 +364,19 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     wrap='out=$("$@" 2>&1); rc=$?; printf "%s\n" "$out"
       if [ $rc -ne 0 ] && printf "%s" "$out" | grep -q "Device not supported"; then exit 77; fi
       exit $rc'
-    memcheck() { # memcheck FILE KERNEL DEFINES SIZES SCALARS [tilec options...]
-      local args=() file=$1 kernel=$2 defs=$3 sizes=$4 scalars=$5
-      shift 5
+    sancheck() { # sancheck TOOL FILE KERNEL DEFINES SIZES SCALARS [tilec options...]
+      local args=() tool=$1 file=$2 kernel=$3 defs=$4 sizes=$5 scalars=$6 extra=()
+      shift 6
       expand -D "$defs" args
       expand -a "$scalars" args
-      check "$kernel" "memcheck ${defs:-default}${1:+ $1}" "$sizes" "$(printf '%s\n' "$defs" | sed -n 's/.*T=\([a-z0-9]*\).*/\1/p')" \
-        bash -c "$wrap" memcheck "$SANITIZER" --tool memcheck --error-exitcode 1 --print-limit 5 \
+      case $tool in
+        racecheck) extra=(--racecheck-report hazard) ;;
+      esac
+      check "$kernel" "$tool ${defs:-default}${1:+ $1}" "$sizes" "$(printf '%s\n' "$defs" | sed -n 's/.*T=\([a-z0-9]*\).*/\1/p')" \
+        bash -c "$wrap" "$tool" "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 1 --print-limit 5 \
         "$TILEC" run "lib/$file" -k "$kernel" "${args[@]}" --size "$sizes" --device=cuda --seed="$SEED" "$@"
     }
+    memcheck() { sancheck memcheck "$@"; }
     memcheck gemm.tile gemm T=f16,HAS_BIAS=true,HAS_RESIDUAL=true M=33,N=7,K=100 "$AB"
     memcheck gemm.tile gemm T=f16 M=300,N=516,K=300 "$AB" # unaligned rows, interior tiles (realigned 16-byte loads)
     memcheck gemm.tile gemm T=f32 M=7,N=33,K=1000 "$AB"
@@ -382,8 +390,23 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
     memcheck rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"
     memcheck attention.tile attention T=f16,CAUSAL=true,HAS_LSE=true B=1,H=2,HKV=1,N=33,NK=100 "$SC"
+    # every lib kernel under racecheck and synccheck, in each schedule it is launched with
+    # (the warp-specialized TMA ring, the cp.async pipeline, the persistent tile loop)
+    for tool in racecheck synccheck; do
+      sancheck $tool gemm.tile gemm T=f16,HAS_BIAS=true M=129,N=200,K=136 "$AB"
+      sancheck $tool gemm.tile gemm T=f16 M=129,N=200,K=136 "$AB" --schedule=tma=0,wgmma=0
+      sancheck $tool gemm.tile gemm T=f32 M=33,N=7,K=100 "$AB"
+      sancheck $tool gemm.tile bmm T=bf16 BATCH=2,M=129,N=72,K=200 ""
+      sancheck $tool gemm.tile bmm_shared T=f16 BATCH=2,M=129,N=72,K=200 ""
+      sancheck $tool linear.tile linear T=f16,ACT=gelu,HAS_BIAS=true M=129,N=200,K=72 ""
+      sancheck $tool linear.tile swiglu T=f16 M=129,N=264,K=136 ""
+      sancheck $tool softmax.tile softmax T=f16 M=7,N=4095 ""
+      sancheck $tool layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
+      sancheck $tool rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"
+      sancheck $tool attention.tile attention T=f16,CAUSAL=true B=1,H=2,HKV=1,N=100,NK=100 "$SC"
+    done
   else
-    check memcheck compute-sanitizer - - sh -c 'echo "compute-sanitizer not found"; exit 77'
+    check sanitizer compute-sanitizer - - sh -c 'echo "compute-sanitizer not found"; exit 77'
   fi
 fi
 
