@@ -20,6 +20,12 @@ const char *const lang_diag_summaries[D__COUNT] = {
 #undef DIAG
 };
 
+static const char *const diag_codes[D__COUNT] = {
+#define DIAG(id, summary) #id,
+#include "diag.def"
+#undef DIAG
+};
+
 static const char *const command_line_name = "<command line>";
 
 uint32_t lang_add_source(struct lang_ctx *c, const char *name, const char *text, size_t len) {
@@ -45,6 +51,7 @@ static void record(struct lang_ctx *c, enum lang_severity sev, enum lang_diag_id
   r.pub.col = loc.line ? loc.col : 0;
   r.pub.len = loc.line ? (loc.len ? loc.len : 1) : 0;
   r.pub.message = msg;
+  r.pub.code = diag_codes[id];
   r.id = id;
   r.file = loc.file;
   r.off = loc.off;

@@ -21,6 +21,7 @@ struct lang_diag {
   uint32_t line, col; /* 1-based */
   uint32_t len;       /* length of the underlined span, >= 1 */
   const char *message;
+  const char *code; /* the diag.def name of the diagnostic ("CONSTRAINT"); stable */
 };
 
 struct lang_ctx *lang_ctx_new(struct arena *a, struct strtab *strs);

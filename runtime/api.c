@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cache.h"
+#include "driver.h"
 #include "lang.h"
 #include "readfile.h"
 #include "passes.h"
@@ -39,32 +40,75 @@ TILE_API const char *tile_strerror(tile_status s) {
 TILE_API const char *tile_status_name(tile_status s) {
   return (unsigned)s < TILE_STATUS__COUNT ? status_names[s] : "TILE_UNKNOWN";
 }
-TILE_API const char *tile_dtype_name(tile_dtype t) {
+const char * rt_dtype_name(tile_dtype t) {
   return (unsigned)t < TILE_DTYPE__COUNT && t != TILE_DTYPE_NONE ? ir_dtype_name((ir_dtype)t) : "?";
 }
-TILE_API size_t tile_dtype_size(tile_dtype t) {
+size_t rt_dtype_size(tile_dtype t) {
   return (unsigned)t < TILE_DTYPE__COUNT && t != TILE_DTYPE_NONE ? (size_t)ir_dtype_bytes((ir_dtype)t) : 0;
 }
-TILE_API const char *tile_version(void) { return "tile " TILE_VERSION " (LLVM " TILE_LLVM_VERSION ")"; }
+const char * rt_version(void) { return "tile " TILE_VERSION " (LLVM " TILE_LLVM_VERSION ")"; }
 
 void rt_clear_error(tile_context *ctx) {
-  if (ctx) ctx->errmsg[0] = 0;
+  if (!ctx) return;
+  ctx->errmsg[0] = 0;
+  ctx->errbrief[0] = 0;
+  ctx->errcode = NULL;
 }
 
-tile_status rt_error(tile_context *ctx, tile_status st, const char *fmt, ...) {
+/* errbrief: brief, or else the first line of the message */
+static void set_brief(tile_context *ctx, const char *brief) {
+  const char *p = brief ? brief : ctx->errmsg;
+  size_t n = strcspn(p, "\n");
+  if (n >= sizeof ctx->errbrief) n = sizeof ctx->errbrief - 1;
+  memcpy(ctx->errbrief, p, n);
+  ctx->errbrief[n] = 0;
+}
+
+tile_status rt_fail(tile_context *ctx, enum tl_result r, struct tl_error *e) {
+  static const tile_status map[] = {
+      [TL_OK] = TILE_OK,
+      [TL_ERR_PROGRAM] = TILE_COMPILE,
+      [TL_ERR_NOT_FOUND] = TILE_NOT_FOUND,
+      [TL_ERR_ARGUMENT] = TILE_INVALID_ARGUMENT,
+      [TL_ERR_UNSUPPORTED] = TILE_UNSUPPORTED,
+      [TL_ERR_INTERNAL] = TILE_INTERNAL,
+  };
+  tile_status st = rt_error(ctx, map[r], "%s", sb_str(&e->msg));
+  if (ctx) {
+    ctx->errcode = e->code;
+    set_brief(ctx, e->brief);
+  }
+  return st;
+}
+
+tile_status rt_error_code(tile_context *ctx, tile_status st, const char *code, const char *fmt, ...) {
   if (!ctx) return st;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
   va_end(ap);
+  ctx->errcode = code;
+  set_brief(ctx, NULL);
+  return st;
+}
+
+tile_status rt_error(tile_context *ctx, tile_status st, const char *fmt, ...) {
+  if (!ctx) return st;
+  ctx->errcode = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+  va_end(ap);
+  set_brief(ctx, NULL);
   return st;
 }
 
 TILE_API const char *tile_errmsg(const tile_context *ctx) { return ctx ? ctx->errmsg : "no context"; }
+TILE_API const char *tile_errcode(const tile_context *ctx) { return ctx && ctx->errcode ? ctx->errcode : ""; }
 
 /* ---- contexts ---- */
 
-TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_context **out) {
+tile_status rt_context_create(const tile_context_options *opts, tile_context **out) {
   if (!out) return TILE_INVALID_ARGUMENT;
   *out = NULL;
   tile_context *ctx = calloc(1, sizeof *ctx);
@@ -78,7 +122,11 @@ TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_
   arena_init(&ctx->cache_arena, &ctx->alloc, NULL);
   /* the option, else $TILE_CACHE_DIR, else the XDG cache directory; "" = off */
   ctx->cache_dir = rt_cache_resolve_dir(opts ? opts->cache_dir : NULL);
+  /* the environment is read here, once: a context's behaviour never changes after this */
   ctx->repack_mode = rt_repack_mode_from_env();
+  const char *budget = getenv("TILE_AUTOTUNE_BUDGET_MS");
+  ctx->autotune_budget_ms = budget ? strtod(budget, NULL) : 0;
+  if (!(ctx->autotune_budget_ms > 0 && ctx->autotune_budget_ms < 1e9)) ctx->autotune_budget_ms = 0;
   /* Debug and sanitizer builds verify after every pass (TILE_VERIFY_EACH_DEFAULT, set by
    * CMake); elsewhere the environment turns it on, read once here */
 #ifdef TILE_VERIFY_EACH_DEFAULT
@@ -124,16 +172,16 @@ static void kernel_free(tile_kernel *k) {
  * ctx->kernels), a TILE_AUTOTUNE kernel's on each tuned kernel, the repack slots'. The
  * context drops its own references here; kernels the caller still holds keep it (and
  * its CUDA context) alive until they are released. */
-TILE_API void tile_context_destroy(tile_context *ctx) {
+void rt_context_destroy(tile_context *ctx) {
   if (!ctx || ctx->destroyed) return;
   ctx->destroyed = true;
   ctx->live_kernels++; /* hold the context while the references below are dropped */
   for (int r = 0; r < 2; r++)
     for (int d = 0; d < 3; d++) {
-      tile_kernel_release(ctx->repack_kernels[r][d]);
+      rt_kernel_release(ctx->repack_kernels[r][d]);
       ctx->repack_kernels[r][d] = NULL;
     }
-  for (uint32_t i = 0; i < ctx->kernels.n; i++) tile_kernel_release(ctx->kernels.v[i]);
+  for (uint32_t i = 0; i < ctx->kernels.n; i++) rt_kernel_release(ctx->kernels.v[i]);
   ctx->kernels.n = 0;
   if (--ctx->live_kernels == 0) context_free(ctx);
 }
@@ -160,6 +208,7 @@ static void copy_diags(tile_context *ctx, const struct lang_ctx *lc) {
         .col = d->col,
         .len = d->len,
         .message = arena_strdup(&ctx->diag_arena, d->message ? d->message : ""),
+        .code = d->code,
     };
     VEC_PUSH(&ctx->diag_arena, ctx->diags, td);
   }
@@ -253,74 +302,26 @@ static void describe_kernel(tile_kernel *k, const struct lang_kernel_info *ki,
   k->config = sb_str(&sb);
 }
 
-static const struct lang_kernel_info *find_info(const struct ast_file *ast, const char *name,
-                                                const char *lowered) {
-  for (uint32_t i = 0; i < lang_kernel_count(ast); i++) {
-    const struct lang_kernel_info *ki = lang_kernel_info(ast, i);
-    if (strcmp(ki->name, name ? name : lowered) == 0) return ki;
-  }
-  return NULL;
-}
-
-/* Runs the front end and the generic pipeline into k. On failure the context's message
- * and diagnostics are set. */
-static tile_status ir_front_end(tile_context *ctx, tile_kernel *k, const tile_compile_options *co,
-                                struct pass_options *po) {
-  struct strbuf err;
-  sb_init(&err, &k->arena);
-  struct ir_module m;
-  if (!ir_parse(k->filename, k->src, k->src_len, &k->arena, &k->strs, &m, &err))
-    return rt_error(ctx, TILE_COMPILE, "%s", sb_str(&err));
-  struct ir_func *f = NULL;
-  for (uint32_t i = 0; i < m.funcs.n; i++)
-    if (!co->kernel || strcmp(m.funcs.v[i]->name, co->kernel) == 0) f = f ? f : m.funcs.v[i];
-  if (!f) return rt_error(ctx, TILE_NOT_FOUND, "%s: no kernel '%s'", k->filename, co->kernel ? co->kernel : "");
-  if (!ir_verify(f, NULL, &err)) return rt_error(ctx, TILE_COMPILE, "%s", sb_str(&err));
-  if (!pass_pipeline_generic(f, po, &err))
-    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
-  k->ir = f;
-  k->name = f->name;
-  describe_kernel(k, NULL, co);
-  return TILE_OK;
-}
-
-static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compile_options *co,
-                             struct ast_file **ast_out, struct pass_options *po) {
-  if (co->flags & TILE_SOURCE_IR) return ir_front_end(ctx, k, co, po);
-  double t0 = tl_now_ms();
-  struct lang_ctx *lc = lang_ctx_new(&k->arena, &k->strs);
-  struct ast_file *ast = lang_parse(lc, k->filename, k->src, k->src_len);
-  if (po) po->parse_ms += tl_now_ms() - t0;
-  if (ast_out) *ast_out = ast;
-  if (lang_error_count(lc) || !ast) {
-    copy_diags(ctx, lc);
-    return rt_error(ctx, TILE_COMPILE, "%s", lang_diag_text(lc));
-  }
+/* The front end and the generic pipeline (compiler/driver) into k. On failure the
+ * context's message, code and diagnostics are set. */
+static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compile_options *co, bool diags,
+                             struct pass_options *po) {
   struct lang_define *defs = ARENA_NEWN(&k->arena, struct lang_define, co->ndefines + 1);
   for (unsigned i = 0; i < co->ndefines; i++) {
-    if (!co->defines[i].name || !co->defines[i].value)
-      return rt_error(ctx, TILE_INVALID_ARGUMENT, "define %u has a NULL name or value", i);
     defs[i].name = co->defines[i].name;
     defs[i].value = co->defines[i].value;
   }
-  t0 = tl_now_ms();
-  struct ir_func *f = lang_lower(lc, ast, co->kernel, defs, co->ndefines);
-  if (po) po->lower_ms += tl_now_ms() - t0;
-  if (!f || lang_error_count(lc)) {
-    copy_diags(ctx, lc);
-    bool notfound = co->kernel && !find_info(ast, co->kernel, "");
-    return rt_error(ctx, notfound ? TILE_NOT_FOUND : TILE_COMPILE, "%s", lang_diag_text(lc));
-  }
-  copy_diags(ctx, lc); /* warnings */
-  struct strbuf err;
-  sb_init(&err, &k->arena);
-  if (!ir_verify(f, "irgen", &err))
-    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
-  if (!pass_pipeline_generic(f, po, &err))
-    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
-  k->ir = f;
-  k->name = f->name;
-  describe_kernel(k, find_info(ast, NULL, f->name), co);
+  struct tl_source s = {k->filename, k->src, k->src_len, (co->flags & TILE_SOURCE_IR) != 0, co->kernel, defs,
+                        co->ndefines};
+  struct tl_front_result fr;
+  struct tl_error e;
+  sb_init(&e.msg, &k->arena);
+  enum tl_result r = tl_front_end(&s, &k->arena, &k->strs, po, &fr, &e);
+  if (fr.lang && diags) copy_diags(ctx, fr.lang); /* errors, or warnings on success */
+  if (r) return rt_fail(ctx, r, &e);
+  k->ir = fr.f;
+  k->name = fr.f->name;
+  describe_kernel(k, fr.info, co);
   return TILE_OK;
 }
 
@@ -366,13 +367,16 @@ static tile_status resolve_target(tile_context *ctx, const tile_compile_options 
 
 static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
                                const tile_compile_options *cop, const struct tl_target *target,
-                               const struct tl_schedule *sched, const uint64_t *key, tile_kernel **out);
+                               const struct tl_schedule *sched, const uint64_t *key, bool public,
+                               tile_kernel **out);
 
+/* public: the diagnostics of this compile replace those of the last (tile_diag_get);
+ * internal compiles of candidates (the tuner's, the repack kernels, a TILE_AUTOTUNE
+ * kernel's choice) leave them alone. */
 static tile_status compile(tile_context *ctx, const char *name, const char *src, size_t len,
-                           const tile_compile_options *opts, tile_kernel **out) {
+                           const tile_compile_options *opts, bool public, tile_kernel **out) {
   if (!ctx) return TILE_INVALID_ARGUMENT;
-  rt_clear_error(ctx);
-  reset_diags(ctx);
+  if (public) reset_diags(ctx);
   if (!out) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
   if (!src) return rt_error(ctx, TILE_INVALID_ARGUMENT, "source is NULL");
@@ -398,14 +402,15 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
       }
     }
 
-  return compile_new(ctx, name, src, len, &co, target, &sched, key, out);
+  return compile_new(ctx, name, src, len, &co, target, &sched, key, public, out);
 }
 
 /* The part of compile() under the out-of-memory recovery point; kept in its own function
  * so that no local of the caller is live across setjmp. */
 static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
                                const tile_compile_options *cop, const struct tl_target *target,
-                               const struct tl_schedule *sched, const uint64_t *key, tile_kernel **out) {
+                               const struct tl_schedule *sched, const uint64_t *key, bool public,
+                               tile_kernel **out) {
   tile_compile_options co = *cop;
   tile_status st;
   jmp_buf oom;
@@ -434,7 +439,7 @@ static tile_status compile_new(tile_context *ctx, const char *name, const char *
   struct pass_options po = {0};
   po.verify_each = (co.flags & TILE_VERIFY_EACH) || ctx->verify_each;
   if (po.verify_each) k->flags |= TILE_VERIFY_EACH; /* the GPU pipeline too */
-  st = front_end(ctx, k, &co, NULL, &po);
+  st = front_end(ctx, k, &co, public, &po);
   k->arena.oom = NULL; /* the jmp_buf dies with this frame */
   if (st) {
     kernel_free(k);
@@ -451,7 +456,13 @@ static tile_status compile_new(tile_context *ctx, const char *name, const char *
 TILE_API tile_status tile_compile_string(tile_context *ctx, const char *name, const char *src,
                                          size_t len, const tile_compile_options *opts,
                                          tile_kernel **out) {
-  return compile(ctx, name ? name : "<string>", src, len, opts, out);
+  if (ctx) rt_clear_error(ctx);
+  return compile(ctx, name ? name : "<string>", src, len, opts, true, out);
+}
+
+tile_status rt_compile_string(tile_context *ctx, const char *name, const char *src, size_t len,
+                              const tile_compile_options *opts, bool diags, tile_kernel **out) {
+  return compile(ctx, name, src, len, opts, diags, out);
 }
 
 char *rt_read_file(const char *path, size_t *len) { return tl_read_file(path, TILE_MAX_SOURCE_BYTES, len); }
@@ -468,12 +479,12 @@ TILE_API tile_status tile_compile_file(tile_context *ctx, const char *path,
   if (!src)
     return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path,
                     errno == EFBIG ? "larger than TILE_MAX_SOURCE_BYTES (64 MiB)" : strerror(errno ? errno : EIO));
-  tile_status st = compile(ctx, path, src, len, opts, out);
+  tile_status st = compile(ctx, path, src, len, opts, true, out);
   free(src);
   return st;
 }
 
-TILE_API void tile_kernel_release(tile_kernel *k) {
+void rt_kernel_release(tile_kernel *k) {
   if (!k) return;
   if (--k->refs > 0) return;
   kernel_free(k);
@@ -503,7 +514,7 @@ TILE_API int tile_kernel_param_index(const tile_kernel *k, const char *name) {
   return -1;
 }
 
-TILE_API tile_status tile_kernel_get_stats(const tile_kernel *k, tile_kernel_stats *out) {
+tile_status rt_kernel_get_stats(const tile_kernel *k, tile_kernel_stats *out) {
   if (!k || !out) return TILE_INVALID_ARGUMENT;
   *out = k->stats;
   return TILE_OK;
@@ -628,7 +639,7 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
     }
     lang_print_ast(&sb, ast);
   } else {
-    st = front_end(ctx, k, &co, NULL, &po);
+    st = front_end(ctx, k, &co, true, &po);
     if (st) goto done;
     if (eo->what == TILE_EMIT_IR) {
       ir_print_func(&sb, k->ir, 0);
@@ -653,4 +664,32 @@ done:
   k->arena.oom = NULL;
   kernel_free(k);
   return st;
+}
+
+TILE_API tile_status tile_kernel_get_stats(const tile_kernel *k, tile_kernel_stats *out) {
+  return rt_kernel_get_stats(k, out);
+}
+
+TILE_API void tile_kernel_release(tile_kernel *k) {
+  rt_kernel_release(k);
+}
+
+TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_context **out) {
+  return rt_context_create(opts, out);
+}
+
+TILE_API void tile_context_destroy(tile_context *ctx) {
+  rt_context_destroy(ctx);
+}
+
+TILE_API const char * tile_version(void) {
+  return rt_version();
+}
+
+TILE_API const char * tile_dtype_name(tile_dtype t) {
+  return rt_dtype_name(t);
+}
+
+TILE_API size_t tile_dtype_size(tile_dtype t) {
+  return rt_dtype_size(t);
 }

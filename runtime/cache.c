@@ -130,9 +130,9 @@ static void init_compiler_id(void) {
   struct build_id_search s = {.addr = (uintptr_t)(void *)&id_once, .hex = ""};
   dl_iterate_phdr(find_build_id, &s);
   if (s.hex[0])
-    snprintf(id_text, sizeof id_text, "%s build %s", tile_version(), s.hex);
+    snprintf(id_text, sizeof id_text, "%s build %s", rt_version(), s.hex);
   else /* no build id: the time this file was compiled is the best we have */
-    snprintf(id_text, sizeof id_text, "%s built %s %s", tile_version(), __DATE__, __TIME__);
+    snprintf(id_text, sizeof id_text, "%s built %s %s", rt_version(), __DATE__, __TIME__);
 }
 
 const char *rt_compiler_id(void) {
@@ -339,13 +339,18 @@ static int write_all(int fd, const void *p, size_t n) {
   return 0;
 }
 
+/* A test hook (tests/cli/cache_robust.sh, test_cache.c): widens the window between writing
+ * an entry and renaming it into place. Not compiled into release packages (TILE_TEST_HOOKS
+ * off, tools/carry.sh). */
 static void test_delay(void) {
+#ifdef TILE_TEST_HOOKS
   const char *d = getenv("TILE_CACHE_TEST_DELAY_MS");
   long ms = d ? strtol(d, NULL, 10) : 0;
   if (ms <= 0) return;
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
+#endif
 }
 
 static int store_fail(char *err, size_t errlen, const char *what, const char *path) {
@@ -428,7 +433,7 @@ const char *rt_cache_classify(const char *name) {
 
 /* ---- the public functions ---- */
 
-TILE_API const char *tile_cache_path(const tile_context *ctx) {
+const char * rt_cache_path(const tile_context *ctx) {
   return ctx && ctx->cache_dir ? ctx->cache_dir : "";
 }
 
@@ -453,7 +458,7 @@ static const char *key_field(const char *key, size_t len, const char *name, char
 /* Opens the cache directory for listing: *d is NULL (and the status TILE_OK) when there is
  * no cache, or no directory yet. */
 static tile_status open_cache_dir(tile_context *ctx, const char **dir, DIR **d) {
-  *dir = tile_cache_path(ctx);
+  *dir = rt_cache_path(ctx);
   *d = NULL;
   if (!(*dir)[0]) return TILE_OK;
   *d = opendir(*dir);
@@ -535,4 +540,8 @@ TILE_API tile_status tile_cache_clear(tile_context *ctx, unsigned *removed) {
   }
   closedir(d);
   return st;
+}
+
+TILE_API const char * tile_cache_path(const tile_context *ctx) {
+  return rt_cache_path(ctx);
 }

@@ -15,6 +15,7 @@
 
 #include "cache.h"
 #include "cg.h"
+#include "driver.h"
 #include "passes.h"
 #include "rt.h"
 
@@ -87,34 +88,10 @@ static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t 
 static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
                                const struct tl_schedule *sched, enum cg_output out, struct pass_options *po,
                                struct arena *a, struct cg_result *res) {
-  struct strbuf err;
-  sb_init(&err, a);
-  /* a tile too large for the warps holding it: refused before LLVM unrolls it */
-  for (uint32_t i = 1; i < f->ops.n && f->stage == IR_STAGE_GENERIC; i++) {
-    const struct ir_op *op = &f->ops.v[i];
-    if (!op->block || !op->nres) continue;
-    const struct ir_type *t = ir_vtype(f, op->res);
-    int64_t per_thread = ir_type_numel(t) / (32 * f->warps);
-    if (t->kind == IR_TY_TILE && t->rank > 0 && per_thread > TL_MAX_VALUE_REGS)
-      return rt_error(ctx, TILE_UNSUPPORTED,
-                      "%s: line %u: a tile of %lld elements needs %lld registers per thread with %d warps (at most "
-                      "%d): use more warps or a smaller tile",
-                      f->name, op->loc.line, (long long)ir_type_numel(t), (long long)per_thread, f->warps,
-                      TL_MAX_VALUE_REGS);
-  }
-  if (f->stage == IR_STAGE_GENERIC && !pass_pipeline_gpu(f, target, sched, po, &err))
-    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
-  if (f->stage == IR_STAGE_GPU && !pass_run(PASS_SMEM_ALLOC, f, po, &err)) /* GPU IR text, not yet placed */
-    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
-  if (!ir_verify(f, "gpu pipeline", &err))
-    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
-  if (!cg_compile(f, out, a, res, &err))
-    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
-  if (po && po->time) {
-    po->codegen_ms += res->llvm_ms;
-    po->emit_ms += res->emit_ms;
-  }
-  return TILE_OK;
+  struct tl_error e;
+  sb_init(&e.msg, a);
+  enum tl_result r = tl_compile_gpu(f, target, sched, out, po, a, res, &e);
+  return r ? rt_fail(ctx, r, &e) : TILE_OK;
 }
 
 tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
@@ -634,7 +611,8 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   po.verify_each = (k->flags & TILE_VERIFY_EACH) != 0;
   tile_status st = compile_ptx(ctx, f, k->target, &k->sched, CG_OUT_PTX, &po, &scratch, &res);
   if (!st && t->smem_optin > 0 && res.smem_bytes > (unsigned)t->smem_optin)
-    st = rt_error(ctx, TILE_UNSUPPORTED, "needs %u bytes of shared memory per block; %s allows %d (kernel '%s' [%s])",
+    st = rt_error_code(ctx, TILE_UNSUPPORTED, TL_CODE_SMEM,
+                       "needs %u bytes of shared memory per block; %s allows %d (kernel '%s' [%s])",
                   res.smem_bytes, t->device_name[0] ? t->device_name : "the device", t->smem_optin, k->name,
                   k->config ? k->config : "");
   if (!st) {

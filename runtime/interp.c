@@ -73,7 +73,7 @@ static ir_scalar *V(struct frame *fr, ir_val v) { return fr->val[v]; }
 static void exec_block(struct frame *fr, uint32_t blk);
 
 /* Row-major strides of a tile type, in elements. */
-static void tile_strides(const struct ir_type *t, int64_t *st) {
+static void dense_strides(const struct ir_type *t, int64_t *st) {
   int64_t s = 1;
   for (int i = t->rank; i-- > 0;) {
     st[i] = s;
@@ -119,7 +119,7 @@ static void exec_elementwise(struct frame *fr, const struct ir_op *op) {
 static void exec_broadcast(struct frame *fr, const struct ir_op *op) {
   const struct ir_type *at = vtype(fr, op->args[0]), *rt = vtype(fr, op->res);
   int64_t ast[IR_MAX_RANK], n = ir_type_numel(rt);
-  tile_strides(at, ast);
+  dense_strides(at, ast);
   for (int i = 0; i < at->rank; i++)
     if (at->dims[i] == 1) ast[i] = 0;
   const ir_scalar *a = V(fr, op->args[0]);

@@ -49,13 +49,13 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
     if (pi->is_tensor) {
       if (a->kind != TILE_ARG_TENSOR)
         return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): expected a %s tensor, got %s", u,
-                        pi->name, tile_dtype_name(pi->dtype), kind_name(a->kind));
+                        pi->name, rt_dtype_name(pi->dtype), kind_name(a->kind));
       const tile_tensor *t = &a->u.tensor;
       if (!t->data && p->used)
         return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): data pointer is NULL", u, pi->name);
       if (t->dtype != pi->dtype)
         return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): expected dtype %s, got %s", u,
-                        pi->name, tile_dtype_name(pi->dtype), tile_dtype_name(t->dtype));
+                        pi->name, rt_dtype_name(pi->dtype), rt_dtype_name(t->dtype));
       if (t->rank != pi->rank)
         return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): expected rank %u, got %u", u,
                         pi->name, pi->rank, t->rank);
@@ -87,7 +87,7 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
         if (__builtin_mul_overflow(t->shape[d] - 1, dst->tensor.strides[d], &term) ||
             __builtin_add_overflow(last, term, &last))
           last = INT64_MAX;
-      if (!empty && (last == INT64_MAX || __builtin_mul_overflow(last + 1, (int64_t)tile_dtype_size(t->dtype), &bytes)))
+      if (!empty && (last == INT64_MAX || __builtin_mul_overflow(last + 1, (int64_t)rt_dtype_size(t->dtype), &bytes)))
         return rt_error(ctx, TILE_BAD_LAUNCH,
                         "argument %u ('%s'): shape x strides addresses beyond 2^63 bytes (the strides are too large)", u,
                         pi->name);
@@ -127,11 +127,11 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
           dst->scalar.f = ir_round_float(dt, (double)a->u.i);
         else
           return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): expected a %s scalar, got %s",
-                          u, pi->name, tile_dtype_name(pi->dtype), kind_name(a->kind));
+                          u, pi->name, rt_dtype_name(pi->dtype), kind_name(a->kind));
       } else {
         if (a->kind != TILE_ARG_INT)
           return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): expected an %s scalar, got %s",
-                          u, pi->name, tile_dtype_name(pi->dtype), kind_name(a->kind));
+                          u, pi->name, rt_dtype_name(pi->dtype), kind_name(a->kind));
         int64_t v = a->u.i;
         if (dt == DT_I32 && (v < INT32_MIN || v > INT32_MAX))
           return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): %lld does not fit in i32", u,
@@ -200,12 +200,12 @@ static tile_status launch(tile_context *ctx, tile_kernel *k, const tile_arg *arg
   return st;
 }
 
-TILE_API tile_status tile_launch(tile_context *ctx, tile_kernel *k, const tile_arg *args,
+tile_status rt_launch(tile_context *ctx, tile_kernel *k, const tile_arg *args,
                                  unsigned nargs, const tile_launch_options *opts) {
   return launch(ctx, k, args, nargs, opts ? opts->stream : NULL, true);
 }
 
-TILE_API tile_status tile_kernel_prepare(tile_context *ctx, tile_kernel *k, const tile_arg *args,
+tile_status rt_kernel_prepare(tile_context *ctx, tile_kernel *k, const tile_arg *args,
                                          unsigned nargs) {
   return launch(ctx, k, args, nargs, NULL, false);
 }
@@ -215,7 +215,7 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-TILE_API tile_status tile_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args,
+tile_status rt_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args,
                                 unsigned nargs, const tile_bench_options *opts,
                                 tile_bench_result *out) {
   if (!ctx) return TILE_INVALID_ARGUMENT;
@@ -234,11 +234,11 @@ TILE_API tile_status tile_bench(tile_context *ctx, tile_kernel *k, const tile_ar
   int n = 0;
   if (k->device == TILE_DEVICE_CPU) {
     int warm = o.warmup < 2 ? o.warmup : 2; /* the interpreter has nothing to warm up */
-    for (int i = 0; i < warm && !st; i++) st = tile_launch(ctx, k, args, nargs, &lo);
+    for (int i = 0; i < warm && !st; i++) st = rt_launch(ctx, k, args, nargs, &lo);
     double start = tl_now_ms();
     while (!st && n < o.reps && (n < 3 || tl_now_ms() - start < o.max_ms)) {
       double t0 = tl_now_ms();
-      st = tile_launch(ctx, k, args, nargs, &lo);
+      st = rt_launch(ctx, k, args, nargs, &lo);
       t[n++] = tl_now_ms() - t0;
     }
   } else {
@@ -255,4 +255,20 @@ TILE_API tile_status tile_bench(tile_context *ctx, tile_kernel *k, const tile_ar
   }
   free(t);
   return st;
+}
+
+TILE_API tile_status tile_launch(tile_context *ctx, tile_kernel *k, const tile_arg *args,
+                                 unsigned nargs, const tile_launch_options *opts) {
+  return rt_launch(ctx, k, args, nargs, opts);
+}
+
+TILE_API tile_status tile_kernel_prepare(tile_context *ctx, tile_kernel *k, const tile_arg *args,
+                                         unsigned nargs) {
+  return rt_kernel_prepare(ctx, k, args, nargs);
+}
+
+TILE_API tile_status tile_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args,
+                                unsigned nargs, const tile_bench_options *opts,
+                                tile_bench_result *out) {
+  return rt_bench(ctx, k, args, nargs, opts, out);
 }

@@ -22,7 +22,7 @@ static tile_status cuda_status(tile_context *ctx, int rc, const char *err) {
   return rt_error(ctx, TILE_CUDA, "%s", err);
 }
 
-TILE_API tile_status tile_mem_alloc(tile_context *ctx, tile_device dev, size_t bytes, void **out) {
+tile_status rt_mem_alloc(tile_context *ctx, tile_device dev, size_t bytes, void **out) {
   tile_status st = check_dev(ctx, dev);
   if (st) return st;
   if (!out) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out is NULL");
@@ -41,7 +41,7 @@ TILE_API tile_status tile_mem_alloc(tile_context *ctx, tile_device dev, size_t b
   return st;
 }
 
-TILE_API tile_status tile_mem_free(tile_context *ctx, tile_device dev, void *p) {
+tile_status rt_mem_free(tile_context *ctx, tile_device dev, void *p) {
   if (!p) return TILE_OK;
   tile_status st = check_dev(ctx, dev);
   if (st) return st;
@@ -74,12 +74,12 @@ TILE_API tile_status tile_mem_upload(tile_context *ctx, tile_device dev, void *d
   return mem_copy(ctx, dev, dst, src, bytes, true);
 }
 
-TILE_API tile_status tile_mem_download(tile_context *ctx, tile_device dev, void *dst,
+tile_status rt_mem_download(tile_context *ctx, tile_device dev, void *dst,
                                        const void *src, size_t bytes) {
   return mem_copy(ctx, dev, dst, src, bytes, false);
 }
 
-TILE_API tile_status tile_mem_fill(tile_context *ctx, tile_device dev, void *dst, uint8_t byte,
+tile_status rt_mem_fill(tile_context *ctx, tile_device dev, void *dst, uint8_t byte,
                                    size_t bytes) {
   tile_status st = check_dev(ctx, dev);
   if (st) return st;
@@ -93,7 +93,7 @@ TILE_API tile_status tile_mem_fill(tile_context *ctx, tile_device dev, void *dst
   return cuda_status(ctx, rt_cuda_memset8(&ctx->cuda, (CUdeviceptr)(uintptr_t)dst, byte, bytes, err, sizeof err), err);
 }
 
-TILE_API tile_status tile_synchronize(tile_context *ctx, tile_device dev) {
+tile_status rt_synchronize(tile_context *ctx, tile_device dev) {
   tile_status st = check_dev(ctx, dev);
   if (st || dev == TILE_DEVICE_CPU) return st;
   char err[512];
@@ -118,4 +118,26 @@ TILE_API tile_status tile_device_query(tile_context *ctx, tile_device dev, tile_
   out->driver_version = ctx->dev.driver_version;
   out->arch = ctx->dev_arch;
   return TILE_OK;
+}
+
+TILE_API tile_status tile_mem_alloc(tile_context *ctx, tile_device dev, size_t bytes, void **out) {
+  return rt_mem_alloc(ctx, dev, bytes, out);
+}
+
+TILE_API tile_status tile_mem_free(tile_context *ctx, tile_device dev, void *p) {
+  return rt_mem_free(ctx, dev, p);
+}
+
+TILE_API tile_status tile_mem_download(tile_context *ctx, tile_device dev, void *dst,
+                                       const void *src, size_t bytes) {
+  return rt_mem_download(ctx, dev, dst, src, bytes);
+}
+
+TILE_API tile_status tile_mem_fill(tile_context *ctx, tile_device dev, void *dst, uint8_t byte,
+                                   size_t bytes) {
+  return rt_mem_fill(ctx, dev, dst, byte, bytes);
+}
+
+TILE_API tile_status tile_synchronize(tile_context *ctx, tile_device dev) {
+  return rt_synchronize(ctx, dev);
 }

@@ -158,7 +158,7 @@ static tile_status copy_kernel(tile_context *ctx, int rank, ir_dtype dt, tile_ke
   }
   tile_define def = {"T", di == 0 ? "f16" : di == 1 ? "bf16" : "f32"};
   tile_compile_options co = {rank == 2 ? "repack2" : "repack3", &def, 1, TILE_DEVICE_CUDA, NULL, 0, NULL};
-  tile_status st = tile_compile_string(ctx, "<repack>", repack_src, sizeof repack_src - 1, &co, slot);
+  tile_status st = rt_compile_string(ctx, "<repack>", repack_src, sizeof repack_src - 1, &co, false, slot);
   if (st) return st;
   *out = *slot;
   return TILE_OK;
@@ -225,7 +225,7 @@ tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_
     tile_arg args[2] = {tensor_arg(t, t->data, t->strides), tensor_arg(t, (void *)(uintptr_t)dst, it->strides)};
     if (launch) {
       tile_launch_options lo = {stream};
-      st = tile_launch(ctx, ck, args, 2, &lo);
+      st = rt_launch(ctx, ck, args, 2, &lo);
     } else {
       struct rt_bound cb;
       st = rt_bind_args(ctx, ck, args, 2, &a, &cb);

@@ -9,6 +9,7 @@
 
 #include "cg.h"
 #include "cudrv.h"
+#include "driver.h"
 #include "interp.h"
 #include "ir.h"
 #include "tile.h"
@@ -24,6 +25,8 @@ struct tile_context {
   int cpu_threads;
   int cuda_ordinal;
   char errmsg[RT_ERRMSG_SIZE];
+  const char *errcode; /* the stable code of the last error (tile_errcode); NULL for none */
+  char errbrief[512];  /* the last error in one line, without a location (for tables) */
   /* diagnostics of the last compile, in their own arena (reset per compile) */
   struct arena diag_arena;
   VEC(tile_diagnostic) diags;
@@ -46,6 +49,7 @@ struct tile_context {
    * [rank - 2][f16, bf16, f32] (entries of `kernels`, freed with them) */
   CUmemoryPool repack_pool;
   int repack_mode; /* TILE_REPACK (rt_repack_mode_from_env) */
+  double autotune_budget_ms; /* TILE_AUTOTUNE_BUDGET_MS; 0: the tuner's default */
   struct tile_kernel *repack_kernels[2][3];
   /* kernels not yet freed; a destroyed context lives on until its last kernel is
    * released (tile_context_destroy) */
@@ -139,6 +143,11 @@ struct tile_kernel {
 
 void rt_clear_error(tile_context *ctx);
 tile_status rt_error(tile_context *ctx, tile_status st, const char *fmt, ...) TL_PRINTF(3, 4);
+/* rt_error with a stable code (tile_errcode): a TL_CODE_* name (driver.h) */
+tile_status rt_error_code(tile_context *ctx, tile_status st, const char *code, const char *fmt, ...)
+    TL_PRINTF(4, 5);
+/* A failure of a compiler stage (driver.h): its message and code, as a tile_status. */
+tile_status rt_fail(tile_context *ctx, enum tl_result r, struct tl_error *e);
 /* The whole file at path, malloc'ed (*len bytes); NULL on failure, with errno set when the
  * system gave a reason. */
 char *rt_read_file(const char *path, size_t *len);
@@ -280,5 +289,35 @@ tile_status rt_autotune_launch(tile_context *ctx, tile_kernel *k, tile_kernel *r
                                void *stream, bool launch);
 /* Releases what a kernel holds for TILE_AUTOTUNE (api.c: kernel_free). */
 void rt_autotune_release(tile_kernel *k);
+
+
+/* ---- the API's work, for internal callers ----
+ * The public entry points (tile_*) are thin wrappers over these; code inside the library
+ * calls these instead, so that a nested call never resets the caller's error state or
+ * diagnostics (tests/cli/api_internal.sh checks that no tile_* entry point is called
+ * from inside). rt_compile_string reports diagnostics only when asked (diags). */
+tile_status rt_compile_string(tile_context *ctx, const char *name, const char *src, size_t len,
+                              const tile_compile_options *opts, bool diags, tile_kernel **out);
+tile_status rt_kernel_get_stats(const tile_kernel *k, tile_kernel_stats *out);
+tile_status rt_launch(tile_context *ctx, tile_kernel *k, const tile_arg *args, unsigned nargs,
+                      const tile_launch_options *opts);
+tile_status rt_kernel_prepare(tile_context *ctx, tile_kernel *k, const tile_arg *args, unsigned nargs);
+tile_status rt_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args, unsigned nargs,
+                     const tile_bench_options *opts, tile_bench_result *out);
+const char *rt_cache_path(const tile_context *ctx);
+void rt_tune_result_free(tile_tune_result *r);
+tile_status rt_mem_alloc(tile_context *ctx, tile_device dev, size_t bytes, void **out);
+tile_status rt_mem_free(tile_context *ctx, tile_device dev, void *p);
+tile_status rt_mem_download(tile_context *ctx, tile_device dev, void *dst, const void *src, size_t bytes);
+tile_status rt_mem_fill(tile_context *ctx, tile_device dev, void *dst, uint8_t byte, size_t bytes);
+tile_status rt_synchronize(tile_context *ctx, tile_device dev);
+void rt_kernel_release(tile_kernel *k);
+tile_status rt_context_create(const tile_context_options *opts, tile_context **out);
+void rt_context_destroy(tile_context *ctx);
+const char *rt_version(void);
+const char *rt_dtype_name(tile_dtype t);
+size_t rt_dtype_size(tile_dtype t);
+tile_status rt_tune(tile_context *ctx, const char *name, const char *src, size_t len, const tile_compile_options *co,
+                    const tile_arg *args, unsigned nargs, const tile_tune_options *topts, tile_tune_result *out);
 
 #endif

@@ -161,22 +161,13 @@ static char *xstrdup(const char *s) {
   return p;
 }
 
-/* The first line of a message without the "file:line:col: error: " prefix. */
-static char *reason_of(const char *msg) {
-  if (!msg || !*msg) return xstrdup("unknown error");
-  const char *e = strstr(msg, "error: ");
-  const char *nl = strchr(msg, '\n');
-  const char *p = e && (!nl || e < nl) ? e + 7 : msg;
-  size_t n = strcspn(p, "\n");
-  char *r = malloc(n + 1);
-  if (!r) return NULL;
-  memcpy(r, p, n);
-  r[n] = 0;
-  return r;
-}
-
-static bool is_constraint(const char *msg) {
-  return msg && strstr(msg, "constraint `") && strstr(msg, "is not satisfied");
+/* A configuration that the kernel's own rules or the device's limits exclude is pruned,
+ * not failed: a violated `where` constraint, too many registers per thread for a tile, or
+ * more shared memory than the device has (tile_errcode's codes). */
+static bool is_pruned(tile_status st, const char *code) {
+  if (!code) return false;
+  if (st == TILE_COMPILE) return strcmp(code, "CONSTRAINT") == 0;
+  return st == TILE_UNSUPPORTED && (strcmp(code, TL_CODE_SMEM) == 0 || strcmp(code, TL_CODE_REGISTERS) == 0);
 }
 
 /* ---- workers ---- */
@@ -188,9 +179,9 @@ static void run_job(struct tuner *T, tile_context *wctx, struct job *j) {
   co.ndefines = j->ndefs;
   co.flags = (co.flags & ~(unsigned)TILE_AUTOTUNE) | TILE_NO_CACHE;
   tile_kernel *k = NULL;
-  tile_status st = tile_compile_string(wctx, T->name, T->src, T->len, &co, &k);
+  tile_status st = rt_compile_string(wctx, T->name, T->src, T->len, &co, false, &k);
   if (st) {
-    j->pruned = st == TILE_COMPILE && is_constraint(tile_errmsg(wctx));
+    j->pruned = is_pruned(st, wctx->errcode);
   } else if (co.device == TILE_DEVICE_CUDA) {
     struct arena scratch;
     jmp_buf oom;
@@ -201,13 +192,13 @@ static void run_job(struct tuner *T, tile_context *wctx, struct job *j) {
       struct rt_bound b;
       st = rt_bind_args(wctx, k, T->args, T->nargs, &scratch, &b);
       if (!st) st = rt_gpu_build(k, &b, &T->target, &j->art);
-      j->pruned = st == TILE_UNSUPPORTED; /* over the shared memory */
+      j->pruned = is_pruned(st, wctx->errcode);
     }
     arena_free(&scratch);
   }
-  if (st) j->msg = xstrdup(tile_errmsg(wctx));
+  if (st) j->msg = xstrdup(wctx->errbrief[0] ? wctx->errbrief : "unknown error");
   j->st = st;
-  tile_kernel_release(k);
+  rt_kernel_release(k);
   j->compile_ms = now_ms() - t0;
 }
 
@@ -241,7 +232,7 @@ static void *worker(void *arg) {
   struct tuner *T = arg;
   tile_context *wctx = NULL;
   tile_context_options o = {.cache_dir = "", .cpu_threads = 1};
-  tile_context_create(&o, &wctx);
+  rt_context_create(&o, &wctx);
   pthread_mutex_lock(&T->mu);
   for (;;) {
     int i = claim(T, true);
@@ -253,7 +244,7 @@ static void *worker(void *arg) {
     pthread_cond_broadcast(&T->cv);
   }
   pthread_mutex_unlock(&T->mu);
-  tile_context_destroy(wctx);
+  rt_context_destroy(wctx);
   return NULL;
 }
 
@@ -292,7 +283,7 @@ static tile_status mem_copy(struct tuner *T, void *dst, const void *src, size_t 
 }
 
 static tile_status sync_all(struct tuner *T) {
-  return T->co.device == TILE_DEVICE_CPU ? TILE_OK : tile_synchronize(T->ctx, TILE_DEVICE_CUDA);
+  return T->co.device == TILE_DEVICE_CPU ? TILE_OK : rt_synchronize(T->ctx, TILE_DEVICE_CUDA);
 }
 
 /* The span of a tensor argument in elements (0 when empty). */
@@ -322,14 +313,14 @@ static tile_status setup_outputs(struct tuner *T, tile_kernel *kdef) {
     o->data = a->u.tensor.data;
     o->dtype = a->u.tensor.dtype;
     o->n = span_elems(&a->u.tensor);
-    o->bytes = o->n * tile_dtype_size(o->dtype);
+    o->bytes = o->n * rt_dtype_size(o->dtype);
     if (!o->bytes) continue;
     o->poison = !pi->is_read;
     for (unsigned v = 0; v < T->nargs; v++) { /* aliasing another tensor: restore, never poison */
       const tile_arg *b = &T->args[v];
       if (v == u || b->kind != TILE_ARG_TENSOR || !b->u.tensor.data) continue;
       char *lo = b->u.tensor.data;
-      size_t bb = span_elems(&b->u.tensor) * tile_dtype_size(b->u.tensor.dtype);
+      size_t bb = span_elems(&b->u.tensor) * rt_dtype_size(b->u.tensor.dtype);
       if (lo < o->data + o->bytes && o->data < lo + bb) o->poison = false;
     }
     T->nouts++;
@@ -337,10 +328,10 @@ static tile_status setup_outputs(struct tuner *T, tile_kernel *kdef) {
   tile_status st = sync_all(T); /* the caller's queued work on these buffers comes first */
   for (unsigned i = 0; i < T->nouts && !st; i++) {
     struct outbuf *o = &T->outs[i];
-    st = tile_mem_alloc(T->ctx, T->co.device, o->bytes, &o->backup);
+    st = rt_mem_alloc(T->ctx, T->co.device, o->bytes, &o->backup);
     if (st) {
       st = rt_error(T->ctx, st, "tuning needs %zu bytes of %s memory to save output '%s': %s", o->bytes,
-                    T->co.device == TILE_DEVICE_CPU ? "host" : "device", o->name, tile_errmsg(T->ctx));
+                    T->co.device == TILE_DEVICE_CPU ? "host" : "device", o->name, T->ctx->errmsg);
       break;
     }
     st = mem_copy(T, o->backup, o->data, o->bytes);
@@ -367,7 +358,7 @@ static void teardown_outputs(struct tuner *T) {
       mem_copy(T, o->data, o->backup, o->bytes);
       sync_all(T);
     }
-    if (o->backup) tile_mem_free(T->ctx, T->co.device, o->backup);
+    if (o->backup) rt_mem_free(T->ctx, T->co.device, o->backup);
     free(o->ref);
     free(o->cur);
   }
@@ -380,7 +371,7 @@ static tile_status prepare_outputs(struct tuner *T) {
   tile_status st = sync_all(T);
   for (unsigned i = 0; i < T->nouts && !st; i++) {
     struct outbuf *o = &T->outs[i];
-    st = o->poison ? tile_mem_fill(T->ctx, T->co.device, o->data, 0xff, o->bytes) : mem_copy(T, o->data, o->backup, o->bytes);
+    st = o->poison ? rt_mem_fill(T->ctx, T->co.device, o->data, 0xff, o->bytes) : mem_copy(T, o->data, o->backup, o->bytes);
   }
   if (!st) st = sync_all(T);
   return st;
@@ -438,7 +429,7 @@ static bool compare_outputs(struct tuner *T, double *rel, char *why, size_t whyl
   enum { BLOCK = 64 };
   for (unsigned i = 0; i < T->nouts; i++) {
     struct outbuf *o = &T->outs[i];
-    size_t eb = tile_dtype_size(o->dtype);
+    size_t eb = rt_dtype_size(o->dtype);
     const char *cur = o->cur, *ref = o->ref;
     double num = 0;
     size_t mismatch = 0;
@@ -492,7 +483,7 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
   tile_context *ctx = T->ctx;
   if (j->st) {
     if (ji == 0) T->default_st = j->st;
-    char *r = reason_of(j->msg);
+    char *r = xstrdup(j->msg ? j->msg : "unknown error");
     tile_tune_config *row = new_row(T, j, j->pruned ? TILE_TUNE_PRUNED : TILE_TUNE_FAILED, r);
     free(r);
     if (j->pruned) T->pruned++;
@@ -505,7 +496,7 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
   co.ndefines = j->ndefs;
   co.flags = (co.flags & ~(unsigned)TILE_AUTOTUNE) | TILE_NO_CACHE;
   tile_kernel *k = NULL;
-  tile_status st = tile_compile_string(ctx, T->name, T->src, T->len, &co, &k);
+  tile_status st = rt_compile_string(ctx, T->name, T->src, T->len, &co, false, &k);
   if (!st && co.device == TILE_DEVICE_CUDA) {
     struct arena scratch;
     jmp_buf oom;
@@ -519,22 +510,22 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
     }
     arena_free(&scratch);
   }
-  if (!st) st = tile_kernel_prepare(ctx, k, T->args, T->nargs);
+  if (!st) st = rt_kernel_prepare(ctx, k, T->args, T->nargs);
   tile_kernel_stats ks = {0};
   ks.registers = ks.local_bytes = -1;
-  if (!st) tile_kernel_get_stats(k, &ks);
+  if (!st) rt_kernel_get_stats(k, &ks);
   if (!st && may_defer && ks.local_bytes > 0 && T->have_ref) {
-    tile_kernel_release(k);
+    rt_kernel_release(k);
     return EV_DEFER; /* spills: timed after the others */
   }
   double rel = -1;
   char why[512] = "";
   bool wrong = false;
   if (!st) st = prepare_outputs(T);
-  if (!st) st = tile_launch(ctx, k, T->args, T->nargs, &(tile_launch_options){T->to.stream});
+  if (!st) st = rt_launch(ctx, k, T->args, T->nargs, &(tile_launch_options){T->to.stream});
   if (!st) st = sync_all(T);
   for (unsigned i = 0; i < T->nouts && !st; i++)
-    st = tile_mem_download(ctx, T->co.device, T->outs[i].cur, T->outs[i].data, T->outs[i].bytes);
+    st = rt_mem_download(ctx, T->co.device, T->outs[i].cur, T->outs[i].data, T->outs[i].bytes);
   if (!st) {
     if (T->have_ref) {
       wrong = !compare_outputs(T, &rel, why, sizeof why);
@@ -554,12 +545,12 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
   if (!st && !wrong) {
     tile_bench_options bo = {.stream = T->to.stream, .warmup = T->to.warmup, .reps = T->to.reps,
                              .max_ms = T->to.config_budget_ms};
-    st = tile_bench(ctx, k, T->args, T->nargs, &bo, &br);
+    st = rt_bench(ctx, k, T->args, T->nargs, &bo, &br);
   }
   tile_tune_config *row;
   if (st && ji == 0) T->default_st = st;
   if (st) {
-    char *r = reason_of(tile_errmsg(ctx));
+    char *r = xstrdup(ctx->errbrief[0] ? ctx->errbrief : "unknown error");
     row = new_row(T, j, TILE_TUNE_FAILED, r);
     free(r);
     T->failed++;
@@ -580,7 +571,7 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
       T->best_row = (int)T->rows.n - 1;
       T->best_ms = br.median_ms;
       T->best_job = ji;
-      tile_kernel_release(T->best_k);
+      rt_kernel_release(T->best_k);
       T->best_k = k;
       k = NULL; /* kept */
     }
@@ -589,7 +580,7 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
   row->shared_bytes = ks.shared_bytes;
   row->registers = ks.registers;
   row->local_bytes = ks.local_bytes;
-  tile_kernel_release(k);
+  rt_kernel_release(k);
   return EV_DONE;
 }
 
@@ -751,7 +742,7 @@ static void run_search(struct tuner *T) {
   tile_context *inline_ctx = NULL;
   if (T->nworkers == 0) {
     tile_context_options o = {.cache_dir = "", .cpu_threads = 1};
-    tile_context_create(&o, &inline_ctx);
+    rt_context_create(&o, &inline_ctx);
   }
 
   unsigned *deferred = ARENA_NEWN(T->a, unsigned, T->njobs + 1);
@@ -788,7 +779,7 @@ static void run_search(struct tuner *T) {
   for (unsigned i = 0; i < T->nworkers; i++) pthread_join(tid[i], NULL);
   pthread_mutex_destroy(&T->mu);
   pthread_cond_destroy(&T->cv);
-  tile_context_destroy(inline_ctx);
+  rt_context_destroy(inline_ctx);
   for (unsigned i = 0; i < T->njobs; i++) {
     if (T->best_row >= 0 && i == T->best_job) continue;
     rt_artifact_free(&T->jobs[i].art);
@@ -878,7 +869,7 @@ static tile_status fill_result(struct tuner *T, const char *best, double best_ms
   return TILE_OK;
 }
 
-TILE_API void tile_tune_result_free(tile_tune_result *r) {
+void rt_tune_result_free(tile_tune_result *r) {
   if (!r) return;
   free(r->best);
   for (unsigned i = 0; i < r->ndefines; i++) {
@@ -946,7 +937,7 @@ static tile_status plan_params(struct tuner *T, const tile_compile_options *uco,
         if (p->pinned) continue;
         if (p->kind == LANG_CP_DTYPE && pi->dtype && strcmp(pi->dtype, p->name) == 0 &&
             a->u.tensor.dtype > TILE_DTYPE_NONE && a->u.tensor.dtype < TILE_DTYPE__COUNT)
-          p->pinned = tile_dtype_name(a->u.tensor.dtype);
+          p->pinned = rt_dtype_name(a->u.tensor.dtype);
         for (uint32_t d = 0; d < pi->rank && d < a->u.tensor.rank && !p->pinned; d++)
           if (p->kind == LANG_CP_INT && pi->dims[d] && strcmp(pi->dims[d], p->name) == 0)
             p->pinned = arena_printf(T->a, "%lld", (long long)a->u.tensor.shape[d]);
@@ -1077,7 +1068,7 @@ static bool lookup_stored(struct tuner *T, const char *key, const uint8_t h[32],
 
 static tile_status tune_core(tile_context *ctx, const char *name, const char *src, size_t len,
                              const tile_compile_options *uco_in, const tile_arg *args, unsigned nargs,
-                             const tile_tune_options *to_in, tile_tune_result *out) {
+                             const tile_tune_options *to_in, tile_tune_result *out, bool diags) {
   memset(out, 0, sizeof *out);
   struct tuner T0;
   memset(&T0, 0, sizeof T0);
@@ -1089,9 +1080,9 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
   if (setjmp(oom)) {
     a.oom = NULL;
     drop_rows(T);
-    tile_kernel_release(kdef);
+    rt_kernel_release(kdef);
     arena_free(&a);
-    tile_tune_result_free(out);
+    rt_tune_result_free(out);
     return rt_error(ctx, TILE_NOMEM, "out of memory while tuning");
   }
   tile_compile_options uco = {0};
@@ -1129,8 +1120,8 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
       c.defines = uco.defines;
       c.ndefines = uco.ndefines;
       c.flags |= TILE_NO_CACHE;
-      st = tile_compile_string(ctx, name, src, len, &c, &k);
-      tile_kernel_release(k);
+      st = rt_compile_string(ctx, name, src, len, &c, diags, &k);
+      rt_kernel_release(k);
       if (!st) st = rt_error(ctx, TILE_INTERNAL, "internal error: the kernel compiles but its parameters cannot be read");
     }
   }
@@ -1142,7 +1133,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
     c.ndefines = T->npins;
     c.flags |= TILE_NO_CACHE;
     tile_kernel *k = NULL;
-    st = tile_compile_string(ctx, name, src, len, &c, &k);
+    st = rt_compile_string(ctx, name, src, len, &c, diags, &k);
     kdef = k;
   }
   if (!st) st = rt_bind_args(ctx, kdef, args, nargs, &a, &b);
@@ -1154,7 +1145,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
     rt_hash(key, strlen(key), h);
     rt_hex(h, RT_HASH_LEN, out->key);
     if (!(T->to.flags & TILE_TUNE_FORCE) && lookup_stored(T, key, h, out)) {
-      tile_kernel_release(kdef);
+      rt_kernel_release(kdef);
       arena_free(&a);
       out->total_ms = now_ms() - T->t0;
       rt_clear_error(ctx);
@@ -1177,7 +1168,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
   if (!st) st = setup_outputs(T, kdef);
   if (st) {
     teardown_outputs(T);
-    tile_kernel_release(kdef);
+    rt_kernel_release(kdef);
     arena_free(&a);
     memset(out->key, 0, sizeof out->key);
     return st;
@@ -1216,18 +1207,18 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
   out->wrong = T->wrong;
   out->skipped = T->skipped;
   out->total_ms = now_ms() - T->t0;
-  tile_kernel_release(T->best_k);
-  tile_kernel_release(kdef);
+  rt_kernel_release(T->best_k);
+  rt_kernel_release(kdef);
   arena_free(&a);
   if (st) {
-    tile_tune_result_free(out);
+    rt_tune_result_free(out);
     return st;
   }
   rt_clear_error(ctx);
   return TILE_OK;
 }
 
-TILE_API tile_status tile_tune(tile_context *ctx, const char *name, const char *src, size_t len,
+tile_status rt_tune(tile_context *ctx, const char *name, const char *src, size_t len,
                                const tile_compile_options *co, const tile_arg *args, unsigned nargs,
                                const tile_tune_options *topts, tile_tune_result *out) {
   if (!ctx) return TILE_INVALID_ARGUMENT;
@@ -1236,7 +1227,7 @@ TILE_API tile_status tile_tune(tile_context *ctx, const char *name, const char *
   memset(out, 0, sizeof *out);
   if (!src) return rt_error(ctx, TILE_INVALID_ARGUMENT, "source is NULL");
   if (nargs && !args) return rt_error(ctx, TILE_INVALID_ARGUMENT, "args is NULL");
-  return tune_core(ctx, name ? name : "<string>", src, len, co, args, nargs, topts, out);
+  return tune_core(ctx, name ? name : "<string>", src, len, co, args, nargs, topts, out, true);
 }
 
 TILE_API tile_status tile_tune_file(tile_context *ctx, const char *path, const tile_compile_options *co,
@@ -1251,7 +1242,7 @@ TILE_API tile_status tile_tune_file(tile_context *ctx, const char *path, const t
   errno = 0;
   char *buf = rt_read_file(path, &n);
   if (!buf) return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path, strerror(errno ? errno : EIO));
-  tile_status st = tile_tune(ctx, path, buf, n, co, args, nargs, topts, out);
+  tile_status st = rt_tune(ctx, path, buf, n, co, args, nargs, topts, out);
   free(buf);
   return st;
 }
@@ -1281,12 +1272,6 @@ static tile_arg *args_of_bound(tile_kernel *k, const struct rt_bound *b, struct 
   return args;
 }
 
-static double autotune_budget(void) {
-  const char *e = getenv("TILE_AUTOTUNE_BUDGET_MS");
-  double v = e ? strtod(e, NULL) : 0;
-  return v > 0 ? v : 0;
-}
-
 tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
                              tile_kernel **out) {
   *out = k;
@@ -1309,16 +1294,16 @@ tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_
                              k->flags & ~(unsigned)TILE_AUTOTUNE, k->sched_text};
   tile_tune_options to = {0};
   to.stream = stream;
-  to.budget_ms = autotune_budget();
+  to.budget_ms = ctx->autotune_budget_ms;
   tile_tune_result r;
-  tile_status st = tune_core(ctx, k->filename, k->src, k->src_len, &co, args, k->nparams, &to, &r);
+  tile_status st = tune_core(ctx, k->filename, k->src, k->src_len, &co, args, k->nparams, &to, &r, false);
   tile_kernel *child = NULL;
   if (!st) {
     co.defines = r.defines;
     co.ndefines = r.ndefines;
-    if (tile_compile_string(ctx, k->filename, k->src, k->src_len, &co, &child) != TILE_OK) child = NULL;
+    if (rt_compile_string(ctx, k->filename, k->src, k->src_len, &co, false, &child) != TILE_OK) child = NULL;
   }
-  tile_tune_result_free(&r);
+  rt_tune_result_free(&r);
   struct rt_autotuned at;
   memcpy(at.key, h, sizeof h);
   at.child = child; /* NULL: tuning failed; k runs with its own configuration */
@@ -1350,6 +1335,16 @@ tile_status rt_autotune_launch(tile_context *ctx, tile_kernel *k, tile_kernel *r
 }
 
 void rt_autotune_release(tile_kernel *k) {
-  for (uint32_t i = 0; i < k->tuned.n; i++) tile_kernel_release(k->tuned.v[i].child);
+  for (uint32_t i = 0; i < k->tuned.n; i++) rt_kernel_release(k->tuned.v[i].child);
   k->tuned.n = 0;
+}
+
+TILE_API void tile_tune_result_free(tile_tune_result *r) {
+  rt_tune_result_free(r);
+}
+
+TILE_API tile_status tile_tune(tile_context *ctx, const char *name, const char *src, size_t len,
+                               const tile_compile_options *co, const tile_arg *args, unsigned nargs,
+                               const tile_tune_options *topts, tile_tune_result *out) {
+  return rt_tune(ctx, name, src, len, co, args, nargs, topts, out);
 }

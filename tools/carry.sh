@@ -23,7 +23,7 @@ DEST=${TILE_CARRY_DIR:-.carry}
 LIMIT_MB=48 # what travels to the GPU machine is limited to 64 MiB in all
 
 echo "carry: configuring $BUILD (Release, stripped, no tests)"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILE_STRIP=ON -DTILE_TESTS=OFF \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTILE_STRIP=ON -DTILE_TESTS=OFF -DTILE_TEST_HOOKS=OFF \
   -DCMAKE_BUILD_RPATH_USE_ORIGIN=ON >/dev/null
 targets=(tile tilec bench_compile)
 [ -f tools/bench_gemm.c ] && targets+=(bench_gemm) # GEMM vs cuBLASLt (tools/bench_gemm.c)

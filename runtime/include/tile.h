@@ -113,7 +113,16 @@ typedef struct tile_context_options {
 } tile_context_options;
 
 /* Creates a context. opts may be NULL for defaults. The CUDA driver is loaded lazily, on
- * the first CUDA compile or memory call, so a context works where no driver exists. */
+ * the first CUDA compile or memory call, so a context works where no driver exists.
+ *
+ * The environment is read here, once (TILE_LIBCUDA: when the driver is first loaded):
+ *   TILE_CACHE_DIR, XDG_CACHE_HOME, HOME   the cache directory (cache_dir NULL)
+ *   TILE_REPACK=0|1|auto                   repacking of unaligned operands (tile_launch)
+ *   TILE_AUTOTUNE_BUDGET_MS=ms             the time budget of TILE_AUTOTUNE's tuning
+ *   TILE_VERIFY_EACH (any value)           as the TILE_VERIFY_EACH flag on every compile
+ *   TILE_LIBCUDA=path                      the driver library to load (else libcuda.so.1)
+ * No environment variable changes the generated code: that is what the compile options
+ * (arch, schedule, flags) are for. */
 TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_context **out);
 /* Destroys a context. Kernels the caller still holds stay valid for tile_kernel_release
  * and the introspection calls (tile_kernel_name, tile_kernel_param, ...); the context's
@@ -123,6 +132,13 @@ TILE_API void tile_context_destroy(tile_context *ctx);
 
 /* The message of the last failed call on ctx ("" when none). Valid until the next call. */
 TILE_API const char *tile_errmsg(const tile_context *ctx);
+/* A stable code for the kind of the last failure, for programs that react to it ("" when
+ * there is none to give): for a compile error, the code of its first error diagnostic
+ * ("CONSTRAINT": the options violate a `where` clause); "REGISTER_LIMIT": a tile needs more
+ * registers per thread than a kernel may use; "SMEM_LIMIT": more shared memory than the
+ * device allows; "IR_INVALID": textual IR that does not parse or verify; "INTERNAL": a
+ * bug in the compiler. Valid until the next call. */
+TILE_API const char *tile_errcode(const tile_context *ctx);
 
 /* Library and LLVM versions, e.g. "tile 0.1.0 (LLVM 22.1.8)". */
 TILE_API const char *tile_version(void);
@@ -136,6 +152,9 @@ typedef struct tile_diagnostic {
   const char *file;
   unsigned line, col, len; /* 1-based; len = columns underlined */
   const char *message;
+  const char *code; /* what kind of error, stable across versions: the name of the check
+                       that failed ("CONSTRAINT" for a `where` clause, "UNDECLARED", ...;
+                       lang/diag.def lists them); test this, not the message text */
 } tile_diagnostic;
 
 TILE_API unsigned tile_diag_count(const tile_context *ctx);

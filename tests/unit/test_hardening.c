@@ -130,3 +130,41 @@ Test(hardening, release_after_context_destroy) {
   tile_kernel_release(k2);
   tile_kernel_release(k);
 }
+
+/* The tuner told a pruned configuration from a failed one by matching the message text;
+ * failures now carry a stable code (tile_errcode, tile_diagnostic.code). */
+Test(hardening, error_codes) {
+  tile_context *ctx = new_ctx();
+  tile_kernel *k = NULL;
+  const char *src = "kernel k<BM: 64 | 128 = 64>(X: out f32[N]) grid(1) where BM <= 64 { }\n";
+  tile_define d = {"BM", "128"};
+  tile_compile_options co = {.defines = &d, .ndefines = 1};
+  cr_expect_eq(tile_compile_string(ctx, "c.tile", src, strlen(src), &co, &k), TILE_COMPILE);
+  cr_expect_str_eq(tile_errcode(ctx), "CONSTRAINT");
+  tile_diagnostic dg;
+  cr_assert_eq(tile_diag_get(ctx, 0, &dg), TILE_OK);
+  cr_expect_str_eq(dg.code, "CONSTRAINT");
+  /* an undeclared name */
+  const char *src2 = "kernel k(X: out f32[N]) grid(1) { X[0 : +4] = y; }\n";
+  cr_expect_eq(tile_compile_string(ctx, "u.tile", src2, strlen(src2), NULL, &k), TILE_COMPILE);
+  cr_expect_str_eq(tile_errcode(ctx), "UNDECLARED");
+  /* a success clears it */
+  co.ndefines = 0;
+  cr_expect_eq(tile_compile_string(ctx, "c.tile", src, strlen(src), &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+  cr_expect_str_eq(tile_errcode(ctx), "");
+  tile_kernel_release(k);
+  /* a tile too large for registers */
+  char path[1024];
+  test_lib_path(path, sizeof path, "softmax.tile");
+  size_t len;
+  char *sm = test_read_file(path, &len);
+  cr_assert_not_null(sm);
+  tile_define big = {"BN", "1048576"};
+  tile_compile_options go = {.defines = &big, .ndefines = 1, .arch = "sm_80"};
+  tile_emit_options eo = {.what = TILE_EMIT_PTX};
+  char *out = NULL;
+  cr_expect_eq(tile_emit(ctx, "softmax.tile", sm, len, &go, &eo, &out, NULL), TILE_UNSUPPORTED);
+  cr_expect_str_eq(tile_errcode(ctx), "REGISTER_LIMIT");
+  free(sm);
+  tile_context_destroy(ctx);
+}

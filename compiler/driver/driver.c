@@ -1,0 +1,129 @@
+/* driver.c - the compiler's stages from source to PTX (driver.h). */
+#include "driver.h"
+
+#include <string.h>
+
+static enum tl_result fail(struct tl_error *e, enum tl_result r, const char *code, const char *fmt, ...)
+    TL_PRINTF(4, 5);
+
+static enum tl_result fail(struct tl_error *e, enum tl_result r, const char *code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  sb_vprintf(&e->msg, fmt, ap);
+  va_end(ap);
+  e->code = code;
+  e->brief = NULL;
+  return r;
+}
+
+/* An error of the front end: its rendered diagnostics, and the code of the first error. */
+static enum tl_result lang_fail(struct tl_error *e, enum tl_result r, const struct lang_ctx *lc) {
+  const struct lang_diag *first = NULL;
+  for (uint32_t i = 0; i < lang_diag_count(lc) && !first; i++)
+    if (lang_diag_get(lc, i)->severity == LANG_ERROR) first = lang_diag_get(lc, i);
+  fail(e, r, first ? first->code : TL_CODE_INTERNAL, "%s", lang_diag_text(lc));
+  e->brief = first ? first->message : NULL;
+  return r;
+}
+
+static enum tl_result ir_front_end(const struct tl_source *s, struct arena *a, struct strtab *strs,
+                                   struct pass_options *po, struct tl_front_result *out, struct tl_error *e) {
+  struct strbuf err;
+  sb_init(&err, a);
+  struct ir_module m;
+  if (!ir_parse(s->name, s->text, s->len, a, strs, &m, &err))
+    return fail(e, TL_ERR_PROGRAM, TL_CODE_IR, "%s", sb_str(&err));
+  struct ir_func *f = NULL;
+  for (uint32_t i = 0; i < m.funcs.n && !f; i++)
+    if (!s->kernel || strcmp(m.funcs.v[i]->name, s->kernel) == 0) f = m.funcs.v[i];
+  if (!f) return fail(e, TL_ERR_NOT_FOUND, "UNKNOWN_KERNEL", "%s: no kernel '%s'", s->name, s->kernel ? s->kernel : "");
+  if (!ir_verify(f, NULL, &err)) return fail(e, TL_ERR_PROGRAM, TL_CODE_IR, "%s", sb_str(&err));
+  if (!pass_pipeline_generic(f, po, &err))
+    return fail(e, TL_ERR_INTERNAL, TL_CODE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  out->f = f;
+  return TL_OK;
+}
+
+static const struct lang_kernel_info *find_info(const struct ast_file *ast, const char *name) {
+  for (uint32_t i = 0; ast && i < lang_kernel_count(ast); i++) {
+    const struct lang_kernel_info *ki = lang_kernel_info(ast, i);
+    if (strcmp(ki->name, name) == 0) return ki;
+  }
+  return NULL;
+}
+
+enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct strtab *strs,
+                            struct pass_options *po, struct tl_front_result *out, struct tl_error *e) {
+  memset(out, 0, sizeof *out);
+  e->code = e->brief = NULL;
+  for (uint32_t i = 0; i < s->ndefines; i++)
+    if (!s->defines[i].name || !s->defines[i].value)
+      return fail(e, TL_ERR_ARGUMENT, "BAD_DEFINE", "define %u has a NULL name or value", i);
+  if (s->is_ir) return ir_front_end(s, a, strs, po, out, e);
+  double t0 = tl_now_ms();
+  struct lang_ctx *lc = lang_ctx_new(a, strs);
+  out->lang = lc;
+  struct ast_file *ast = lang_parse(lc, s->name, s->text, s->len);
+  if (po) po->parse_ms += tl_now_ms() - t0;
+  if (lang_error_count(lc) || !ast) return lang_fail(e, TL_ERR_PROGRAM, lc);
+  t0 = tl_now_ms();
+  struct ir_func *f = lang_lower(lc, ast, s->kernel, s->defines, s->ndefines);
+  if (po) po->lower_ms += tl_now_ms() - t0;
+  if (!f || lang_error_count(lc))
+    return lang_fail(e, s->kernel && !find_info(ast, s->kernel) ? TL_ERR_NOT_FOUND : TL_ERR_PROGRAM, lc);
+  struct strbuf err;
+  sb_init(&err, a);
+  if (!ir_verify(f, "irgen", &err) || !pass_pipeline_generic(f, po, &err))
+    return fail(e, TL_ERR_INTERNAL, TL_CODE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  out->f = f;
+  out->info = find_info(ast, f->name);
+  return TL_OK;
+}
+
+enum tl_result tl_gpu_lower(struct ir_func *f, const struct tl_target *target, const struct tl_schedule *sched,
+                            struct pass_options *po, struct tl_error *e) {
+  e->code = e->brief = NULL;
+  struct strbuf err;
+  sb_init(&err, e->msg.arena);
+  /* a tile too large for the warps holding it: refused before LLVM unrolls it */
+  for (uint32_t i = 1; i < f->ops.n && f->stage == IR_STAGE_GENERIC; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block || !op->nres) continue;
+    const struct ir_type *t = ir_vtype(f, op->res);
+    int64_t per_thread = ir_type_numel(t) / (32 * f->warps);
+    if (t->kind == IR_TY_TILE && t->rank > 0 && per_thread > TL_MAX_VALUE_REGS)
+      return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_REGISTERS,
+                  "%s: line %u: a tile of %lld elements needs %lld registers per thread with %d warps (at most "
+                  "%d): use more warps or a smaller tile",
+                  f->name, op->loc.line, (long long)ir_type_numel(t), (long long)per_thread, f->warps,
+                  TL_MAX_VALUE_REGS);
+  }
+  if (f->stage == IR_STAGE_GENERIC && !pass_pipeline_gpu(f, target, sched, po, &err))
+    return fail(e, TL_ERR_INTERNAL, TL_CODE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  if (f->stage == IR_STAGE_GPU && !pass_run(PASS_SMEM_ALLOC, f, po, &err)) /* GPU IR text, not yet placed */
+    return fail(e, TL_ERR_INTERNAL, TL_CODE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  if (!ir_verify(f, "gpu pipeline", &err))
+    return fail(e, TL_ERR_INTERNAL, TL_CODE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  return TL_OK;
+}
+
+enum tl_result tl_codegen(struct ir_func *f, enum cg_output out, struct pass_options *po, struct arena *a,
+                          struct cg_result *res, struct tl_error *e) {
+  e->code = e->brief = NULL;
+  struct strbuf err;
+  sb_init(&err, a);
+  if (!cg_compile(f, out, a, res, &err))
+    return fail(e, TL_ERR_INTERNAL, TL_CODE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  if (po && po->time) {
+    po->codegen_ms += res->llvm_ms;
+    po->emit_ms += res->emit_ms;
+  }
+  return TL_OK;
+}
+
+enum tl_result tl_compile_gpu(struct ir_func *f, const struct tl_target *target, const struct tl_schedule *sched,
+                              enum cg_output out, struct pass_options *po, struct arena *a, struct cg_result *res,
+                              struct tl_error *e) {
+  enum tl_result r = tl_gpu_lower(f, target, sched, po, e);
+  return r ? r : tl_codegen(f, out, po, a, res, e);
+}
