@@ -35,6 +35,10 @@ extern const char *const ast_kind_names[AST__COUNT];
 extern const char *const ast_op_texts[OP__COUNT];
 extern const enum ast_op_class ast_op_classes[OP__COUNT];
 
+/* The IR opcode of a binary AST operator (IR_NONE for @ and assignments): what irgen
+ * emits and what sema's constant folding evaluates (ir_eval_elem). */
+ir_opcode lang_binary_opcode(enum ast_op op);
+
 enum { AST_MAX_DEPTH = 256 };
 
 typedef VEC(struct ast_node *) ast_list;

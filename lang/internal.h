@@ -82,4 +82,9 @@ static inline struct lang_loc lang_loc_none(uint32_t file) {
   return l;
 }
 
+/* gelu(x) = x / (1 + exp2(x * (C1 + C2 * x^2))): the tanh approximation written with one
+ * exp2 (irgen.c emit_math); constant folding evaluates the same steps. */
+#define LANG_GELU_C1 (-2.0 * 0.7978845608028654 * 1.4426950408889634)
+#define LANG_GELU_C2 (0.044715 * LANG_GELU_C1)
+
 #endif

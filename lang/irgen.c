@@ -126,7 +126,7 @@ static ir_val binary(struct irgen *g, ir_opcode code, ir_val x, ir_val y) {
   return ir_binary(&g->b, code, x, y);
 }
 
-static ir_opcode binary_opcode(enum ast_op op) {
+ir_opcode lang_binary_opcode(enum ast_op op) {
   switch (op) {
   case OP_OR: case OP_BITOR: return IR_OR;
   case OP_AND: case OP_BITAND: return IR_AND;
@@ -241,7 +241,7 @@ static ir_val emit_math(struct irgen *g, struct ast_node *n, enum builtin_id b, 
      * x * sigmoid(2u) = x / (1 + exp2(x * (c1 + c2 * x^2))) with c1 = -2 sqrt(2/pi) log2(e),
      * c2 = 0.044715 c1: one exp2 and one reciprocal, no cancellation in 1 + tanh for
      * negative x (the tanh form costs twice the instructions in a GEMM epilogue) */
-    const double c1 = -2.0 * 0.7978845608028654 * 1.4426950408889634, c2 = 0.044715 * c1;
+    const double c1 = LANG_GELU_C1, c2 = LANG_GELU_C2;
     ir_val x2 = binary(g, IR_MUL, x, x);
     ir_val poly = binary(g, IR_ADD, const_num(g, c1, &ct), binary(g, IR_MUL, const_num(g, c2, &ct), x2));
     ir_val e = ir_unary(&g->b, IR_EXP2, binary(g, IR_MUL, x, poly));
@@ -401,7 +401,7 @@ static ir_val lower(struct irgen *g, struct ast_node *n) {
     }
     ir_val x = lower_to(g, n->a, &i->opnd), y = lower_to(g, n->b, &i->opnd);
     here(g, n);
-    return binary(g, binary_opcode(n->op), x, y);
+    return binary(g, lang_binary_opcode(n->op), x, y);
   }
   case AST_CALL: return lower_call(g, n, i);
   case AST_INDEX: {
@@ -457,7 +457,7 @@ static void lower_store(struct irgen *g, struct ast_node *n) {
     ir_val x = convert(g, cur, &slice, &r->opnd);
     ir_val y = lower_to(g, n->b, &r->opnd);
     here(g, n);
-    ir_val z = binary(g, binary_opcode(n->op), x, y);
+    ir_val z = binary(g, lang_binary_opcode(n->op), x, y);
     v = convert(g, z, &r->ty, &slice);
   }
   here(g, n);
@@ -482,7 +482,7 @@ static void lower_assign(struct irgen *g, struct ast_node *n) {
   ir_val x = convert(g, sym->val, &sym->ty, &r->opnd);
   ir_val y = lower_to(g, n->b, &r->opnd);
   here(g, n);
-  ir_val z = binary(g, binary_opcode(n->op), x, y);
+  ir_val z = binary(g, lang_binary_opcode(n->op), x, y);
   sym->val = convert(g, z, &r->ty, &sym->ty);
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "fp16.h"
+#include "eval.h"
 #include "sema.h"
 
 /* ---- types ---- */
@@ -116,37 +117,22 @@ static ir_dtype strong_join(ir_dtype a, ir_dtype b) {
   return b;
 }
 
-static double round_to(double v, ir_dtype dt) {
-  switch (dt) {
-  case DT_F32: return (double)(float)v;
-  case DT_F16: return (double)tl_round_f16((float)v);
-  case DT_BF16: return (double)tl_round_bf16((float)v);
-  default: return v;
-  }
-}
-
+/* Conversions of constants are the IR's (ir_eval_cast): what the interpreter and the GPU
+ * compute (float to int saturates, NaN gives 0; ints wrap to their width). */
 struct cval sema_convert_const(struct cval v, ir_dtype from, ir_dtype to) {
   struct cval r = v;
-  enum ir_dtype_class cf = ir_dtype_class(from), ct = ir_dtype_class(to);
-  if (ct == DTC_FLOAT) {
-    r.f = round_to(cf == DTC_FLOAT ? v.f : (double)v.i, to);
-  } else if (ct == DTC_BOOL) {
-    r.i = cf == DTC_FLOAT ? v.f != 0.0 : v.i != 0;
-  } else if (ct == DTC_INT) {
-    if (cf == DTC_FLOAT) {
-      /* Saturating, NaN -> 0: what the GPU's cvt.rzi does, so constants fold the same way. */
-      if (isnan(v.f))
-        r.i = 0;
-      else if (v.f >= 2147483647.0)
-        r.i = INT32_MAX;
-      else if (v.f <= -2147483648.0)
-        r.i = INT32_MIN;
-      else
-        r.i = (int64_t)v.f;
-    } else {
-      r.i = v.i;
-    }
-  }
+  enum ir_dtype_class ct = ir_dtype_class(to);
+  if (ct != DTC_FLOAT && ct != DTC_BOOL && ct != DTC_INT) return r;
+  ir_scalar x, y;
+  if (ir_dtype_is_float(from))
+    x.f = v.f;
+  else
+    x.i = v.i;
+  y = ir_eval_cast(from, to, x);
+  if (ct == DTC_FLOAT)
+    r.f = y.f;
+  else
+    r.i = y.i;
   return r;
 }
 
@@ -257,65 +243,44 @@ bool sema_need_const_int(struct sema *s, struct ast_node *n, const char *what, i
 
 static bool fits_i32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
-/* Folds a binary operation on constants of operand dtype dt. Returns false (with a
- * diagnostic) on overflow or division by zero. */
+/* Folds a binary operation on constants of operand dtype dt with the IR's arithmetic
+ * (ir_eval_elem), after the checks that make a constant expression an error rather than a
+ * value: division by zero and i32 overflow. Returns false (with a diagnostic) for those. */
 static bool fold_binary(struct sema *s, struct ast_node *n, enum ast_op op, ir_dtype dt,
                         struct cval a, struct cval b, struct cval *r) {
   memset(r, 0, sizeof *r);
+  ir_opcode code = lang_binary_opcode(op);
+  if (code == IR_NONE) return false;
   enum ir_dtype_class cls = ir_dtype_class(dt);
-  if (cls == DTC_FLOAT) {
-    double x = a.f, y = b.f, v = 0;
-    switch (op) {
-    case OP_ADD: v = x + y; break;
-    case OP_SUB: v = x - y; break;
-    case OP_MUL: v = x * y; break;
-    case OP_DIV: v = x / y; break;
-    case OP_REM: v = fmod(x, y); break;
-    case OP_EQ: r->i = x == y; return true;
-    case OP_NE: r->i = x != y; return true;
-    case OP_LT: r->i = x < y; return true;
-    case OP_LE: r->i = x <= y; return true;
-    case OP_GT: r->i = x > y; return true;
-    case OP_GE: r->i = x >= y; return true;
-    default: return false;
-    }
-    r->f = round_to(v, dt);
-    return true;
-  }
-  int64_t x = a.i, y = b.i, v = 0;
-  switch (op) {
-  case OP_ADD: v = x + y; break;
-  case OP_SUB: v = x - y; break;
-  case OP_MUL: v = x * y; break;
-  case OP_DIV:
-  case OP_REM:
-    if (y == 0)
+  if (cls == DTC_INT) {
+    int64_t x = a.i, y = b.i, exact = 0;
+    if ((op == OP_DIV || op == OP_REM) && y == 0)
       return lang_error(s->ctx, n->loc, D_DIV_ZERO, "integer %s by zero in a constant expression",
                         op == OP_DIV ? "division" : "remainder");
-    if (x == INT32_MIN && y == -1)
+    if ((op == OP_DIV || op == OP_REM) && x == INT32_MIN && y == -1)
       return lang_error(s->ctx, n->loc, D_INT_OVERFLOW,
                         "integer overflow: %s does not fit in i32", lang_loc_text(s->ctx, n->loc));
-    v = op == OP_DIV ? x / y : x % y;
-    break;
-  case OP_SHL: v = (int32_t)((uint32_t)x << (y & 31)); break;
-  case OP_SHR: v = (int32_t)x >> (y & 31); break;
-  case OP_BITAND: case OP_AND: v = x & y; break;
-  case OP_BITOR: case OP_OR: v = x | y; break;
-  case OP_BITXOR: v = x ^ y; break;
-  case OP_EQ: v = x == y; break;
-  case OP_NE: v = x != y; break;
-  case OP_LT: v = x < y; break;
-  case OP_LE: v = x <= y; break;
-  case OP_GT: v = x > y; break;
-  case OP_GE: v = x >= y; break;
-  default: return false;
+    bool wide = op == OP_ADD || op == OP_SUB || op == OP_MUL;
+    if (wide) exact = op == OP_ADD ? x + y : op == OP_SUB ? x - y : x * y; /* i32 operands: no i64 overflow */
+    if (wide && !fits_i32(exact))
+      return lang_error(s->ctx, n->loc, D_INT_OVERFLOW,
+                        "integer overflow: %s = %lld does not fit in i32 (range -2147483648 .. "
+                        "2147483647)",
+                        lang_loc_text(s->ctx, n->loc), (long long)exact);
   }
-  if (cls == DTC_INT && !fits_i32(v))
-    return lang_error(s->ctx, n->loc, D_INT_OVERFLOW,
-                      "integer overflow: %s = %lld does not fit in i32 (range -2147483648 .. "
-                      "2147483647)",
-                      lang_loc_text(s->ctx, n->loc), (long long)v);
-  r->i = v;
+  ir_scalar args[2], res;
+  if (cls == DTC_FLOAT) {
+    args[0].f = a.f;
+    args[1].f = b.f;
+  } else {
+    args[0].i = a.i;
+    args[1].i = b.i;
+  }
+  if (!ir_eval_elem(code, dt, args, &res)) return false;
+  if (cls == DTC_FLOAT && ast_op_classes[op] != OPC_CMP)
+    r->f = res.f;
+  else
+    r->i = res.i;
   return true;
 }
 

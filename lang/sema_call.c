@@ -15,6 +15,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "eval.h"
 #include "sema.h"
 
 const char *const builtin_names[BI__COUNT] = {
@@ -114,29 +115,51 @@ static bool value_arg(struct sema *s, struct ast_node *n, const char *fname, con
   return true;
 }
 
-static double round_dt(double v, ir_dtype dt) {
-  struct cval c = {0};
-  c.f = v;
-  return sema_convert_const(c, DT_F64, dt).f;
+static double eval1(ir_opcode op, ir_dtype dt, double x) {
+  ir_scalar a = {.f = x}, r;
+  return ir_eval_elem(op, dt, &a, &r) ? r.f : x;
 }
 
-static double fold_math(enum builtin_id b, double x) {
+static double eval2(ir_opcode op, ir_dtype dt, double x, double y) {
+  ir_scalar a[2] = {{.f = x}, {.f = y}}, r;
+  return ir_eval_elem(op, dt, a, &r) ? r.f : x;
+}
+
+/* A math builtin on a float constant: the IR ops that irgen.c's emit_math emits for it, in
+ * the same order and precision (f16 and bf16 compute in f32), each evaluated by
+ * ir_eval_elem, so that a folded call equals the computed one. */
+static double fold_math(enum builtin_id b, ir_dtype dt, double x) {
+  if (b == BI_ABS) return eval1(IR_ABS, dt, x);
+  if (b == BI_RELU) return eval2(IR_MAX, dt, x, 0.0);
+  ir_dtype ct = dt == DT_F16 || dt == DT_BF16 ? DT_F32 : dt;
+  double r;
   switch (b) {
-  case BI_ABS: return fabs(x);
-  case BI_EXP: return exp(x);
-  case BI_EXP2: return exp2(x);
-  case BI_LOG: return log(x);
-  case BI_LOG2: return log2(x);
-  case BI_SQRT: return sqrt(x);
-  case BI_RSQRT: return 1.0 / sqrt(x);
-  case BI_TANH: return tanh(x);
-  case BI_ERF: return erf(x);
-  case BI_SIGMOID: return 1.0 / (1.0 + exp(-x));
-  case BI_RELU: return x > 0 ? x : 0.0;
-  case BI_GELU: return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-  case BI_SILU: return x / (1.0 + exp(-x));
+  case BI_EXP: r = eval1(IR_EXP, ct, x); break;
+  case BI_EXP2: r = eval1(IR_EXP2, ct, x); break;
+  case BI_LOG: r = eval1(IR_LOG, ct, x); break;
+  case BI_LOG2: r = eval1(IR_LOG2, ct, x); break;
+  case BI_SQRT: r = eval1(IR_SQRT, ct, x); break;
+  case BI_RSQRT: r = eval1(IR_RSQRT, ct, x); break;
+  case BI_TANH: r = eval1(IR_TANH, ct, x); break;
+  case BI_ERF: r = eval1(IR_ERF, ct, x); break;
+  case BI_SIGMOID:
+  case BI_SILU: {
+    double e = eval1(IR_EXP, ct, eval1(IR_NEG, ct, x));
+    r = eval2(IR_DIV, ct, 1.0, eval2(IR_ADD, ct, 1.0, e));
+    if (b == BI_SILU) r = eval2(IR_MUL, ct, x, r);
+    break;
+  }
+  case BI_GELU: {
+    double x2 = eval2(IR_MUL, ct, x, x);
+    double poly = eval2(IR_ADD, ct, ir_round_float(ct, LANG_GELU_C1),
+                        eval2(IR_MUL, ct, ir_round_float(ct, LANG_GELU_C2), x2));
+    double e = eval1(IR_EXP2, ct, eval2(IR_MUL, ct, x, poly));
+    r = eval2(IR_MUL, ct, x, eval2(IR_DIV, ct, 1.0, eval2(IR_ADD, ct, 1.0, e)));
+    break;
+  }
   default: return x;
   }
+  return ir_round_float(dt, r);
 }
 
 static struct sema_info *check_math(struct sema *s, struct ast_node *n, struct sema_info *i,
@@ -165,9 +188,8 @@ static struct sema_info *check_math(struct sema *s, struct ast_node *n, struct s
         return poison(i);
       }
     } else {
-      double v = sema_convert_const(x->cv, (ir_dtype)x->ty.dt, DT_F64).f;
-      if (ir_dtype_is_int((ir_dtype)x->ty.dt)) v = (double)x->cv.i;
-      i->cv.f = round_dt(fold_math(b, v), (ir_dtype)t.dt);
+      double v = ir_dtype_is_int((ir_dtype)x->ty.dt) ? (double)x->cv.i : x->cv.f;
+      i->cv.f = fold_math(b, (ir_dtype)t.dt, ir_round_float((ir_dtype)t.dt, v));
     }
   }
   return i;
