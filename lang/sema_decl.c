@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "sema.h"
+#include "target.h"
 
 static bool lang_dtype_name(const char *s, ir_dtype *out) {
   static const ir_dtype names[] = {DT_F32, DT_F16, DT_BF16, DT_I32, DT_BOOL,
@@ -362,10 +363,18 @@ bool sema_header(struct sema *s) {
     sema_declare(s, sym);
     VEC_PUSH(c->arena, s->params, sym);
   }
+  uint32_t slots = 0;
   for (uint32_t p = 0; p < k->params.n; p++) {
     struct sema_sym *sym = s->params.v[p];
     if (sym->kind == SYM_TENSOR && !tensor_dims(s, k->params.v[p], sym)) sym->ty.kind = STY_ERROR;
+    slots += sym->kind == SYM_TENSOR ? 1 + sym->ty.rank : 1;
   }
+  slots += s->shapes.n;
+  if (slots > TL_MAX_PARAM_SLOTS)
+    lang_error(c, k->name_loc, D_PARAM_SLOTS,
+               "kernel `%s` takes %u parameter slots (a tensor takes 1 + its rank, a scalar or shape "
+               "symbol 1); at most %d can be passed",
+               k->name, slots, TL_MAX_PARAM_SLOTS);
   return c->nerrors == errors;
 }
 

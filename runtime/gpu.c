@@ -261,7 +261,7 @@ static tile_status pack_args(tile_context *ctx, tile_kernel *k, struct rt_spec *
                              struct packed *pk) {
   struct ir_func *f = k->ir;
   pk->n = 0;
-  for (uint32_t i = 0; i < f->params.n && pk->n < 240; i++) {
+  for (uint32_t i = 0; i < f->params.n && pk->n < TL_MAX_PARAM_SLOTS; i++) { /* the front end's limit */
     const struct ir_param *p = &f->params.v[i];
     const struct interp_arg *a = &b->iargs[i];
     uint64_t *slot = &pk->storage[pk->n];

@@ -630,7 +630,7 @@ static LLVMValueRef make_kernel(struct cg *g, unsigned ntmaps) {
   struct ir_func *f = g->f;
   LLVMTypeRef types[256];
   unsigned n = 0;
-  for (uint32_t i = 0; i < f->params.n && n < 240; i++) {
+  for (uint32_t i = 0; i < f->params.n && n < TL_MAX_PARAM_SLOTS; i++) { /* the front end's limit */
     const struct ir_param *p = &f->params.v[i];
     if (p->kind == IR_PARAM_TENSOR) {
       types[n++] = g->gptr;

@@ -677,10 +677,16 @@ bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err) {
   if (f->threads && (f->threads % 32 || f->threads > 1024 || f->threads < 32 * f->warps))
     sb_printf(err, "ir verifier: @%s: threads=%d for warps=%d\n", f->name, f->threads, f->warps), v.nerrors++;
   pending_values(&v);
+  unsigned slots = 0;
   for (uint32_t i = 0; i < f->params.n; i++) {
     const struct ir_param *p = &f->params.v[i];
     if (p->value && p->value < f->values.n) v.defined[p->value] = 1;
+    slots += p->kind == IR_PARAM_TENSOR && p->value && p->value < f->values.n ? 1 + ir_vtype(f, p->value)->rank : 1;
   }
+  if (slots > TL_MAX_PARAM_SLOTS)
+    sb_printf(err, "ir verifier: @%s: the parameters take %u slots; at most %d can be passed\n", f->name, slots,
+              TL_MAX_PARAM_SLOTS),
+        v.nerrors++;
   if (f->warps < 1 || f->warps > 32 || !tl_is_pow2(f->warps))
     sb_printf(err, "ir verifier: @%s: warps=%d is not a power of two in 1..32\n", f->name, f->warps),
         v.nerrors++;

@@ -46,6 +46,11 @@ struct tl_target {
  * minutes (every register is unrolled) for code that could only spill. */
 enum { TL_MAX_VALUE_REGS = 1024 };
 
+/* The most 8-byte parameter slots a kernel's own parameters may take (a tensor takes 1 + its
+ * rank, a scalar or shape symbol 1); the TMA descriptors come after them. The front end
+ * refuses kernels beyond it (D_PARAM_SLOTS). */
+enum { TL_MAX_PARAM_SLOTS = 224 };
+
 static inline bool tl_has(const struct tl_target *t, unsigned feat) { return t && (t->features & feat) == feat; }
 
 /* The row called `name` ("sm_80", ..., "sm_90a"), or NULL. */
