@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,6 +414,97 @@ renamed:;
   return 0;
 }
 
+/* ---- checks of what an entry holds ---- */
+
+static bool check_fail(char *why, size_t whylen, const char *fmt, ...) TL_PRINTF(3, 4);
+static bool check_fail(char *why, size_t whylen, const char *fmt, ...) {
+  if (why && whylen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+  }
+  return false;
+}
+
+/* Whether [off, off + count * size) lies within len bytes (no overflow: count and size are
+ * at most 16 bits). */
+static bool within(uint64_t off, uint64_t count, uint64_t size, size_t len) {
+  return off <= len && count * size <= len - off;
+}
+
+enum {
+  ELF_EHSIZE = 64,  /* sizeof(Elf64_Ehdr) */
+  ELF_SHENTSIZE = 64, /* sizeof(Elf64_Shdr) */
+  ELF_PHENTSIZE = 56, /* sizeof(Elf64_Phdr) */
+  ELF_EM_CUDA = 190,
+  ELF_SHT_NOBITS = 8,
+  ELF_PN_XNUM = 0xffff,
+  ELF_SHN_LORESERVE = 0xff00
+};
+
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+bool rt_cubin_check(const void *data, size_t len, char *why, size_t whylen) {
+  const uint8_t *p = data;
+  if (!p || len < ELF_EHSIZE) return check_fail(why, whylen, "cubin: %zu bytes, shorter than an ELF header", len);
+  if (len > RT_CACHE_MAX_FILE) return check_fail(why, whylen, "cubin: implausibly large (%zu bytes)", len);
+  if (memcmp(p, "\x7f" "ELF", 4) != 0) return check_fail(why, whylen, "cubin: not an ELF image (bad magic)");
+  if (p[4] != 2) return check_fail(why, whylen, "cubin: ELF class %u, not ELFCLASS64", p[4]);
+  if (p[5] != 1) return check_fail(why, whylen, "cubin: ELF data encoding %u, not little endian", p[5]);
+  if (get_u16(p + 18) != ELF_EM_CUDA)
+    return check_fail(why, whylen, "cubin: ELF machine %u, not EM_CUDA (%d)", get_u16(p + 18), ELF_EM_CUDA);
+  uint64_t phoff = get_u64(p + 32), shoff = get_u64(p + 40);
+  unsigned ehsize = get_u16(p + 52), phentsize = get_u16(p + 54), phnum = get_u16(p + 56);
+  unsigned shentsize = get_u16(p + 58), shnum = get_u16(p + 60), shstrndx = get_u16(p + 62);
+  if (ehsize != ELF_EHSIZE) return check_fail(why, whylen, "cubin: ELF header size %u, not %d", ehsize, ELF_EHSIZE);
+  /* the extended numbering (counts kept in section 0) is not used by cubins: refused */
+  if (phnum == ELF_PN_XNUM || (shnum == 0 && shoff != 0) || shstrndx >= ELF_SHN_LORESERVE)
+    return check_fail(why, whylen, "cubin: extended ELF section numbering");
+  if (phnum && (phentsize != ELF_PHENTSIZE || !within(phoff, phnum, ELF_PHENTSIZE, len)))
+    return check_fail(why, whylen, "cubin: the program header table (%u x %u bytes at %llu) is not within its %zu bytes",
+                      phnum, phentsize, (unsigned long long)phoff, len);
+  if (shnum && (shentsize != ELF_SHENTSIZE || !within(shoff, shnum, ELF_SHENTSIZE, len)))
+    return check_fail(why, whylen, "cubin: the section header table (%u x %u bytes at %llu) is not within its %zu bytes",
+                      shnum, shentsize, (unsigned long long)shoff, len);
+  if (shstrndx && shstrndx >= shnum)
+    return check_fail(why, whylen, "cubin: section name table %u of %u sections", shstrndx, shnum);
+  for (unsigned i = 0; i < phnum; i++) {
+    const uint8_t *ph = p + phoff + (uint64_t)i * ELF_PHENTSIZE;
+    uint64_t off = get_u64(ph + 8), filesz = get_u64(ph + 32);
+    if (off > len || filesz > len - off)
+      return check_fail(why, whylen, "cubin: segment %u (%llu bytes at %llu) is not within its %zu bytes", i,
+                        (unsigned long long)filesz, (unsigned long long)off, len);
+  }
+  for (unsigned i = 0; i < shnum; i++) {
+    const uint8_t *sh = p + shoff + (uint64_t)i * ELF_SHENTSIZE;
+    uint64_t off = get_u64(sh + 24), size = get_u64(sh + 32);
+    if (get_u32(sh + 4) == ELF_SHT_NOBITS) continue; /* occupies no bytes of the file */
+    if (off > len || size > len - off)
+      return check_fail(why, whylen, "cubin: section %u (%llu bytes at %llu) is not within its %zu bytes", i,
+                        (unsigned long long)size, (unsigned long long)off, len);
+  }
+  return true;
+}
+
+/* Whether the n bytes at p contain the NUL-free string s. */
+static bool contains(const char *p, size_t n, const char *s) {
+  size_t m = strlen(s);
+  for (size_t i = 0; m <= n && i <= n - m; i++)
+    if (p[i] == s[0] && memcmp(p + i, s, m) == 0) return true;
+  return false;
+}
+
+bool rt_ptx_check(const void *data, size_t len, char *why, size_t whylen) {
+  const char *p = data;
+  if (!p || len == 0) return check_fail(why, whylen, "PTX: empty");
+  if (len > RT_CACHE_MAX_FILE) return check_fail(why, whylen, "PTX: implausibly large (%zu bytes)", len);
+  if (memchr(p, 0, len)) return check_fail(why, whylen, "PTX: a NUL byte inside the text");
+  if (!contains(p, len, ".version") || !contains(p, len, ".target"))
+    return check_fail(why, whylen, "PTX: no .version or .target directive");
+  return true;
+}
+
 static bool all_hex(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
@@ -432,6 +524,21 @@ TILE_API const char *tile_cache_path(const tile_context *ctx) {
   return ctx && ctx->cache_dir ? ctx->cache_dir : "";
 }
 
+TILE_API const char *tile_cache_status(const tile_context *ctx) { return ctx ? ctx->cache_status : "no context"; }
+
+TILE_API tile_status tile_cache_get_stats(const tile_context *ctx, tile_cache_stats *out) {
+  if (!ctx || !out) return TILE_INVALID_ARGUMENT;
+  *out = ctx->cache_stats;
+  return TILE_OK;
+}
+
+void rt_cache_note(tile_context *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx->cache_status, sizeof ctx->cache_status, fmt, ap);
+  va_end(ap);
+}
+
 /* The value of "name=" on its own line of a key text, copied into buf. */
 static const char *key_field(const char *key, size_t len, const char *name, char *buf, size_t cap) {
   size_t nl = strlen(name);
@@ -448,6 +555,22 @@ static const char *key_field(const char *key, size_t len, const char *name, char
     i = e + 1;
   }
   return NULL;
+}
+
+/* What a load would refuse in the parts of a well-framed entry (the checks that do not need
+ * the kernel): true, with the reason in why, when the entry would be ignored. */
+static bool parts_unsound(const char *kind, struct rt_cache_entry *ce, char *why, size_t whylen) {
+  bool ok = true;
+  if (strcmp(kind, "module") == 0) {
+    ok = ce->nparts == 3 && rt_ptx_check(ce->parts[1].data, ce->parts[1].len, why, whylen) &&
+         (!ce->parts[2].len || rt_cubin_check(ce->parts[2].data, ce->parts[2].len, why, whylen));
+    if (ce->nparts != 3) snprintf(why, whylen, "%u parts, not 3", ce->nparts);
+  } else if (strcmp(kind, "tune") == 0 && ce->nparts != 2) {
+    ok = false;
+    snprintf(why, whylen, "%u parts, not 2", ce->nparts);
+  }
+  if (!ok) rt_cache_entry_free(ce);
+  return !ok;
 }
 
 /* Opens the cache directory for listing: *d is NULL (and the status TILE_OK) when there is
@@ -485,7 +608,8 @@ TILE_API tile_status tile_cache_list(tile_context *ctx, tile_cache_fn fn, void *
     size_t klen = 0;
     if (strcmp(kind, "temp") == 0) {
       snprintf(summary, sizeof summary, "temporary file of an interrupted store");
-    } else if (rt_cache_read_file(path, &ce, &key, &klen, why, sizeof why) == RT_CACHE_HIT) {
+    } else if (rt_cache_read_file(path, &ce, &key, &klen, why, sizeof why) == RT_CACHE_HIT &&
+               !parts_unsound(kind, &ce, why, sizeof why)) {
       char v[4][256];
       const char *kn = key_field(key, klen, "kernel", v[0], sizeof v[0]);
       const char *cf = key_field(key, klen, strcmp(kind, "tune") == 0 ? "pins" : "config", v[1], sizeof v[1]);

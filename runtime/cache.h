@@ -6,6 +6,8 @@
  * full key text and up to RT_CACHE_MAX_PARTS payloads. A file is trusted only when all of
  * these check out and its key equals the one asked for; anything else (truncated, torn,
  * corrupted, foreign, a directory, a link) is a miss and is replaced by the next store.
+ * The checksum is unkeyed (it catches accidents, not attackers): the users of an entry
+ * check each part for what it claims to be (rt_cubin_check, rt_ptx_check) before use.
  * Stores write a temporary file in the same directory (mkstemp), fsync it and rename() it
  * over the entry, so readers see the old file or the new one, never a mixture; several
  * processes storing the same key all succeed (the last rename wins). Nothing here keeps
@@ -75,6 +77,20 @@ int rt_cache_store(const char *dir, const char *kind, const char *key, size_t ke
  * returned in *out. For listings. */
 enum rt_cache_result rt_cache_read_file(const char *path, struct rt_cache_entry *out, const char **key,
                                         size_t *key_len, char *why, size_t whylen);
+
+/* ---- checks of what an entry holds ----
+ * The checksum of an entry is not keyed: whoever can write the directory can plant an entry
+ * that passes it. So the parts are checked for what they claim to be before they are used.
+ * Both functions return true when the part is sound, else false with the reason in `why`. */
+
+/* A cubin is handed to the driver with no length: the driver trusts its ELF header. It must
+ * be an ELF64 little-endian image for EM_CUDA (190) with a 64-byte header, and every table
+ * and section its headers name (section and program headers, section contents) must lie
+ * within its `len` bytes. */
+bool rt_cubin_check(const void *p, size_t len, char *why, size_t whylen);
+/* PTX text (without its terminating NUL): not empty, no NUL inside (the driver reads it as
+ * a C string), and a .version and a .target directive. */
+bool rt_ptx_check(const void *p, size_t len, char *why, size_t whylen);
 
 /* Which cache file a directory entry name is: "module", "tune", "temp" (a temporary file of
  * an interrupted store) or NULL (not ours; left alone). */

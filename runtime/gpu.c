@@ -171,10 +171,14 @@ static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, con
   *st = rt_gpu_build(k, b, &t, &art);
   if (!*st) *st = load_spec(ctx, k, &art, &sp);
   if (*st && art.from_disk) { /* a stored image the driver refuses: build it afresh */
+    ctx->cache_stats.rejected++;
+    rt_cache_note(ctx, "a module of '%s' from the cache was refused by the driver (%s); rebuilt", k->name, ctx->errmsg);
     rt_artifact_free(&art);
     t.cache_dir = NULL;
     *st = rt_gpu_build(k, b, &t, &art);
     if (!*st) *st = load_spec(ctx, k, &art, &sp);
+  } else {
+    rt_gpu_cache_outcome(ctx, &art);
   }
   if (!*st && disk && !art.from_disk) rt_gpu_store(ctx, k, &art);
   sp.cache_hit = art.from_disk;
@@ -568,20 +572,37 @@ static bool parse_code_info(const char *s, const struct tile_kernel *k, struct r
   return true;
 }
 
-/* An artifact from a verified module cache entry: parts = meta text, PTX, cubin. */
-static bool artifact_from_entry(const struct rt_cache_entry *e, const struct tile_kernel *k, struct rt_artifact *a) {
-  if (e->nparts != 3 || e->parts[1].len == 0 || e->parts[0].len >= 1024) return false;
+/* An artifact from a module cache entry whose framing was verified: parts = meta text, PTX,
+ * cubin. Each part is checked for what it claims to be (cache.h: the checksum proves
+ * nothing against whoever can write the directory); false with the reason in `why`. */
+static bool artifact_from_entry(const struct rt_cache_entry *e, const struct tile_kernel *k, struct rt_artifact *a,
+                                char *why, size_t whylen) {
+  if (e->nparts != 3) {
+    snprintf(why, whylen, "%u parts, not 3", e->nparts);
+    return false;
+  }
+  if (e->parts[0].len >= 1024 || memchr(e->parts[0].data, 0, e->parts[0].len)) {
+    snprintf(why, whylen, "metadata: not a line of text");
+    return false;
+  }
   char meta[1024];
   memcpy(meta, e->parts[0].data, e->parts[0].len);
   meta[e->parts[0].len] = 0;
   unsigned threads = 0, smem = 0;
   int used = 0;
   if (sscanf(meta, "threads=%u smem=%u%n", &threads, &smem, &used) != 2 || threads == 0 || threads > 1024 ||
-      smem > (1u << 20) || !parse_code_info(meta + used, k, &a->code))
+      smem > (1u << 20) || !parse_code_info(meta + used, k, &a->code)) {
+    snprintf(why, whylen, "metadata: not valid for this kernel");
     return false;
+  }
+  if (!rt_ptx_check(e->parts[1].data, e->parts[1].len, why, whylen)) return false;
+  if (e->parts[2].len && !rt_cubin_check(e->parts[2].data, e->parts[2].len, why, whylen)) return false;
   a->ptx = malloc(e->parts[1].len + 1);
   a->cubin = e->parts[2].len ? malloc(e->parts[2].len) : NULL;
-  if (!a->ptx || (e->parts[2].len && !a->cubin)) return false;
+  if (!a->ptx || (e->parts[2].len && !a->cubin)) {
+    snprintf(why, whylen, "out of memory");
+    return false;
+  }
   memcpy(a->ptx, e->parts[1].data, e->parts[1].len);
   a->ptx[e->parts[1].len] = 0;
   a->ptx_len = e->parts[1].len;
@@ -613,8 +634,10 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   if (t->cache_dir && t->cache_dir[0]) {
     key = module_key(k, t, out->facts, out->facts_len, &scratch);
     struct rt_cache_entry e;
-    if (rt_cache_load(t->cache_dir, "mod", key, strlen(key), &e, NULL, 0) == RT_CACHE_HIT) {
-      bool ok = artifact_from_entry(&e, k, out);
+    char why[200] = "";
+    enum rt_cache_result r = rt_cache_load(t->cache_dir, "mod", key, strlen(key), &e, why, sizeof why);
+    if (r == RT_CACHE_HIT) {
+      bool ok = artifact_from_entry(&e, k, out, why, sizeof why);
       rt_cache_entry_free(&e);
       if (ok) {
         out->build_ms = tl_now_ms() - t0;
@@ -627,6 +650,12 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
       rt_artifact_free(out); /* not usable: rebuilt below (and rewritten by the caller) */
       memcpy(out->facts, facts, sizeof facts);
       out->facts_len = nf;
+    }
+    if (r != RT_CACHE_MISS) { /* ignored: the caller notes why */
+      char name[RT_CACHE_NAME_MAX];
+      rt_cache_file_name("mod", key, strlen(key), name);
+      snprintf(out->cache_note, sizeof out->cache_note, "entry %.16s... of '%s' ignored (%s); rebuilt", name, k->name,
+               why[0] ? why : "unreadable");
     }
   }
   struct cg_result res;
@@ -670,6 +699,10 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
     if (rc && k->target->arch_specific) /* in case the context's default target refuses sm_90a PTX */
       rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, CU_TARGET_COMPUTE_90A, &out->cubin, &out->cubin_len,
                             NULL, 0, err, sizeof err);
+    if (!rc && !rt_cubin_check(out->cubin, out->cubin_len, NULL, 0)) { /* one a later load would refuse */
+      free(out->cubin);
+      rc = -1;
+    }
     if (rc) { /* no cubin: loading the PTX runs the JIT (and reports any error properly) */
       out->cubin = NULL;
       out->cubin_len = 0;
@@ -717,6 +750,7 @@ tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_boun
     if (k->specs.v[i].facts_len == klen && memcmp(k->specs.v[i].facts, key, klen) == 0) return TILE_OK;
   if (klen != a->facts_len || memcmp(key, a->facts, klen) != 0)
     return rt_error(ctx, TILE_INTERNAL, "internal error: code of '%s' was built for other arguments", k->name);
+  rt_gpu_cache_outcome(ctx, a);
   struct rt_spec sp;
   tile_status st = load_spec(ctx, k, a, &sp);
   if (st) return st;
@@ -738,6 +772,19 @@ void rt_gpu_store(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a
   n += format_code_info(&a->code, meta + n, sizeof meta - (size_t)n);
   struct rt_cache_part parts[3] = {{meta, (size_t)n}, {a->ptx, a->ptx_len}, {a->cubin, a->cubin ? a->cubin_len : 0}};
   char err[512];
-  rt_cache_store(ctx->cache_dir, "mod", key, strlen(key), parts, 3, err, sizeof err); /* best effort */
+  if (rt_cache_store(ctx->cache_dir, "mod", key, strlen(key), parts, 3, err, sizeof err) == 0) { /* best effort */
+    ctx->cache_stats.stored++;
+  } else {
+    ctx->cache_stats.store_failed++;
+    rt_cache_note(ctx, "%s", err);
+  }
   arena_free(&scratch);
+}
+
+void rt_gpu_cache_outcome(tile_context *ctx, const struct rt_artifact *a) {
+  if (a->from_disk) ctx->cache_stats.loaded++;
+  if (a->cache_note[0]) {
+    ctx->cache_stats.rejected++;
+    rt_cache_note(ctx, "%s", a->cache_note);
+  }
 }

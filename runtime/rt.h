@@ -40,6 +40,9 @@ struct tile_context {
   struct arena cache_arena;
   VEC(struct tile_kernel *) kernels;
   char *cache_dir; /* on-disk cache directory ("" = off); never NULL */
+  /* tile_cache_status: why the cache is off, or the latest problem it met; and counters */
+  char cache_status[512];
+  tile_cache_stats cache_stats;
   /* best configurations found by tuning in this context (tune.c), in cache_arena */
   VEC(struct rt_tune_memo) tunes;
   /* repacking unaligned operands (repack.c): the scratch pool and the copy kernels by
@@ -139,6 +142,8 @@ struct tile_kernel {
 
 void rt_clear_error(tile_context *ctx);
 tile_status rt_error(tile_context *ctx, tile_status st, const char *fmt, ...) TL_PRINTF(3, 4);
+/* Records a problem of the on-disk cache for tile_cache_status (never printed). */
+void rt_cache_note(tile_context *ctx, const char *fmt, ...) TL_PRINTF(2, 3);
 /* The whole file at path, malloc'ed (*len bytes); NULL on failure, with errno set when the
  * system gave a reason. */
 char *rt_read_file(const char *path, size_t *len);
@@ -203,6 +208,7 @@ struct rt_artifact {
   struct rt_code_info code;
   double build_ms;
   bool from_disk;
+  char cache_note[320]; /* why a module cache entry for it was ignored ("" if none) */
 };
 void rt_artifact_free(struct rt_artifact *a);
 
@@ -219,8 +225,11 @@ tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_boun
                          const struct rt_artifact *a);
 /* The device-side argument checks of a launch (alignment, residency), without compiling. */
 tile_status rt_gpu_check_args(tile_context *ctx, tile_kernel *k, const struct rt_bound *b);
-/* Writes an artifact of k to the context's on-disk module cache (best effort). */
+/* Writes an artifact of k to the context's on-disk module cache (best effort: a failure is
+ * only counted and noted, tile_cache_status). */
 void rt_gpu_store(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a);
+/* Counts and notes what a build found in the module cache: a used entry, or one ignored. */
+void rt_gpu_cache_outcome(tile_context *ctx, const struct rt_artifact *a);
 
 /* ---- repacking unaligned dot operands (repack.c) ---- */
 

@@ -1052,16 +1052,33 @@ static bool lookup_stored(struct tuner *T, const char *key, const uint8_t h[32],
     best = m->best;
     ms = m->best_ms;
     out->from_cache = 1;
-  } else if (rt_cache_load(ctx->cache_dir, "tune", key, strlen(key), &e, NULL, 0) == RT_CACHE_HIT && e.nparts == 2 &&
-             e.parts[0].len < 4096 && e.parts[1].len < 256) {
-    char *b = arena_strndup(T->a, e.parts[0].data, e.parts[0].len);
-    char meta[256];
-    memcpy(meta, e.parts[1].data, e.parts[1].len);
-    meta[e.parts[1].len] = 0;
-    if (strlen(b) == e.parts[0].len && valid_best(T, b) && sscanf(meta, "best_ms=%lf", &ms) == 1 && ms >= 0) {
-      best = b;
-      out->from_cache = 2;
-      memo_put(ctx, h, best, ms);
+  } else {
+    char why[200] = "";
+    enum rt_cache_result r = rt_cache_load(ctx->cache_dir, "tune", key, strlen(key), &e, why, sizeof why);
+    if (r == RT_CACHE_HIT) {
+      /* a well-framed entry is not yet a sound one (cache.h): every part is checked */
+      if (e.nparts != 2 || e.parts[0].len >= 4096 || e.parts[1].len >= 256) {
+        snprintf(why, sizeof why, "not a tuning result (%u parts)", e.nparts);
+      } else {
+        char *b = arena_strndup(T->a, e.parts[0].data, e.parts[0].len);
+        char meta[256];
+        memcpy(meta, e.parts[1].data, e.parts[1].len);
+        meta[e.parts[1].len] = 0;
+        if (strlen(b) != e.parts[0].len || !valid_best(T, b)) {
+          snprintf(why, sizeof why, "the stored configuration is not one of this kernel's");
+        } else if (strlen(meta) != e.parts[1].len || sscanf(meta, "best_ms=%lf", &ms) != 1 || !(ms >= 0)) {
+          snprintf(why, sizeof why, "bad metadata");
+        } else {
+          best = b;
+          out->from_cache = 2;
+          ctx->cache_stats.loaded++;
+          memo_put(ctx, h, best, ms);
+        }
+      }
+    }
+    if (r != RT_CACHE_MISS && !best) {
+      ctx->cache_stats.rejected++;
+      rt_cache_note(ctx, "the stored tuning result of '%s' was ignored (%s); tuned again", T->name, why[0] ? why : "unreadable");
     }
   }
   rt_cache_entry_free(&e);
@@ -1202,7 +1219,14 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
         int n = snprintf(meta, sizeof meta, "best_ms=%.9g\ntimed=%u\n", T->best_ms, T->timed);
         struct rt_cache_part parts[2] = {{best, strlen(best)}, {meta, (size_t)n}};
         char err[512];
-        rt_cache_store(ctx->cache_dir, "tune", key, strlen(key), parts, 2, err, sizeof err); /* best effort */
+        if (ctx->cache_dir[0]) { /* best effort: a failure is only noted */
+          if (rt_cache_store(ctx->cache_dir, "tune", key, strlen(key), parts, 2, err, sizeof err) == 0) {
+            ctx->cache_stats.stored++;
+          } else {
+            ctx->cache_stats.store_failed++;
+            rt_cache_note(ctx, "%s", err);
+          }
+        }
         if (uco.device == TILE_DEVICE_CUDA && T->best_k) rt_gpu_store(ctx, T->best_k, &T->jobs[T->best_job].art);
       }
     }

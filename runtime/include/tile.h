@@ -393,12 +393,33 @@ TILE_API tile_status tile_bench(tile_context *ctx, tile_kernel *k, const tile_ar
  * parameters, the argument facts, the target, the GPU's name and the driver version, so an
  * entry is never used for anything it was not made for. Entries are written atomically
  * (temporary file + rename) and verified on every read (magic, format version, full key,
- * lengths, checksum); an entry that fails any check is ignored and rewritten. Several
+ * lengths, checksum), and so is every part before it is used: the checksum is not keyed, so
+ * it proves nothing against whoever can write the directory; a stored cubin must be a sound
+ * ELF64 image for EM_CUDA whose headers stay within its length (the driver is handed no
+ * length), the PTX must be PTX text, the metadata must fit the kernel. An entry that fails
+ * any check is ignored, rebuilt and rewritten (tile_cache_status says why). Several
  * threads and processes may share a directory. A store that fails (read-only disk, no space)
  * does not fail the compile or launch that caused it. */
 
 /* The cache directory of ctx ("" when the on-disk cache is off). Never NULL. */
 TILE_API const char *tile_cache_path(const tile_context *ctx);
+
+/* Why the on-disk cache of ctx is off although a directory was configured (the directory
+ * was refused: see tile_context_options.cache_dir), or else the latest problem the cache
+ * met: an entry that failed a check and was ignored (it is rebuilt and rewritten), a store
+ * that failed. "" when there is nothing to report. Never NULL; the library never prints it. */
+TILE_API const char *tile_cache_status(const tile_context *ctx);
+
+typedef struct tile_cache_stats {
+  unsigned loaded;       /* entries read and used (compiled modules and tuning results) */
+  unsigned rejected;     /* entries that failed a check and were ignored (then rebuilt and
+                            rewritten): damaged, planted, or code the driver refused */
+  unsigned stored;       /* entries written */
+  unsigned store_failed; /* stores that failed (read-only disk, no space, refused directory) */
+} tile_cache_stats;
+
+/* The on-disk cache's counters for ctx since it was created. */
+TILE_API tile_status tile_cache_get_stats(const tile_context *ctx, tile_cache_stats *out);
 
 typedef struct tile_cache_entry {
   const char *file;    /* the file name inside the cache directory */
