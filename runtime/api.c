@@ -90,6 +90,13 @@ TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_
     free(ctx);
     return TILE_NOMEM;
   }
+  /* a directory that exists must be trusted (cache.h); one that does not is checked when a
+   * store creates it, and again by every load and store */
+  char why[sizeof ctx->cache_status - 64];
+  if (ctx->cache_dir[0] && rt_cache_dir_check(ctx->cache_dir, why, sizeof why) < 0) {
+    rt_cache_note(ctx, "the on-disk cache is off: %s", why);
+    ctx->cache_dir[0] = 0;
+  }
   *out = ctx;
   return TILE_OK;
 }

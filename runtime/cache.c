@@ -159,6 +159,42 @@ char *rt_cache_resolve_dir(const char *opt) {
   return strdup(buf);
 }
 
+int rt_cache_dir_check(const char *dir, char *why, size_t whylen) {
+  struct stat st;
+  if (lstat(dir, &st) != 0) {
+    if (errno == ENOENT) return 1;
+    snprintf(why, whylen, "'%s': %s", dir, strerror(errno));
+    return -1;
+  }
+  uid_t me = geteuid();
+  if (S_ISLNK(st.st_mode)) {
+    /* another user's link could be pointed anywhere at any time */
+    if (st.st_uid != me) {
+      snprintf(why, whylen, "'%s' is a symbolic link owned by uid %u, not by this user (uid %u)", dir,
+               (unsigned)st.st_uid, (unsigned)me);
+      return -1;
+    }
+    if (stat(dir, &st) != 0) {
+      snprintf(why, whylen, "'%s' is a symbolic link to nothing usable: %s", dir, strerror(errno));
+      return -1;
+    }
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(why, whylen, "'%s' is not a directory", dir);
+    return -1;
+  }
+  if (st.st_uid != me) {
+    snprintf(why, whylen, "'%s' is owned by uid %u, not by this user (uid %u)", dir, (unsigned)st.st_uid, (unsigned)me);
+    return -1;
+  }
+  if (st.st_mode & 022) {
+    snprintf(why, whylen, "'%s' is writable by %s (mode %04o): others could plant entries", dir,
+             (st.st_mode & 002) ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
+    return -1;
+  }
+  return 0;
+}
+
 /* mkdir -p with mode 0700 for what it creates. */
 static int make_dirs(const char *dir) {
   char path[4096];
@@ -172,8 +208,7 @@ static int make_dirs(const char *dir) {
     if (mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
     path[i] = c;
   }
-  struct stat st;
-  return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+  return 0;
 }
 
 /* ---- entries ---- */
@@ -308,6 +343,13 @@ enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char
   memset(out, 0, sizeof *out);
   if (why && whylen) why[0] = 0;
   if (!dir || !dir[0]) return RT_CACHE_MISS;
+  char reason[4200];
+  int trust = rt_cache_dir_check(dir, reason, sizeof reason);
+  if (trust > 0) return RT_CACHE_MISS;
+  if (trust < 0) {
+    if (why && whylen) snprintf(why, whylen, "the cache directory is refused: %s", reason);
+    return RT_CACHE_BAD;
+  }
   char name[RT_CACHE_NAME_MAX], path[4096 + RT_CACHE_NAME_MAX];
   rt_cache_file_name(kind, key, key_len, name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -363,6 +405,11 @@ int rt_cache_store(const char *dir, const char *kind, const char *key, size_t ke
     return store_fail(err, errlen, "bad entry for", dir);
   }
   if (make_dirs(dir) != 0) return store_fail(err, errlen, "cannot create the directory", dir);
+  char reason[4200];
+  if (rt_cache_dir_check(dir, reason, sizeof reason) != 0) {
+    if (err && errlen) snprintf(err, errlen, "cache: not stored: the cache directory is refused: %s", reason);
+    return -1;
+  }
   char name[RT_CACHE_NAME_MAX], path[4096 + RT_CACHE_NAME_MAX], tmp[4096 + RT_CACHE_NAME_MAX + 16];
   rt_cache_file_name(kind, key, key_len, name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -579,6 +626,10 @@ static tile_status open_cache_dir(tile_context *ctx, const char **dir, DIR **d) 
   *dir = tile_cache_path(ctx);
   *d = NULL;
   if (!(*dir)[0]) return TILE_OK;
+  char why[4200];
+  int trust = rt_cache_dir_check(*dir, why, sizeof why);
+  if (trust > 0) return TILE_OK;
+  if (trust < 0) return rt_error(ctx, TILE_CACHE, "the cache directory is refused: %s", why);
   *d = opendir(*dir);
   if (*d || errno == ENOENT) return TILE_OK;
   return rt_error(ctx, TILE_CACHE, "cannot read the cache directory '%s': %s", *dir, strerror(errno));

@@ -37,6 +37,15 @@ const char *rt_compiler_id(void);
  * malloc'd string ("" = disabled), NULL only when out of memory. */
 char *rt_cache_resolve_dir(const char *opt);
 
+/* Whether dir may hold the cache: 0 when it is a directory owned by this user (geteuid)
+ * that neither group nor others can write; 1 when it does not exist; -1 (with the reason in
+ * `why`) when it is anything else: another user's, group- or world-writable (mode & 022),
+ * not a directory, or a symbolic link that is not this user's (a link of this user's is
+ * followed and the directory it names is checked). Only the directory itself is checked,
+ * not its parents. The loads and stores below check it every time, so a directory that
+ * appears after a context was created (made by someone else) is refused too. */
+int rt_cache_dir_check(const char *dir, char *why, size_t whylen);
+
 struct rt_cache_part {
   const void *data;
   size_t len;
@@ -66,7 +75,8 @@ enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char
                                    struct rt_cache_entry *out, char *why, size_t whylen);
 void rt_cache_entry_free(struct rt_cache_entry *e);
 
-/* Stores (kind, key) -> parts atomically (creating dir if needed). 0 on success; otherwise
+/* Stores (kind, key) -> parts atomically (creating dir and its missing parents with mode
+ * 0700 if needed; refused unless rt_cache_dir_check accepts dir afterwards). 0 on success; otherwise
  * -1 with a message in err, and nothing but possibly a stray temporary file is left (it is
  * never read as an entry; rt_cache_clear removes it). TILE_CACHE_TEST_DELAY_MS (test hook)
  * sleeps that long between writing the temporary file and renaming it. */

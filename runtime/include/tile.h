@@ -109,7 +109,12 @@ typedef struct tile_context_options {
   int cuda_device;     /* CUDA device ordinal (default 0) */
   int cpu_threads;     /* interpreter threads; 0 = one per available core */
   const char *cache_dir; /* on-disk cache directory; NULL = $TILE_CACHE_DIR if set, else
-                            $XDG_CACHE_HOME/tile, else ~/.cache/tile; "" = off (see below) */
+                            $XDG_CACHE_HOME/tile, else ~/.cache/tile; "" = off (see below).
+                            It must belong to this user (geteuid) and be writable by nobody
+                            else (no mode bit of 022; a symbolic link to it must be this
+                            user's too); a missing one is created, with its missing parents,
+                            with mode 0700. Otherwise the context works without the on-disk
+                            cache (as with "") and tile_cache_status says why. */
 } tile_context_options;
 
 /* Creates a context. opts may be NULL for defaults. The CUDA driver is loaded lazily, on

@@ -4,7 +4,8 @@
  * not a sound ELF64 image for EM_CUDA (garbage, truncated, another machine, offsets past
  * its end), or whose PTX is not PTX text, is ignored, rebuilt and rewritten; the CUDA
  * paths run on the fake driver (tests/cli/fake_libcuda.c), which like the real one reads
- * an image by its header's offsets.                                                     */
+ * an image by its header's offsets. The cache directory itself is trusted only when it is
+ * this user's and nobody else can write it; a fresh one is created with mode 0700.       */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdbool.h>
@@ -60,11 +61,11 @@ static void clear_log(void) {
 /* Compiles and prepares vscale for the fake GPU in a fresh context (so that the in-memory
  * caches are empty); returns where the code came from (tile_kernel_stats.cache_hit). */
 static char status[512]; /* tile_cache_status of the last compile_and_prepare */
+static char path_used[512]; /* and its tile_cache_path */
 
-static int compile_and_prepare(tile_cache_stats *stats) {
-  tile_context *ctx = NULL;
-  tile_context_options o = {.cache_dir = dir, .cpu_threads = 1};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+/* Compiles and prepares vscale for the fake GPU in ctx; returns where the code came from
+ * (tile_kernel_stats.cache_hit). */
+static int prepare_in(tile_context *ctx, tile_cache_stats *stats) {
   tile_compile_options co = {.device = TILE_DEVICE_CUDA};
   tile_kernel *k = NULL;
   tile_status st = tile_compile_string(ctx, "vscale.tile", vscale_src, strlen(vscale_src), &co, &k);
@@ -80,12 +81,24 @@ static int compile_and_prepare(tile_cache_stats *stats) {
   cr_assert_eq(tile_kernel_get_stats(k, &ks), TILE_OK);
   if (stats) cr_assert_eq(tile_cache_get_stats(ctx, stats), TILE_OK);
   snprintf(status, sizeof status, "%s", tile_cache_status(ctx));
+  snprintf(path_used, sizeof path_used, "%s", tile_cache_path(ctx));
   tile_mem_free(ctx, TILE_DEVICE_CUDA, x);
   tile_mem_free(ctx, TILE_DEVICE_CUDA, y);
   tile_kernel_release(k);
-  tile_context_destroy(ctx);
   return ks.cache_hit;
 }
+
+/* The same in a fresh context (so that the in-memory caches are empty) with cache_dir. */
+static int compile_and_prepare_in(const char *cache_dir, tile_cache_stats *stats) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = cache_dir, .cpu_threads = 1};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  int hit = prepare_in(ctx, stats);
+  tile_context_destroy(ctx);
+  return hit;
+}
+
+static int compile_and_prepare(tile_cache_stats *stats) { return compile_and_prepare_in(dir, stats); }
 
 /* The path of the one module entry in dir. */
 static void module_entry(char *out, size_t cap) {
@@ -306,4 +319,114 @@ Test(cache_trust, real_cubins_pass_the_check) {
   char cmd[256];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
   cr_expect_eq(system(cmd), 0);
+}
+
+/* ---- the cache directory ---- */
+
+static void expect_refused(const char *cache_dir, const char *what, const char *why_has) {
+  clear_log();
+  tile_cache_stats cs;
+  int hit = compile_and_prepare_in(cache_dir, &cs);
+  cr_expect_eq(hit, 0, "%s: an entry was loaded from it", what);
+  /* (without the disk cache nothing is linked: the driver JIT-compiles the PTX at load) */
+  cr_expect_eq(logged("link") + logged("jit"), 1, "%s: not compiled", what);
+  cr_expect_str_eq(path_used, "", "%s: the cache is off", what);
+  cr_expect_eq(cs.stored, 0, "%s: %u entries stored", what, cs.stored);
+  cr_expect(strstr(status, cache_dir) && strstr(status, why_has), "%s: tile_cache_status says '%s'", what, status);
+}
+
+static void expect_used(const char *cache_dir, const char *what) {
+  clear_log();
+  int hit = compile_and_prepare_in(cache_dir, NULL);
+  cr_expect_eq(hit, 2, "%s: the stored entry was not used", what);
+  cr_expect_str_eq(path_used, cache_dir, "%s", what);
+  cr_expect_str_eq(status, "", "%s: %s", what, status);
+}
+
+/* A cache directory that others can write was used: anyone could plant entries in it. */
+Test(cache_trust, writable_directory_is_refused, .init = use_fake_driver, .fini = cleanup) {
+  cr_assert_eq(compile_and_prepare(NULL), 0);
+  expect_used(dir, "mode 0700");
+  cr_assert_eq(chmod(dir, 0755), 0);
+  expect_used(dir, "mode 0755");
+  cr_assert_eq(chmod(dir, 0777), 0);
+  expect_refused(dir, "mode 0777", "writable");
+  cr_assert_eq(chmod(dir, 0720), 0);
+  expect_refused(dir, "mode 0720", "writable");
+  cr_assert_eq(chmod(dir, 0702), 0);
+  expect_refused(dir, "mode 0702", "writable");
+  cr_assert_eq(chmod(dir, 0700), 0);
+  expect_used(dir, "mode 0700 again");
+}
+
+/* A cache directory of another user was used (root: one given to nobody; otherwise "/"). */
+Test(cache_trust, foreign_directory_is_refused, .init = use_fake_driver, .fini = cleanup) {
+  cr_assert_eq(compile_and_prepare(NULL), 0);
+  if (geteuid() == 0) {
+    cr_assert_eq(chown(dir, 65534, 65534), 0);
+    expect_refused(dir, "owned by nobody", "owned by");
+    cr_assert_eq(chown(dir, 0, 0), 0);
+    expect_used(dir, "owned by root, as this process");
+  } else {
+    expect_refused("/", "the root directory", "owned by");
+  }
+  char file[128];
+  snprintf(file, sizeof file, "%s/file", dir);
+  FILE *f = fopen(file, "w");
+  cr_assert_not_null(f);
+  fclose(f);
+  expect_refused(file, "a regular file", "not a directory");
+}
+
+/* A symbolic link to the directory is followed only when the link is this user's, and the
+ * directory it names is checked. */
+Test(cache_trust, linked_directory, .init = use_fake_driver, .fini = cleanup) {
+  char real[128], link[128];
+  snprintf(real, sizeof real, "%s/real", dir);
+  snprintf(link, sizeof link, "%s/link", dir);
+  cr_assert_eq(mkdir(real, 0700), 0);
+  cr_assert_eq(symlink(real, link), 0);
+  cr_assert_eq(compile_and_prepare_in(link, NULL), 0);
+  expect_used(link, "a link to a 0700 directory");
+  cr_assert_eq(chmod(real, 0777), 0);
+  expect_refused(link, "a link to a 0777 directory", "writable");
+  cr_assert_eq(chmod(real, 0700), 0);
+  if (geteuid() == 0) {
+    cr_assert_eq(lchown(link, 65534, 65534), 0);
+    expect_refused(link, "a link of another user", "owned by");
+  }
+}
+
+/* The directories the library creates are 0700 whatever the umask; one that appears, made
+ * by someone else, between the context's creation and the first store is refused then. */
+Test(cache_trust, created_private, .init = use_fake_driver, .fini = cleanup) {
+  char sub[128], leaf[160];
+  snprintf(sub, sizeof sub, "%s/a", dir);
+  snprintf(leaf, sizeof leaf, "%s/a/cache", dir);
+  mode_t old = umask(0);
+  cr_assert_eq(compile_and_prepare_in(leaf, NULL), 0);
+  umask(old);
+  struct stat st;
+  cr_assert_eq(stat(sub, &st), 0);
+  cr_expect_eq(st.st_mode & 07777, 0700, "parent created with mode %o", (unsigned)(st.st_mode & 07777));
+  cr_expect_eq(st.st_uid, geteuid());
+  cr_assert_eq(stat(leaf, &st), 0);
+  cr_expect_eq(st.st_mode & 07777, 0700, "cache directory created with mode %o", (unsigned)(st.st_mode & 07777));
+  expect_used(leaf, "the created directory");
+
+  /* absent when the context is created, then made world-writable by someone */
+  char late[160];
+  snprintf(late, sizeof late, "%s/late", dir);
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = late, .cpu_threads = 1};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  cr_expect_str_eq(tile_cache_path(ctx), late);
+  cr_assert_eq(mkdir(late, 0777), 0);
+  cr_assert_eq(chmod(late, 0777), 0);
+  tile_cache_stats cs;
+  cr_expect_eq(prepare_in(ctx, &cs), 0);
+  cr_expect_eq(cs.stored, 0, "stored into a world-writable directory");
+  cr_expect_eq(cs.store_failed, 1);
+  cr_expect(strstr(status, "writable"), "%s", status);
+  tile_context_destroy(ctx);
 }
