@@ -143,20 +143,26 @@ const char *rt_compiler_id(void) {
 
 /* ---- the directory ---- */
 
-char *rt_cache_resolve_dir(const char *opt) {
-  if (opt) return strdup(opt);
+bool rt_cache_resolve_dir(const char *opt, char *buf, size_t cap) {
   const char *env = getenv("TILE_CACHE_DIR");
-  if (env) return strdup(env);
   const char *xdg = getenv("XDG_CACHE_HOME");
   const char *home = getenv("HOME");
-  char buf[4096];
-  if (xdg && xdg[0] == '/')
-    snprintf(buf, sizeof buf, "%s/tile", xdg);
+  int n;
+  if (opt)
+    n = snprintf(buf, cap, "%s", opt);
+  else if (env)
+    n = snprintf(buf, cap, "%s", env);
+  else if (xdg && xdg[0] == '/')
+    n = snprintf(buf, cap, "%s/tile", xdg);
   else if (home && home[0])
-    snprintf(buf, sizeof buf, "%s/.cache/tile", home);
+    n = snprintf(buf, cap, "%s/.cache/tile", home);
   else
+    n = snprintf(buf, cap, "%s", "");
+  if (n < 0 || (size_t)n >= cap) {
     buf[0] = 0;
-  return strdup(buf);
+    return false;
+  }
+  return true;
 }
 
 int rt_cache_dir_check(const char *dir, char *why, size_t whylen) {
@@ -239,7 +245,8 @@ static enum rt_cache_result reject(char *why, size_t whylen, const char *msg) {
 }
 
 /* Reads a whole regular file (at most RT_CACHE_MAX_FILE bytes). */
-static enum rt_cache_result read_whole(const char *path, void **buf, size_t *size, char *why, size_t whylen) {
+static enum rt_cache_result read_whole(const struct tl_alloc *alloc, const char *path, void **buf, size_t *size,
+                                       char *why, size_t whylen) {
   *buf = NULL;
   *size = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -257,10 +264,11 @@ static enum rt_cache_result read_whole(const char *path, void **buf, size_t *siz
     return reject(why, whylen, st.st_size < HDR_SIZE ? "shorter than a header" : "too large");
   }
   size_t n = (size_t)st.st_size;
-  uint8_t *p = malloc(n + 1);
+  uint8_t *p = tl_malloc(alloc, n + 1);
   if (!p) {
     close(fd);
-    return reject(why, whylen, "out of memory");
+    if (why && whylen) snprintf(why, whylen, "out of memory");
+    return RT_CACHE_NOMEM;
   }
   size_t got = 0;
   while (got < n) {
@@ -274,7 +282,7 @@ static enum rt_cache_result read_whole(const char *path, void **buf, size_t *siz
   ssize_t more = got == n ? read(fd, &extra, 1) : 0;
   close(fd);
   if (got != n || more > 0) {
-    free(p);
+    tl_free(p);
     return reject(why, whylen, "changed while being read");
   }
   p[n] = 0;
@@ -319,17 +327,17 @@ static enum rt_cache_result parse(uint8_t *file, size_t size, struct rt_cache_en
   return RT_CACHE_HIT;
 }
 
-enum rt_cache_result rt_cache_read_file(const char *path, struct rt_cache_entry *out, const char **key,
-                                        size_t *key_len, char *why, size_t whylen) {
+enum rt_cache_result rt_cache_read_file(const struct tl_alloc *alloc, const char *path, struct rt_cache_entry *out,
+                                        const char **key, size_t *key_len, char *why, size_t whylen) {
   memset(out, 0, sizeof *out);
   if (why && whylen) why[0] = 0;
   void *buf;
   size_t size;
-  enum rt_cache_result r = read_whole(path, &buf, &size, why, whylen);
+  enum rt_cache_result r = read_whole(alloc, path, &buf, &size, why, whylen);
   if (r != RT_CACHE_HIT) return r;
   r = parse(buf, size, out, key, key_len, why, whylen);
   if (r != RT_CACHE_HIT) {
-    free(buf);
+    tl_free(buf);
     memset(out, 0, sizeof *out);
     return r;
   }
@@ -338,8 +346,8 @@ enum rt_cache_result rt_cache_read_file(const char *path, struct rt_cache_entry 
   return RT_CACHE_HIT;
 }
 
-enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char *key, size_t key_len,
-                                   struct rt_cache_entry *out, char *why, size_t whylen) {
+enum rt_cache_result rt_cache_load(const struct tl_alloc *alloc, const char *dir, const char *kind, const char *key,
+                                   size_t key_len, struct rt_cache_entry *out, char *why, size_t whylen) {
   memset(out, 0, sizeof *out);
   if (why && whylen) why[0] = 0;
   if (!dir || !dir[0]) return RT_CACHE_MISS;
@@ -355,7 +363,7 @@ enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char
   snprintf(path, sizeof path, "%s/%s", dir, name);
   const char *fkey;
   size_t fkey_len;
-  enum rt_cache_result r = rt_cache_read_file(path, out, &fkey, &fkey_len, why, whylen);
+  enum rt_cache_result r = rt_cache_read_file(alloc, path, out, &fkey, &fkey_len, why, whylen);
   if (r != RT_CACHE_HIT) return r;
   if (fkey_len != key_len || memcmp(fkey, key, key_len) != 0) {
     rt_cache_entry_free(out);
@@ -366,7 +374,7 @@ enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char
 
 void rt_cache_entry_free(struct rt_cache_entry *e) {
   if (!e) return;
-  free(e->buf);
+  tl_free(e->buf);
   memset(e, 0, sizeof *e);
 }
 
@@ -567,9 +575,7 @@ const char *rt_cache_classify(const char *name) {
 
 /* ---- the public functions ---- */
 
-TILE_API const char *tile_cache_path(const tile_context *ctx) {
-  return ctx && ctx->cache_dir ? ctx->cache_dir : "";
-}
+TILE_API const char *tile_cache_path(const tile_context *ctx) { return ctx ? ctx->cache_dir : ""; }
 
 TILE_API const char *tile_cache_status(const tile_context *ctx) { return ctx ? ctx->cache_status : "no context"; }
 
@@ -655,12 +661,15 @@ TILE_API tile_status tile_cache_list(tile_context *ctx, tile_cache_fn fn, void *
                           .mtime = (int64_t)st.st_mtime, .valid = 0, .summary = ""};
     char summary[1024] = "", why[128] = "";
     struct rt_cache_entry ce;
+    enum rt_cache_result r;
     const char *key = NULL;
     size_t klen = 0;
     if (strcmp(kind, "temp") == 0) {
       snprintf(summary, sizeof summary, "temporary file of an interrupted store");
-    } else if (rt_cache_read_file(path, &ce, &key, &klen, why, sizeof why) == RT_CACHE_HIT &&
-               !parts_unsound(kind, &ce, why, sizeof why)) {
+    } else if ((r = rt_cache_read_file(&ctx->alloc, path, &ce, &key, &klen, why, sizeof why)) == RT_CACHE_NOMEM) {
+      closedir(d);
+      return rt_error(ctx, TILE_NOMEM, "out of memory reading '%s'", path);
+    } else if (r == RT_CACHE_HIT && !parts_unsound(kind, &ce, why, sizeof why)) {
       char v[4][256];
       const char *kn = key_field(key, klen, "kernel", v[0], sizeof v[0]);
       const char *cf = key_field(key, klen, strcmp(kind, "tune") == 0 ? "pins" : "config", v[1], sizeof v[1]);

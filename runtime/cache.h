@@ -32,10 +32,10 @@ void rt_hex(const uint8_t *h, size_t n, char *out);
  * rebuild with changed code invalidates every entry. Never NULL. */
 const char *rt_compiler_id(void);
 
-/* The cache directory for a context: `opt` when not NULL, else $TILE_CACHE_DIR when set,
- * else $XDG_CACHE_HOME/tile, else $HOME/.cache/tile; "" (off) when none applies. Returns a
- * malloc'd string ("" = disabled), NULL only when out of memory. */
-char *rt_cache_resolve_dir(const char *opt);
+/* The cache directory for a context into buf: `opt` when not NULL, else $TILE_CACHE_DIR
+ * when set, else $XDG_CACHE_HOME/tile, else $HOME/.cache/tile; "" (off) when none applies.
+ * false (and "") when the path does not fit in cap bytes. */
+bool rt_cache_resolve_dir(const char *opt, char *buf, size_t cap);
 
 /* Whether dir may hold the cache: 0 when it is a directory owned by this user (geteuid)
  * that neither group nor others can write; 1 when it does not exist; -1 (with the reason in
@@ -51,7 +51,9 @@ struct rt_cache_part {
   size_t len;
 };
 
-/* A verified entry: parts point into buf. */
+struct tl_alloc;
+
+/* A verified entry: parts point into buf (tl_malloc'd with the hook given to the load). */
 struct rt_cache_entry {
   void *buf;
   size_t size;
@@ -62,17 +64,19 @@ struct rt_cache_entry {
 enum rt_cache_result {
   RT_CACHE_HIT,  /* verified; *out filled */
   RT_CACHE_MISS, /* no entry */
-  RT_CACHE_BAD   /* something is there but failed verification (why says what) */
+  RT_CACHE_BAD,  /* something is there but failed verification (why says what) */
+  RT_CACHE_NOMEM /* the hook could not allocate the buffer to read it into */
 };
 
 /* The entry file name for (kind, key): "<kind>-<64 hex digits>". */
 void rt_cache_file_name(const char *kind, const char *key, size_t key_len,
                         char out[RT_CACHE_NAME_MAX]);
 
-/* Looks up (kind, key) in dir. Never trusts what it cannot verify; never crashes on any file
- * content. `why` (may be NULL) says why an entry was rejected. */
-enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char *key, size_t key_len,
-                                   struct rt_cache_entry *out, char *why, size_t whylen);
+/* Looks up (kind, key) in dir, reading with the hook `alloc` (NULL: libc). Never trusts what
+ * it cannot verify; never crashes on any file content. `why` (may be NULL) says why an entry
+ * was rejected. */
+enum rt_cache_result rt_cache_load(const struct tl_alloc *alloc, const char *dir, const char *kind, const char *key,
+                                   size_t key_len, struct rt_cache_entry *out, char *why, size_t whylen);
 void rt_cache_entry_free(struct rt_cache_entry *e);
 
 /* Stores (kind, key) -> parts atomically (creating dir and its missing parents with mode
@@ -85,8 +89,8 @@ int rt_cache_store(const char *dir, const char *kind, const char *key, size_t ke
 
 /* Verifies a whole file's framing (not its key); on success the key text and parts are
  * returned in *out. For listings. */
-enum rt_cache_result rt_cache_read_file(const char *path, struct rt_cache_entry *out, const char **key,
-                                        size_t *key_len, char *why, size_t whylen);
+enum rt_cache_result rt_cache_read_file(const struct tl_alloc *alloc, const char *path, struct rt_cache_entry *out,
+                                        const char **key, size_t *key_len, char *why, size_t whylen);
 
 /* ---- checks of what an entry holds ----
  * The checksum of an entry is not keyed: whoever can write the directory can plant an entry

@@ -39,7 +39,7 @@ struct tile_context {
   /* in-memory kernel cache */
   struct arena cache_arena;
   VEC(struct tile_kernel *) kernels;
-  char *cache_dir; /* on-disk cache directory ("" = off); never NULL */
+  char cache_dir[4096]; /* on-disk cache directory ("" = off) */
   /* tile_cache_status: why the cache is off, or the latest problem it met; and counters */
   char cache_status[512];
   tile_cache_stats cache_stats;
@@ -144,9 +144,10 @@ void rt_clear_error(tile_context *ctx);
 tile_status rt_error(tile_context *ctx, tile_status st, const char *fmt, ...) TL_PRINTF(3, 4);
 /* Records a problem of the on-disk cache for tile_cache_status (never printed). */
 void rt_cache_note(tile_context *ctx, const char *fmt, ...) TL_PRINTF(2, 3);
-/* The whole file at path, malloc'ed (*len bytes); NULL on failure, with errno set when the
- * system gave a reason. */
-char *rt_read_file(const char *path, size_t *len);
+/* The whole file at path (at most TILE_MAX_SOURCE_BYTES), NUL-terminated, from tl_malloc
+ * with ctx's hook (*len bytes); NULL on failure, with errno set: ENOMEM, EISDIR, EFBIG or
+ * what the system said. Read with open/read: no stdio buffer is allocated behind the hook. */
+char *rt_read_file(tile_context *ctx, const char *path, size_t *len);
 
 /* ---- launching (launch.c) ---- */
 

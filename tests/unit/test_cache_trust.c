@@ -130,7 +130,7 @@ static void read_entry(struct stored *s) {
   const char *key;
   size_t klen;
   char why[128];
-  cr_assert_eq(rt_cache_read_file(path, &e, &key, &klen, why, sizeof why), RT_CACHE_HIT, "%s", why);
+  cr_assert_eq(rt_cache_read_file(NULL, path, &e, &key, &klen, why, sizeof why), RT_CACHE_HIT, "%s", why);
   cr_assert_eq(e.nparts, 3);
   s->key = malloc(klen);
   memcpy(s->key, key, klen);
