@@ -70,7 +70,7 @@ TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_
   if (!out) return TILE_INVALID_ARGUMENT;
   *out = NULL;
   struct tl_alloc alloc = tl_default_alloc;
-  if (opts && opts->alloc) alloc = (struct tl_alloc){opts->alloc, opts->alloc_ud};
+  if (opts && opts->alloc) alloc = (struct tl_alloc){opts->alloc, opts->alloc_ud, 0};
   tile_context *ctx = tl_calloc(&alloc, 1, sizeof *ctx);
   if (!ctx) return TILE_NOMEM;
   ctx->alloc = alloc;

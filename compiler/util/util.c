@@ -18,7 +18,7 @@ static void *default_realloc(void *ud, void *p, size_t old, size_t n) {
   return realloc(p, n);
 }
 
-const struct tl_alloc tl_default_alloc = {default_realloc, NULL};
+const struct tl_alloc tl_default_alloc = {default_realloc, NULL, 0};
 
 void *tl_raw_alloc(const struct tl_alloc *a, size_t n) {
   if (!a) a = &tl_default_alloc;
@@ -85,6 +85,7 @@ void tl_free(void *p) {
 struct arena_chunk {
   struct arena_chunk *next;
   size_t size, used;
+  struct arena_chunk *lent_prev, *lent_next; /* a child's chunk: in its root's `lent` list */
   _Alignas(16) unsigned char data[];
 };
 
@@ -95,17 +96,40 @@ void arena_init(struct arena *a, const struct tl_alloc *alloc, jmp_buf *oom) {
   a->head = NULL;
   a->oom = oom;
   a->total = 0;
+  a->root = NULL;
+  a->lent = NULL;
+}
+
+void arena_init_child(struct arena *a, struct arena *parent) {
+  arena_init(a, &parent->alloc, parent->oom);
+  a->root = parent->root ? parent->root : parent;
+}
+
+static void free_chunk(struct arena *a, struct arena_chunk *c) {
+  tl_raw_free(&a->alloc, c, sizeof *c + c->size);
 }
 
 void arena_free(struct arena *a) {
   struct arena_chunk *c = a->head;
   while (c) {
     struct arena_chunk *next = c->next;
-    tl_raw_free(&a->alloc, c, sizeof *c + c->size);
+    if (a->root) { /* no longer the root's to free */
+      if (c->lent_prev) c->lent_prev->lent_next = c->lent_next;
+      else a->root->lent = c->lent_next;
+      if (c->lent_next) c->lent_next->lent_prev = c->lent_prev;
+    }
+    free_chunk(a, c);
     c = next;
   }
   a->head = NULL;
   a->total = 0;
+  /* the chunks of children that a failure jumped past (their arena_free never ran) */
+  for (c = a->lent; c;) {
+    struct arena_chunk *next = c->lent_next;
+    free_chunk(a, c);
+    c = next;
+  }
+  a->lent = NULL;
 }
 
 void arena_oom(struct arena *a) {
@@ -119,13 +143,20 @@ void *arena_try_alloc(struct arena *a, size_t n) {
   if (n == 0) n = 16;
   struct arena_chunk *c = a->head;
   if (!c || c->size - c->used < n) {
-    size_t size = n > CHUNK_SIZE / 2 ? n : CHUNK_SIZE;
+    size_t chunk = a->alloc.chunk ? a->alloc.chunk : CHUNK_SIZE;
+    size_t size = n > chunk / 2 ? n : chunk;
     struct arena_chunk *nc = tl_raw_alloc(&a->alloc, sizeof *nc + size);
     if (!nc) return NULL;
     nc->size = size;
     nc->used = 0;
+    nc->lent_prev = nc->lent_next = NULL;
+    if (a->root) { /* the root frees it if a failure jumps past this arena's owner */
+      nc->lent_next = a->root->lent;
+      if (nc->lent_next) nc->lent_next->lent_prev = nc;
+      a->root->lent = nc;
+    }
     a->total += size;
-    if (c && n > CHUNK_SIZE / 2) {
+    if (c && n > chunk / 2) {
       /* a big block: keep the current chunk on top so its free space stays usable */
       nc->next = c->next;
       c->next = nc;

@@ -43,6 +43,8 @@ typedef void *(*tl_realloc_fn)(void *ud, void *p, size_t old_size, size_t n);
 struct tl_alloc {
   tl_realloc_fn fn;
   void *ud;
+  size_t chunk; /* the chunk size of the arenas made with this hook; 0 = 64 KiB. Tests make
+                   it small, so that injected allocation failures reach more of the code */
 };
 
 /* The default hook: realloc/free from libc. */
@@ -72,10 +74,18 @@ struct arena {
   struct arena_chunk *head;
   jmp_buf *oom;    /* where to jump when the hook fails; NULL = abort() (internal error) */
   size_t total;    /* bytes obtained from the hook, for statistics */
+  struct arena *root;        /* a child arena: the root arena of its parent; else NULL */
+  struct arena_chunk *lent;  /* a root: the chunks its children hold */
 };
 
 void arena_init(struct arena *a, const struct tl_alloc *alloc, jmp_buf *oom);
-void arena_free(struct arena *a);                   /* releases every chunk; a stays usable */
+/* A scratch arena for the duration of a call (a pass, the verifier, the printer) that shares
+ * parent's recovery point. Its chunks are also recorded in the root arena of parent, so that
+ * when a failure jumps past the call (and its arena_free never runs), freeing the root frees
+ * them too; a normal arena_free of the child gives them back at once. */
+void arena_init_child(struct arena *a, struct arena *parent);
+/* Releases every chunk (and, for a root, those its children still hold); a stays usable. */
+void arena_free(struct arena *a);
 void *arena_alloc(struct arena *a, size_t n);        /* zeroed, 16-byte aligned, never NULL */
 /* The same, but NULL when the hook fails, whatever a->oom: for the long-lived arenas (the
  * context's, a compiled kernel's), which have no recovery point once their entry point has
