@@ -482,7 +482,8 @@ char *rt_read_file(tile_context *ctx, const char *path, size_t *len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
   struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+  if (fstat(fd, &st) != 0) st.st_mode = 0; /* unknown: read as a stream */
+  if (S_ISDIR(st.st_mode)) {
     close(fd);
     errno = EISDIR;
     return NULL;

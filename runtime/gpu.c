@@ -744,7 +744,10 @@ static tile_status load_spec(tile_context *ctx, tile_kernel *k, const struct rt_
   char err[8192], info[4096];
   float jit_ms = 0;
   int rc = -1;
-  if (a->cubin) rc = rt_cuda_module_load(&ctx->cuda, a->cubin, &sp->module, info, sizeof info, err, sizeof err, &jit_ms);
+  /* the driver reads an image by its own header, given no length: only a checked one
+   * (rt_cubin_check, also applied where artifacts are made) */
+  if (a->cubin && rt_cubin_check(a->cubin, a->cubin_len, NULL, 0))
+    rc = rt_cuda_module_load(&ctx->cuda, a->cubin, &sp->module, info, sizeof info, err, sizeof err, &jit_ms);
   if (rc) rc = rt_cuda_module_load(&ctx->cuda, a->ptx, &sp->module, info, sizeof info, err, sizeof err, &jit_ms);
   if (rc == 0) rc = rt_cuda_function(&ctx->cuda, sp->module, k->name, &sp->func, err, sizeof err);
   struct rt_cuda_func_attrs fa;
