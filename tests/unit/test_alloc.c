@@ -9,12 +9,14 @@
  * usable: the same operation run again without failures succeeds and gives the right
  * answer. Paths swept, every allocation of each:
  *   compile   context creation + tile_compile_string of lib/gemm.tile, attention.tile and
- *             layernorm.tile (CPU), and of a source with errors (diagnostics)
+ *             layernorm.tile (CPU), of a source with errors (diagnostics), and
+ *             tile_compile_file (the read)
  *   emit      tile_emit of softmax's PTX (the GPU passes and codegen without a driver)
  *   cuda      context creation + compile + tile_kernel_prepare of lib/softmax.tile on the
  *             fake driver (tests/cli/fake_libcuda.c): the GPU passes, codegen to PTX, the
  *             driver load (LLVM's own allocations are not hooked)
- *   launch    tile_launch of a GEMM with bias and scaling on the CPU interpreter
+ *   launch    tile_launch (and tile_bench) of a GEMM with bias and scaling on the CPU
+ *             interpreter
  *   tune      tile_tune of a small kernel on the CPU (4 configurations, compile threads
  *             off so that the order of allocations is the same in every run; and with two
  *             compile threads, where it is not)
@@ -249,7 +251,12 @@ struct compile_case {
   const char *file, *kernel;
   char *src;
   size_t len;
+  const char *path; /* compile this file with tile_compile_file instead (the read too) */
 };
+
+static tile_status compile_one(tile_context *ctx, struct compile_case *c, tile_compile_options *co, tile_kernel **k) {
+  return c->path ? tile_compile_file(ctx, c->path, co, k) : tile_compile_string(ctx, c->file, c->src, c->len, co, k);
+}
 
 static tile_status compile_path(long fail_at, void *ud) {
   struct compile_case *c = ud;
@@ -259,13 +266,13 @@ static tile_status compile_path(long fail_at, void *ud) {
   tile_kernel *k = NULL;
   tile_compile_options co = {.kernel = c->kernel};
   if (!st) {
-    st = tile_compile_string(ctx, c->file, c->src, c->len, &co, &k);
+    st = compile_one(ctx, c, &co, &k);
     if (st) cr_expect_null(k);
     if (st == TILE_NOMEM) cr_expect(strstr(tile_errmsg(ctx), "out of memory"), "%s", tile_errmsg(ctx));
   }
   disarm();
   if (st == TILE_NOMEM && ctx) { /* the context is still usable */
-    tile_status again = tile_compile_string(ctx, c->file, c->src, c->len, &co, &k);
+    tile_status again = compile_one(ctx, c, &co, &k);
     cr_assert(again == TILE_OK || again == TILE_COMPILE, "after allocation %ld: %s", fail_at, tile_errmsg(ctx));
     if (again == TILE_COMPILE) cr_expect_gt(tile_diag_count(ctx), 0);
   }
@@ -286,6 +293,14 @@ Test(alloc_sweep, compile, .timeout = 600) {
     cr_expect_gt(sweep(name, compile_path, &cases[i]), 5);
     free(cases[i].src);
   }
+}
+
+/* tile_compile_file: the source is read through the hook too. */
+Test(alloc_sweep, compile_file, .timeout = 600) {
+  char path[1024];
+  test_lib_path(path, sizeof path, "softmax.tile");
+  struct compile_case c = {.file = "softmax.tile", .kernel = "softmax", .path = path};
+  cr_expect_gt(sweep("compile file", compile_path, &c), 3);
 }
 
 /* A source with errors: its diagnostics are copied into the context. */
@@ -424,6 +439,8 @@ struct launch_case {
   float a[LM * LK], b[LK * LN], bias[LN], c0[LM * LN], c[LM * LN], want[LM * LN];
 };
 
+static bool bench_instead; /* launch_path: tile_bench (3 launches) instead of tile_launch */
+
 static tile_status launch_path(long fail_at, void *ud) {
   struct launch_case *L = ud;
   memcpy(L->c, L->c0, sizeof L->c);
@@ -432,11 +449,14 @@ static tile_status launch_path(long fail_at, void *ud) {
                       tile_arg_tensor(L->c, TILE_F32, 2, sc, NULL),   tile_arg_tensor(L->bias, TILE_F32, 1, sbias, NULL),
                       tile_arg_tensor(NULL, TILE_F32, 2, sc, NULL),   tile_arg_float(1.5),
                       tile_arg_float(0.5)};
+  tile_bench_options bo = {.warmup = 1, .reps = 3};
+  tile_bench_result br;
   arm(fail_at);
-  tile_status st = tile_launch(L->ctx, L->k, args, 7, NULL);
+  tile_status st = bench_instead ? tile_bench(L->ctx, L->k, args, 7, &bo, &br) : tile_launch(L->ctx, L->k, args, 7, NULL);
   disarm();
-  if (st) {
-    cr_expect(strstr(tile_errmsg(L->ctx), "out of memory"), "%s", tile_errmsg(L->ctx));
+  if (!st && bench_instead) cr_expect_eq(br.reps, 3);
+  if (st || bench_instead) { /* (bench: C was updated by every launch; one launch checks it) */
+    if (st) cr_expect(strstr(tile_errmsg(L->ctx), "out of memory"), "%s", tile_errmsg(L->ctx));
     memcpy(L->c, L->c0, sizeof L->c);
     cr_assert_eq(tile_launch(L->ctx, L->k, args, 7, NULL), TILE_OK, "after allocation %ld: %s", fail_at,
                  tile_errmsg(L->ctx));
@@ -471,6 +491,11 @@ static void launch_sweep(const char *name) {
 }
 
 Test(alloc_sweep, launch, .timeout = 600) { launch_sweep("launch"); }
+
+Test(alloc_sweep, bench, .timeout = 600) {
+  bench_instead = true;
+  launch_sweep("bench");
+}
 
 /* ---- tune on the CPU ---- */
 
