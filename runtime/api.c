@@ -7,14 +7,16 @@
  * longjmps back to it (util.h) and becomes TILE_NOMEM with nothing leaked: all compile
  * memory lives in the kernel's arena.                                                    */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cache.h"
 #include "driver.h"
 #include "lang.h"
-#include "readfile.h"
 #include "passes.h"
 #include "rt.h"
 
@@ -111,9 +113,11 @@ TILE_API const char *tile_errcode(const tile_context *ctx) { return ctx && ctx->
 tile_status rt_context_create(const tile_context_options *opts, tile_context **out) {
   if (!out) return TILE_INVALID_ARGUMENT;
   *out = NULL;
-  tile_context *ctx = calloc(1, sizeof *ctx);
+  struct tl_alloc alloc = tl_default_alloc;
+  if (opts && opts->alloc) alloc = (struct tl_alloc){opts->alloc, opts->alloc_ud, 0};
+  tile_context *ctx = tl_calloc(&alloc, 1, sizeof *ctx);
   if (!ctx) return TILE_NOMEM;
-  ctx->alloc = tl_default_alloc;
+  ctx->alloc = alloc;
   if (opts) {
     ctx->cpu_threads = opts->cpu_threads;
     ctx->cuda_ordinal = opts->cuda_device;
@@ -121,7 +125,9 @@ tile_status rt_context_create(const tile_context_options *opts, tile_context **o
   arena_init(&ctx->diag_arena, &ctx->alloc, NULL);
   arena_init(&ctx->cache_arena, &ctx->alloc, NULL);
   /* the option, else $TILE_CACHE_DIR, else the XDG cache directory; "" = off */
-  ctx->cache_dir = rt_cache_resolve_dir(opts ? opts->cache_dir : NULL);
+  if (!rt_cache_resolve_dir(opts ? opts->cache_dir : NULL, ctx->cache_dir, sizeof ctx->cache_dir))
+    rt_cache_note(ctx, "the on-disk cache is off: the path of its directory is longer than %zu bytes",
+                  sizeof ctx->cache_dir - 1);
   /* the environment is read here, once: a context's behaviour never changes after this */
   ctx->repack_mode = rt_repack_mode_from_env();
   const char *budget = getenv("TILE_AUTOTUNE_BUDGET_MS");
@@ -134,9 +140,12 @@ tile_status rt_context_create(const tile_context_options *opts, tile_context **o
 #else
   ctx->verify_each = getenv("TILE_VERIFY_EACH") != NULL;
 #endif
-  if (!ctx->cache_dir) {
-    free(ctx);
-    return TILE_NOMEM;
+  /* a directory that exists must be trusted (cache.h); one that does not is checked when a
+   * store creates it, and again by every load and store */
+  char why[sizeof ctx->cache_status - 64];
+  if (ctx->cache_dir[0] && rt_cache_dir_check(ctx->cache_dir, why, sizeof why) < 0) {
+    rt_cache_note(ctx, "the on-disk cache is off: %s", why);
+    ctx->cache_dir[0] = 0;
   }
   *out = ctx;
   return TILE_OK;
@@ -151,8 +160,7 @@ static void context_free(tile_context *ctx) {
   if (ctx->cuda_tried) rt_cuda_unload(&ctx->cuda);
   arena_free(&ctx->diag_arena);
   arena_free(&ctx->cache_arena);
-  free(ctx->cache_dir);
-  free(ctx);
+  tl_free(ctx);
 }
 
 static void kernel_free(tile_kernel *k) {
@@ -164,7 +172,7 @@ static void kernel_free(tile_kernel *k) {
       if (k->specs.v[i].module) rt_cuda_module_unload(&ctx->cuda, k->specs.v[i].module, err, sizeof err);
   }
   arena_free(&k->arena);
-  free(k);
+  tl_free(k);
   if (--ctx->live_kernels == 0 && ctx->destroyed) context_free(ctx);
 }
 
@@ -196,21 +204,25 @@ TILE_API tile_status tile_diag_get(const tile_context *ctx, unsigned i, tile_dia
   return TILE_OK;
 }
 
-static void copy_diags(tile_context *ctx, const struct lang_ctx *lc) {
+/* Copies the diagnostics of a compile into the context (which outlives the compile's
+ * arena). The context's arena has no recovery point of its own: a failed allocation jumps
+ * to the compile's, `recover` (the kernel's arena). */
+static void copy_diags(tile_context *ctx, const struct lang_ctx *lc, struct arena *recover) {
   for (uint32_t i = 0; i < lang_diag_count(lc); i++) {
     const struct lang_diag *d = lang_diag_get(lc, i);
     tile_diagnostic td = {
         .severity = d->severity == LANG_ERROR ? TILE_SEV_ERROR
                     : d->severity == LANG_WARNING ? TILE_SEV_WARNING
                                                   : TILE_SEV_NOTE,
-        .file = arena_strdup(&ctx->diag_arena, d->file ? d->file : ""),
+        .file = arena_try_strdup(&ctx->diag_arena, d->file ? d->file : ""),
         .line = d->line,
         .col = d->col,
         .len = d->len,
-        .message = arena_strdup(&ctx->diag_arena, d->message ? d->message : ""),
+        .message = arena_try_strdup(&ctx->diag_arena, d->message ? d->message : ""),
         .code = d->code,
     };
-    VEC_PUSH(&ctx->diag_arena, ctx->diags, td);
+    if (!td.file || !td.message || !VEC_TRY_RESERVE(&ctx->diag_arena, ctx->diags, 1)) arena_oom(recover);
+    ctx->diags.v[ctx->diags.n++] = td;
   }
 }
 
@@ -317,7 +329,7 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
   struct tl_error e;
   sb_init(&e.msg, &k->arena);
   enum tl_result r = tl_front_end(&s, &k->arena, &k->strs, po, &fr, &e);
-  if (fr.lang && diags) copy_diags(ctx, fr.lang); /* errors, or warnings on success */
+  if (fr.lang && diags) copy_diags(ctx, fr.lang, &k->arena); /* errors, or warnings on success */
   if (r) return rt_fail(ctx, r, &e);
   k->ir = fr.f;
   k->name = fr.f->name;
@@ -325,20 +337,28 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
   return TILE_OK;
 }
 
+/* A kernel holding a copy of the source; NULL when out of memory. Its arena's recovery point
+ * is `oom`, which the caller arms (setjmp) right after: nothing here jumps to it. */
 static tile_kernel *kernel_new(tile_context *ctx, const char *name, const char *src, size_t len,
                                jmp_buf *oom) {
-  tile_kernel *k = calloc(1, sizeof *k);
+  tile_kernel *k = tl_calloc(&ctx->alloc, 1, sizeof *k);
   if (!k) return NULL;
   k->ctx = ctx;
   k->refs = 1;
   ctx->live_kernels++;
-  arena_init(&k->arena, &ctx->alloc, oom);
+  arena_init(&k->arena, &ctx->alloc, NULL);
   strtab_init(&k->strs, &k->arena);
-  k->filename = arena_strdup(&k->arena, name);
-  char *copy = arena_alloc(&k->arena, len + 1);
+  char *filename = arena_try_strdup(&k->arena, name);
+  char *copy = arena_try_alloc(&k->arena, len + 1);
+  if (!filename || !copy) {
+    kernel_free(k);
+    return NULL;
+  }
   memcpy(copy, src, len);
+  k->filename = filename;
   k->src = copy;
   k->src_len = len;
+  k->arena.oom = oom;
   return k;
 }
 
@@ -446,7 +466,11 @@ static tile_status compile_new(tile_context *ctx, const char *name, const char *
     return st;
   }
   if (!(co.flags & TILE_NO_CACHE)) {
-    VEC_PUSH(&ctx->cache_arena, ctx->kernels, k);
+    if (!VEC_TRY_RESERVE(&ctx->cache_arena, ctx->kernels, 1)) {
+      kernel_free(k);
+      return rt_error(ctx, TILE_NOMEM, "out of memory while compiling '%s'", name);
+    }
+    ctx->kernels.v[ctx->kernels.n++] = k;
     k->refs++; /* the cache's reference */
   }
   *out = k;
@@ -465,7 +489,57 @@ tile_status rt_compile_string(tile_context *ctx, const char *name, const char *s
   return compile(ctx, name, src, len, opts, diags, out);
 }
 
-char *rt_read_file(const char *path, size_t *len) { return tl_read_file(path, TILE_MAX_SOURCE_BYTES, len); }
+char *rt_read_file(tile_context *ctx, const char *path, size_t *len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat st;
+  if (fstat(fd, &st) != 0) st.st_mode = 0; /* unknown: read as a stream */
+  if (S_ISDIR(st.st_mode)) {
+    close(fd);
+    errno = EISDIR;
+    return NULL;
+  }
+  /* the size of a regular file is a hint; devices and pipes grow the buffer as they go */
+  size_t cap = S_ISREG(st.st_mode) && st.st_size >= 0 && (uint64_t)st.st_size < TILE_MAX_SOURCE_BYTES
+                   ? (size_t)st.st_size + 1
+                   : (size_t)1 << 16;
+  size_t n = 0;
+  char *buf = tl_malloc(&ctx->alloc, cap + 1);
+  int err = buf ? 0 : ENOMEM;
+  while (!err) {
+    if (n == cap) { /* grown up to one byte over the limit, which proves it too long */
+      if (n > TILE_MAX_SOURCE_BYTES) {
+        err = EFBIG;
+        break;
+      }
+      size_t nc = 2 * cap < (size_t)TILE_MAX_SOURCE_BYTES + 1 ? 2 * cap : (size_t)TILE_MAX_SOURCE_BYTES + 1;
+      char *nb = tl_malloc(&ctx->alloc, nc + 1);
+      if (!nb) {
+        err = ENOMEM;
+        break;
+      }
+      memcpy(nb, buf, n);
+      tl_free(buf);
+      buf = nb;
+      cap = nc;
+    }
+    ssize_t r = read(fd, buf + n, cap - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) err = errno ? errno : EIO;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  if (!err && n > TILE_MAX_SOURCE_BYTES) err = EFBIG;
+  if (err) {
+    tl_free(buf);
+    errno = err;
+    return NULL;
+  }
+  buf[n] = 0;
+  *len = n;
+  return buf;
+}
 
 TILE_API tile_status tile_compile_file(tile_context *ctx, const char *path,
                                        const tile_compile_options *opts, tile_kernel **out) {
@@ -475,12 +549,13 @@ TILE_API tile_status tile_compile_file(tile_context *ctx, const char *path,
   if (!path) return rt_error(ctx, TILE_INVALID_ARGUMENT, "path is NULL");
   size_t len = 0;
   errno = 0;
-  char *src = rt_read_file(path, &len);
+  char *src = rt_read_file(ctx, path, &len);
+  if (!src && errno == ENOMEM) return rt_error(ctx, TILE_NOMEM, "out of memory reading '%s'", path);
   if (!src)
     return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path,
                     errno == EFBIG ? "larger than TILE_MAX_SOURCE_BYTES (64 MiB)" : strerror(errno ? errno : EIO));
   tile_status st = compile(ctx, path, src, len, opts, true, out);
-  free(src);
+  tl_free(src);
   return st;
 }
 
@@ -522,7 +597,7 @@ tile_status rt_kernel_get_stats(const tile_kernel *k, tile_kernel_stats *out) {
 
 /* ---- tile_emit ---- */
 
-TILE_API void tile_free(void *p) { free(p); }
+TILE_API void tile_free(void *p) { tl_free(p); }
 
 struct report {
   const tile_emit_options *eo;
@@ -632,7 +707,7 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
   } else if (eo->what == TILE_EMIT_AST) {
     struct lang_ctx *lc = lang_ctx_new(&k->arena, &k->strs);
     struct ast_file *ast = lang_parse(lc, k->filename, src, len);
-    copy_diags(ctx, lc);
+    copy_diags(ctx, lc, &k->arena);
     if (lang_error_count(lc) || !ast) {
       st = rt_error(ctx, TILE_COMPILE, "%s", lang_diag_text(lc));
       goto done;
@@ -653,7 +728,7 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
     }
   }
   report_times(eo, &po, &k->arena);
-  *out = malloc(sb.len + 1);
+  *out = tl_malloc(&ctx->alloc, sb.len + 1);
   if (!*out) {
     st = rt_error(ctx, TILE_NOMEM, "out of memory");
     goto done;

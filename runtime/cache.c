@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,20 +143,62 @@ const char *rt_compiler_id(void) {
 
 /* ---- the directory ---- */
 
-char *rt_cache_resolve_dir(const char *opt) {
-  if (opt) return strdup(opt);
+bool rt_cache_resolve_dir(const char *opt, char *buf, size_t cap) {
   const char *env = getenv("TILE_CACHE_DIR");
-  if (env) return strdup(env);
   const char *xdg = getenv("XDG_CACHE_HOME");
   const char *home = getenv("HOME");
-  char buf[4096];
-  if (xdg && xdg[0] == '/')
-    snprintf(buf, sizeof buf, "%s/tile", xdg);
+  int n;
+  if (opt)
+    n = snprintf(buf, cap, "%s", opt);
+  else if (env)
+    n = snprintf(buf, cap, "%s", env);
+  else if (xdg && xdg[0] == '/')
+    n = snprintf(buf, cap, "%s/tile", xdg);
   else if (home && home[0])
-    snprintf(buf, sizeof buf, "%s/.cache/tile", home);
+    n = snprintf(buf, cap, "%s/.cache/tile", home);
   else
+    n = snprintf(buf, cap, "%s", "");
+  if (n < 0 || (size_t)n >= cap) {
     buf[0] = 0;
-  return strdup(buf);
+    return false;
+  }
+  return true;
+}
+
+int rt_cache_dir_check(const char *dir, char *why, size_t whylen) {
+  struct stat st;
+  if (lstat(dir, &st) != 0) {
+    if (errno == ENOENT) return 1;
+    snprintf(why, whylen, "'%s': %s", dir, strerror(errno));
+    return -1;
+  }
+  uid_t me = geteuid();
+  if (S_ISLNK(st.st_mode)) {
+    /* another user's link could be pointed anywhere at any time */
+    if (st.st_uid != me) {
+      snprintf(why, whylen, "'%s' is a symbolic link owned by uid %u, not by this user (uid %u)", dir,
+               (unsigned)st.st_uid, (unsigned)me);
+      return -1;
+    }
+    if (stat(dir, &st) != 0) {
+      snprintf(why, whylen, "'%s' is a symbolic link to nothing usable: %s", dir, strerror(errno));
+      return -1;
+    }
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(why, whylen, "'%s' is not a directory", dir);
+    return -1;
+  }
+  if (st.st_uid != me) {
+    snprintf(why, whylen, "'%s' is owned by uid %u, not by this user (uid %u)", dir, (unsigned)st.st_uid, (unsigned)me);
+    return -1;
+  }
+  if (st.st_mode & 022) {
+    snprintf(why, whylen, "'%s' is writable by %s (mode %04o): others could plant entries", dir,
+             (st.st_mode & 002) ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
+    return -1;
+  }
+  return 0;
 }
 
 /* mkdir -p with mode 0700 for what it creates. */
@@ -171,8 +214,7 @@ static int make_dirs(const char *dir) {
     if (mkdir(path, 0700) != 0 && errno != EEXIST) return -1;
     path[i] = c;
   }
-  struct stat st;
-  return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+  return 0;
 }
 
 /* ---- entries ---- */
@@ -203,7 +245,8 @@ static enum rt_cache_result reject(char *why, size_t whylen, const char *msg) {
 }
 
 /* Reads a whole regular file (at most RT_CACHE_MAX_FILE bytes). */
-static enum rt_cache_result read_whole(const char *path, void **buf, size_t *size, char *why, size_t whylen) {
+static enum rt_cache_result read_whole(const struct tl_alloc *alloc, const char *path, void **buf, size_t *size,
+                                       char *why, size_t whylen) {
   *buf = NULL;
   *size = 0;
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -221,10 +264,11 @@ static enum rt_cache_result read_whole(const char *path, void **buf, size_t *siz
     return reject(why, whylen, st.st_size < HDR_SIZE ? "shorter than a header" : "too large");
   }
   size_t n = (size_t)st.st_size;
-  uint8_t *p = malloc(n + 1);
+  uint8_t *p = tl_malloc(alloc, n + 1);
   if (!p) {
     close(fd);
-    return reject(why, whylen, "out of memory");
+    if (why && whylen) snprintf(why, whylen, "out of memory");
+    return RT_CACHE_NOMEM;
   }
   size_t got = 0;
   while (got < n) {
@@ -238,7 +282,7 @@ static enum rt_cache_result read_whole(const char *path, void **buf, size_t *siz
   ssize_t more = got == n ? read(fd, &extra, 1) : 0;
   close(fd);
   if (got != n || more > 0) {
-    free(p);
+    tl_free(p);
     return reject(why, whylen, "changed while being read");
   }
   p[n] = 0;
@@ -283,17 +327,17 @@ static enum rt_cache_result parse(uint8_t *file, size_t size, struct rt_cache_en
   return RT_CACHE_HIT;
 }
 
-enum rt_cache_result rt_cache_read_file(const char *path, struct rt_cache_entry *out, const char **key,
-                                        size_t *key_len, char *why, size_t whylen) {
+enum rt_cache_result rt_cache_read_file(const struct tl_alloc *alloc, const char *path, struct rt_cache_entry *out,
+                                        const char **key, size_t *key_len, char *why, size_t whylen) {
   memset(out, 0, sizeof *out);
   if (why && whylen) why[0] = 0;
   void *buf;
   size_t size;
-  enum rt_cache_result r = read_whole(path, &buf, &size, why, whylen);
+  enum rt_cache_result r = read_whole(alloc, path, &buf, &size, why, whylen);
   if (r != RT_CACHE_HIT) return r;
   r = parse(buf, size, out, key, key_len, why, whylen);
   if (r != RT_CACHE_HIT) {
-    free(buf);
+    tl_free(buf);
     memset(out, 0, sizeof *out);
     return r;
   }
@@ -302,17 +346,24 @@ enum rt_cache_result rt_cache_read_file(const char *path, struct rt_cache_entry 
   return RT_CACHE_HIT;
 }
 
-enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char *key, size_t key_len,
-                                   struct rt_cache_entry *out, char *why, size_t whylen) {
+enum rt_cache_result rt_cache_load(const struct tl_alloc *alloc, const char *dir, const char *kind, const char *key,
+                                   size_t key_len, struct rt_cache_entry *out, char *why, size_t whylen) {
   memset(out, 0, sizeof *out);
   if (why && whylen) why[0] = 0;
   if (!dir || !dir[0]) return RT_CACHE_MISS;
+  char reason[4200];
+  int trust = rt_cache_dir_check(dir, reason, sizeof reason);
+  if (trust > 0) return RT_CACHE_MISS;
+  if (trust < 0) {
+    if (why && whylen) snprintf(why, whylen, "the cache directory is refused: %s", reason);
+    return RT_CACHE_BAD;
+  }
   char name[RT_CACHE_NAME_MAX], path[4096 + RT_CACHE_NAME_MAX];
   rt_cache_file_name(kind, key, key_len, name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
   const char *fkey;
   size_t fkey_len;
-  enum rt_cache_result r = rt_cache_read_file(path, out, &fkey, &fkey_len, why, whylen);
+  enum rt_cache_result r = rt_cache_read_file(alloc, path, out, &fkey, &fkey_len, why, whylen);
   if (r != RT_CACHE_HIT) return r;
   if (fkey_len != key_len || memcmp(fkey, key, key_len) != 0) {
     rt_cache_entry_free(out);
@@ -323,7 +374,7 @@ enum rt_cache_result rt_cache_load(const char *dir, const char *kind, const char
 
 void rt_cache_entry_free(struct rt_cache_entry *e) {
   if (!e) return;
-  free(e->buf);
+  tl_free(e->buf);
   memset(e, 0, sizeof *e);
 }
 
@@ -367,6 +418,11 @@ int rt_cache_store(const char *dir, const char *kind, const char *key, size_t ke
     return store_fail(err, errlen, "bad entry for", dir);
   }
   if (make_dirs(dir) != 0) return store_fail(err, errlen, "cannot create the directory", dir);
+  char reason[4200];
+  if (rt_cache_dir_check(dir, reason, sizeof reason) != 0) {
+    if (err && errlen) snprintf(err, errlen, "cache: not stored: the cache directory is refused: %s", reason);
+    return -1;
+  }
   char name[RT_CACHE_NAME_MAX], path[4096 + RT_CACHE_NAME_MAX], tmp[4096 + RT_CACHE_NAME_MAX + 16];
   rt_cache_file_name(kind, key, key_len, name);
   snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -418,6 +474,97 @@ renamed:;
   return 0;
 }
 
+/* ---- checks of what an entry holds ---- */
+
+static bool check_fail(char *why, size_t whylen, const char *fmt, ...) TL_PRINTF(3, 4);
+static bool check_fail(char *why, size_t whylen, const char *fmt, ...) {
+  if (why && whylen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+  }
+  return false;
+}
+
+/* Whether [off, off + count * size) lies within len bytes (no overflow: count and size are
+ * at most 16 bits). */
+static bool within(uint64_t off, uint64_t count, uint64_t size, size_t len) {
+  return off <= len && count * size <= len - off;
+}
+
+enum {
+  ELF_EHSIZE = 64,  /* sizeof(Elf64_Ehdr) */
+  ELF_SHENTSIZE = 64, /* sizeof(Elf64_Shdr) */
+  ELF_PHENTSIZE = 56, /* sizeof(Elf64_Phdr) */
+  ELF_EM_CUDA = 190,
+  ELF_SHT_NOBITS = 8,
+  ELF_PN_XNUM = 0xffff,
+  ELF_SHN_LORESERVE = 0xff00
+};
+
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+bool rt_cubin_check(const void *data, size_t len, char *why, size_t whylen) {
+  const uint8_t *p = data;
+  if (!p || len < ELF_EHSIZE) return check_fail(why, whylen, "cubin: %zu bytes, shorter than an ELF header", len);
+  if (len > RT_CACHE_MAX_FILE) return check_fail(why, whylen, "cubin: implausibly large (%zu bytes)", len);
+  if (memcmp(p, "\x7f" "ELF", 4) != 0) return check_fail(why, whylen, "cubin: not an ELF image (bad magic)");
+  if (p[4] != 2) return check_fail(why, whylen, "cubin: ELF class %u, not ELFCLASS64", p[4]);
+  if (p[5] != 1) return check_fail(why, whylen, "cubin: ELF data encoding %u, not little endian", p[5]);
+  if (get_u16(p + 18) != ELF_EM_CUDA)
+    return check_fail(why, whylen, "cubin: ELF machine %u, not EM_CUDA (%d)", get_u16(p + 18), ELF_EM_CUDA);
+  uint64_t phoff = get_u64(p + 32), shoff = get_u64(p + 40);
+  unsigned ehsize = get_u16(p + 52), phentsize = get_u16(p + 54), phnum = get_u16(p + 56);
+  unsigned shentsize = get_u16(p + 58), shnum = get_u16(p + 60), shstrndx = get_u16(p + 62);
+  if (ehsize != ELF_EHSIZE) return check_fail(why, whylen, "cubin: ELF header size %u, not %d", ehsize, ELF_EHSIZE);
+  /* the extended numbering (counts kept in section 0) is not used by cubins: refused */
+  if (phnum == ELF_PN_XNUM || (shnum == 0 && shoff != 0) || shstrndx >= ELF_SHN_LORESERVE)
+    return check_fail(why, whylen, "cubin: extended ELF section numbering");
+  if (phnum && (phentsize != ELF_PHENTSIZE || !within(phoff, phnum, ELF_PHENTSIZE, len)))
+    return check_fail(why, whylen, "cubin: the program header table (%u x %u bytes at %llu) is not within its %zu bytes",
+                      phnum, phentsize, (unsigned long long)phoff, len);
+  if (shnum && (shentsize != ELF_SHENTSIZE || !within(shoff, shnum, ELF_SHENTSIZE, len)))
+    return check_fail(why, whylen, "cubin: the section header table (%u x %u bytes at %llu) is not within its %zu bytes",
+                      shnum, shentsize, (unsigned long long)shoff, len);
+  if (shstrndx && shstrndx >= shnum)
+    return check_fail(why, whylen, "cubin: section name table %u of %u sections", shstrndx, shnum);
+  for (unsigned i = 0; i < phnum; i++) {
+    const uint8_t *ph = p + phoff + (uint64_t)i * ELF_PHENTSIZE;
+    uint64_t off = get_u64(ph + 8), filesz = get_u64(ph + 32);
+    if (off > len || filesz > len - off)
+      return check_fail(why, whylen, "cubin: segment %u (%llu bytes at %llu) is not within its %zu bytes", i,
+                        (unsigned long long)filesz, (unsigned long long)off, len);
+  }
+  for (unsigned i = 0; i < shnum; i++) {
+    const uint8_t *sh = p + shoff + (uint64_t)i * ELF_SHENTSIZE;
+    uint64_t off = get_u64(sh + 24), size = get_u64(sh + 32);
+    if (get_u32(sh + 4) == ELF_SHT_NOBITS) continue; /* occupies no bytes of the file */
+    if (off > len || size > len - off)
+      return check_fail(why, whylen, "cubin: section %u (%llu bytes at %llu) is not within its %zu bytes", i,
+                        (unsigned long long)size, (unsigned long long)off, len);
+  }
+  return true;
+}
+
+/* Whether the n bytes at p contain the NUL-free string s. */
+static bool contains(const char *p, size_t n, const char *s) {
+  size_t m = strlen(s);
+  for (size_t i = 0; m <= n && i <= n - m; i++)
+    if (p[i] == s[0] && memcmp(p + i, s, m) == 0) return true;
+  return false;
+}
+
+bool rt_ptx_check(const void *data, size_t len, char *why, size_t whylen) {
+  const char *p = data;
+  if (!p || len == 0) return check_fail(why, whylen, "PTX: empty");
+  if (len > RT_CACHE_MAX_FILE) return check_fail(why, whylen, "PTX: implausibly large (%zu bytes)", len);
+  if (memchr(p, 0, len)) return check_fail(why, whylen, "PTX: a NUL byte inside the text");
+  if (!contains(p, len, ".version") || !contains(p, len, ".target"))
+    return check_fail(why, whylen, "PTX: no .version or .target directive");
+  return true;
+}
+
 static bool all_hex(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return false;
@@ -433,8 +580,21 @@ const char *rt_cache_classify(const char *name) {
 
 /* ---- the public functions ---- */
 
-const char * rt_cache_path(const tile_context *ctx) {
-  return ctx && ctx->cache_dir ? ctx->cache_dir : "";
+const char *rt_cache_path(const tile_context *ctx) { return ctx ? ctx->cache_dir : ""; }
+
+TILE_API const char *tile_cache_status(const tile_context *ctx) { return ctx ? ctx->cache_status : "no context"; }
+
+TILE_API tile_status tile_cache_get_stats(const tile_context *ctx, tile_cache_stats *out) {
+  if (!ctx || !out) return TILE_INVALID_ARGUMENT;
+  *out = ctx->cache_stats;
+  return TILE_OK;
+}
+
+void rt_cache_note(tile_context *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ctx->cache_status, sizeof ctx->cache_status, fmt, ap);
+  va_end(ap);
 }
 
 /* The value of "name=" on its own line of a key text, copied into buf. */
@@ -455,12 +615,32 @@ static const char *key_field(const char *key, size_t len, const char *name, char
   return NULL;
 }
 
+/* What a load would refuse in the parts of a well-framed entry (the checks that do not need
+ * the kernel): true, with the reason in why, when the entry would be ignored. */
+static bool parts_unsound(const char *kind, struct rt_cache_entry *ce, char *why, size_t whylen) {
+  bool ok = true;
+  if (strcmp(kind, "module") == 0) {
+    ok = ce->nparts == 3 && rt_ptx_check(ce->parts[1].data, ce->parts[1].len, why, whylen) &&
+         (!ce->parts[2].len || rt_cubin_check(ce->parts[2].data, ce->parts[2].len, why, whylen));
+    if (ce->nparts != 3) snprintf(why, whylen, "%u parts, not 3", ce->nparts);
+  } else if (strcmp(kind, "tune") == 0 && ce->nparts != 2) {
+    ok = false;
+    snprintf(why, whylen, "%u parts, not 2", ce->nparts);
+  }
+  if (!ok) rt_cache_entry_free(ce);
+  return !ok;
+}
+
 /* Opens the cache directory for listing: *d is NULL (and the status TILE_OK) when there is
  * no cache, or no directory yet. */
 static tile_status open_cache_dir(tile_context *ctx, const char **dir, DIR **d) {
   *dir = rt_cache_path(ctx);
   *d = NULL;
   if (!(*dir)[0]) return TILE_OK;
+  char why[4200];
+  int trust = rt_cache_dir_check(*dir, why, sizeof why);
+  if (trust > 0) return TILE_OK;
+  if (trust < 0) return rt_error(ctx, TILE_CACHE, "the cache directory is refused: %s", why);
   *d = opendir(*dir);
   if (*d || errno == ENOENT) return TILE_OK;
   return rt_error(ctx, TILE_CACHE, "cannot read the cache directory '%s': %s", *dir, strerror(errno));
@@ -486,11 +666,15 @@ TILE_API tile_status tile_cache_list(tile_context *ctx, tile_cache_fn fn, void *
                           .mtime = (int64_t)st.st_mtime, .valid = 0, .summary = ""};
     char summary[1024] = "", why[128] = "";
     struct rt_cache_entry ce;
+    enum rt_cache_result r;
     const char *key = NULL;
     size_t klen = 0;
     if (strcmp(kind, "temp") == 0) {
       snprintf(summary, sizeof summary, "temporary file of an interrupted store");
-    } else if (rt_cache_read_file(path, &ce, &key, &klen, why, sizeof why) == RT_CACHE_HIT) {
+    } else if ((r = rt_cache_read_file(&ctx->alloc, path, &ce, &key, &klen, why, sizeof why)) == RT_CACHE_NOMEM) {
+      closedir(d);
+      return rt_error(ctx, TILE_NOMEM, "out of memory reading '%s'", path);
+    } else if (r == RT_CACHE_HIT && !parts_unsound(kind, &ce, why, sizeof why)) {
       char v[4][256];
       const char *kn = key_field(key, klen, "kernel", v[0], sizeof v[0]);
       const char *cf = key_field(key, klen, strcmp(kind, "tune") == 0 ? "pins" : "config", v[1], sizeof v[1]);

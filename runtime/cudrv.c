@@ -398,8 +398,8 @@ int rt_cuda_module_load(const struct rt_cuda *cu, const void *image, CUmodule *m
 }
 
 int rt_cuda_link_ptx(const struct rt_cuda *cu, const char *ptx, size_t ptx_len, int jit_target,
-                     void **cubin, size_t *cubin_len, char *info_log, size_t info_len, char *err,
-                     size_t errlen) {
+                     void *(*alloc)(void *ud, size_t bytes), void *alloc_ud, void **cubin, size_t *cubin_len,
+                     char *info_log, size_t info_len, char *err, size_t errlen) {
   REQUIRE_LOADED(cu);
   if (cubin) *cubin = NULL;
   if (cubin_len) *cubin_len = 0;
@@ -431,7 +431,7 @@ int rt_cuda_link_ptx(const struct rt_cuda *cu, const char *ptx, size_t ptx_len, 
     return fail(RT_CUDA_FAILED, err, errlen, "cuLinkComplete returned an empty image");
   }
   if (r == CUDA_SUCCESS) {
-    *cubin = malloc(size);
+    *cubin = alloc ? alloc(alloc_ud, size) : malloc(size);
     if (*cubin) {
       memcpy(*cubin, image, size);
       *cubin_len = size;
@@ -440,7 +440,7 @@ int rt_cuda_link_ptx(const struct rt_cuda *cu, const char *ptx, size_t ptx_len, 
   jit_opts_finish(&j);
   cu->cuLinkDestroy(state); /* frees image */
   if (r != CUDA_SUCCESS) return jit_fail(cu, r, what, &j, err, errlen);
-  if (!*cubin) return fail(RT_CUDA_FAILED, err, errlen, "rt_cuda_link_ptx: out of memory (%zu bytes)", size);
+  if (!*cubin) return fail(RT_CUDA_NOMEM, err, errlen, "rt_cuda_link_ptx: out of memory (%zu bytes)", size);
   return 0;
 }
 

@@ -196,7 +196,8 @@ typedef struct CUmemPoolProps_st {
  * or one of these negative codes when the failure was found here.                            */
 enum {
   RT_CUDA_FAILED = -1,    /* bad argument, missing entry point, driver not loaded, ... */
-  RT_CUDA_NO_DRIVER = -2  /* rt_cuda_load could not dlopen the library */
+  RT_CUDA_NO_DRIVER = -2, /* rt_cuda_load could not dlopen the library */
+  RT_CUDA_NOMEM = -3      /* the caller's allocation function failed */
 };
 
 /* The ABI version asked of cuGetProcAddress for every entry point (CUDA 12.0). */
@@ -382,14 +383,15 @@ int rt_cuda_module_load(const struct rt_cuda *cu, const void *image, CUmodule *m
 /* Compiles PTX text (ptx_len bytes, without the terminating NUL) to a cubin for the current
  * context's device with the driver's linker (cuLinkCreate / cuLinkAddData / cuLinkComplete),
  * with the JIT options rt_cuda_module_load uses, and CU_JIT_TARGET = jit_target when it is not
- * 0 (0: the target of the current context). On success *cubin is a malloc'd copy of the
- * image (the caller frees it) that rt_cuda_module_load loads without running the JIT again.
+ * 0 (0: the target of the current context). On success *cubin is a copy of the image that
+ * rt_cuda_module_load loads without running the JIT again, allocated by alloc(alloc_ud,
+ * bytes) (NULL alloc: malloc); the caller frees it. RT_CUDA_NOMEM when alloc fails.
  * info_log (may be NULL) gets the JIT info log. Returns RT_CUDA_FAILED with a message when
  * the driver lacks the cuLink entry points (they are optional). Several threads may link at
  * once, each with the context current. */
 int rt_cuda_link_ptx(const struct rt_cuda *cu, const char *ptx, size_t ptx_len, int jit_target,
-                     void **cubin, size_t *cubin_len, char *info_log, size_t info_len, char *err,
-                     size_t errlen);
+                     void *(*alloc)(void *ud, size_t bytes), void *alloc_ud, void **cubin, size_t *cubin_len,
+                     char *info_log, size_t info_len, char *err, size_t errlen);
 
 /* Unloads a module; a NULL module is a no-op. */
 int rt_cuda_module_unload(const struct rt_cuda *cu, CUmodule mod, char *err, size_t errlen);

@@ -139,8 +139,14 @@ static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, con
       *st = TILE_OK;
       return &k->specs.v[i];
     }
+  /* room for the new entry first, so that nothing built or loaded below can be lost to a
+   * failed allocation (k's arena has no recovery point here) */
+  if (!VEC_TRY_RESERVE(&k->arena, k->specs, 1)) {
+    *st = rt_error(ctx, TILE_NOMEM, "out of memory");
+    return NULL;
+  }
   double t0 = tl_now_ms();
-  bool disk = !(k->flags & TILE_NO_CACHE) && ctx->cache_dir && ctx->cache_dir[0];
+  bool disk = !(k->flags & TILE_NO_CACHE) && ctx->cache_dir[0];
   struct rt_gpu_target t;
   rt_gpu_target_of(ctx, disk, &t);
   struct rt_artifact art;
@@ -148,17 +154,21 @@ static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, con
   *st = rt_gpu_build(k, b, &t, &art);
   if (!*st) *st = load_spec(ctx, k, &art, &sp);
   if (*st && art.from_disk) { /* a stored image the driver refuses: build it afresh */
+    ctx->cache_stats.rejected++;
+    rt_cache_note(ctx, "a module of '%s' from the cache was refused by the driver (%s); rebuilt", k->name, ctx->errmsg);
     rt_artifact_free(&art);
     t.cache_dir = NULL;
     *st = rt_gpu_build(k, b, &t, &art);
     if (!*st) *st = load_spec(ctx, k, &art, &sp);
+  } else {
+    rt_gpu_cache_outcome(ctx, &art);
   }
   if (!*st && disk && !art.from_disk) rt_gpu_store(ctx, k, &art);
   sp.cache_hit = art.from_disk;
   rt_artifact_free(&art);
   if (*st) return NULL;
   sp.compile_ms = tl_now_ms() - t0;
-  VEC_PUSH(&k->arena, k->specs, sp);
+  VEC_PUSH(&k->arena, k->specs, sp); /* reserved above: allocates nothing */
   return &VEC_LAST(k->specs);
 }
 
@@ -410,9 +420,15 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
                          const tile_bench_options *o, double *t, int *n) {
   *n = 0;
   struct arena scratch;
-  arena_init(&scratch, &ctx->alloc, NULL);
+  jmp_buf oom;
+  arena_init(&scratch, &ctx->alloc, &oom);
+  if (setjmp(oom)) {
+    arena_free(&scratch);
+    return rt_error(ctx, TILE_NOMEM, "out of memory");
+  }
   struct rt_bound b;
   tile_status st = rt_bind_args(ctx, k, args, nargs, &scratch, &b);
+  scratch.oom = NULL; /* nothing below allocates from it (no jump past the events below) */
   if (!st && (k->flags & TILE_AUTOTUNE)) { /* times the tuned kernel */
     tile_kernel *run = k;
     st = rt_autotune_pick(ctx, k, &b, o->stream, &run);
@@ -472,8 +488,8 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
 
 void rt_artifact_free(struct rt_artifact *a) {
   if (!a) return;
-  free(a->ptx);
-  free(a->cubin);
+  tl_free(a->ptx);
+  tl_free(a->cubin);
   memset(a, 0, sizeof *a);
 }
 
@@ -545,20 +561,38 @@ static bool parse_code_info(const char *s, const struct tile_kernel *k, struct r
   return true;
 }
 
-/* An artifact from a verified module cache entry: parts = meta text, PTX, cubin. */
-static bool artifact_from_entry(const struct rt_cache_entry *e, const struct tile_kernel *k, struct rt_artifact *a) {
-  if (e->nparts != 3 || e->parts[1].len == 0 || e->parts[0].len >= 1024) return false;
+/* An artifact from a module cache entry whose framing was verified: parts = meta text, PTX,
+ * cubin. Each part is checked for what it claims to be (cache.h: the checksum proves
+ * nothing against whoever can write the directory); false with the reason in `why`. */
+static bool artifact_from_entry(const struct rt_cache_entry *e, const struct tile_kernel *k, struct rt_artifact *a,
+                                char *why, size_t whylen, bool *nomem) {
+  if (e->nparts != 3) {
+    snprintf(why, whylen, "%u parts, not 3", e->nparts);
+    return false;
+  }
+  if (e->parts[0].len >= 1024 || memchr(e->parts[0].data, 0, e->parts[0].len)) {
+    snprintf(why, whylen, "metadata: not a line of text");
+    return false;
+  }
   char meta[1024];
   memcpy(meta, e->parts[0].data, e->parts[0].len);
   meta[e->parts[0].len] = 0;
   unsigned threads = 0, smem = 0;
   int used = 0;
   if (sscanf(meta, "threads=%u smem=%u%n", &threads, &smem, &used) != 2 || threads == 0 || threads > 1024 ||
-      smem > (1u << 20) || !parse_code_info(meta + used, k, &a->code))
+      smem > (1u << 20) || !parse_code_info(meta + used, k, &a->code)) {
+    snprintf(why, whylen, "metadata: not valid for this kernel");
     return false;
-  a->ptx = malloc(e->parts[1].len + 1);
-  a->cubin = e->parts[2].len ? malloc(e->parts[2].len) : NULL;
-  if (!a->ptx || (e->parts[2].len && !a->cubin)) return false;
+  }
+  if (!rt_ptx_check(e->parts[1].data, e->parts[1].len, why, whylen)) return false;
+  if (e->parts[2].len && !rt_cubin_check(e->parts[2].data, e->parts[2].len, why, whylen)) return false;
+  const struct tl_alloc *alloc = &k->ctx->alloc;
+  a->ptx = tl_malloc(alloc, e->parts[1].len + 1);
+  a->cubin = e->parts[2].len ? tl_malloc(alloc, e->parts[2].len) : NULL;
+  if (!a->ptx || (e->parts[2].len && !a->cubin)) {
+    *nomem = true;
+    return false;
+  }
   memcpy(a->ptx, e->parts[1].data, e->parts[1].len);
   a->ptx[e->parts[1].len] = 0;
   a->ptx_len = e->parts[1].len;
@@ -569,6 +603,9 @@ static bool artifact_from_entry(const struct rt_cache_entry *e, const struct til
   a->from_disk = true;
   return true;
 }
+
+/* rt_cuda_link_ptx's allocation of the image it returns: a tl_malloc block of the hook. */
+static void *cubin_alloc(void *ud, size_t n) { return tl_malloc(ud, n); }
 
 tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct rt_gpu_target *t,
                          struct rt_artifact *out) {
@@ -590,9 +627,14 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   if (t->cache_dir && t->cache_dir[0]) {
     key = module_key(k, t, out->facts, out->facts_len, &scratch);
     struct rt_cache_entry e;
-    if (rt_cache_load(t->cache_dir, "mod", key, strlen(key), &e, NULL, 0) == RT_CACHE_HIT) {
-      bool ok = artifact_from_entry(&e, k, out);
+    char why[200] = "";
+    enum rt_cache_result r = rt_cache_load(&ctx->alloc, t->cache_dir, "mod", key, strlen(key), &e, why, sizeof why);
+    if (r == RT_CACHE_NOMEM) arena_oom(&scratch);
+    if (r == RT_CACHE_HIT) {
+      bool nomem = false;
+      bool ok = artifact_from_entry(&e, k, out, why, sizeof why, &nomem);
       rt_cache_entry_free(&e);
+      if (nomem) arena_oom(&scratch); /* the handler frees the parts allocated so far */
       if (ok) {
         out->build_ms = tl_now_ms() - t0;
         arena_free(&scratch);
@@ -605,6 +647,12 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
       memcpy(out->facts, facts, sizeof facts);
       out->facts_len = nf;
     }
+    if (r != RT_CACHE_MISS) { /* ignored: the caller notes why */
+      char name[RT_CACHE_NAME_MAX];
+      rt_cache_file_name("mod", key, strlen(key), name);
+      snprintf(out->cache_note, sizeof out->cache_note, "entry %.16s... of '%s' ignored (%s); rebuilt", name, k->name,
+               why[0] ? why : "unreadable");
+    }
   }
   struct cg_result res;
   struct pass_options po = {0};
@@ -616,7 +664,7 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
                   res.smem_bytes, t->device_name[0] ? t->device_name : "the device", t->smem_optin, k->name,
                   k->config ? k->config : "");
   if (!st) {
-    out->ptx = malloc(res.len + 1);
+    out->ptx = tl_malloc(&ctx->alloc, res.len + 1);
     if (!out->ptx) st = rt_error(ctx, TILE_NOMEM, "out of memory");
   }
   if (st) {
@@ -643,11 +691,19 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
     CUcontext cur = NULL;
     char err[512];
     if (t->cuda->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && !cur && t->cuctx) t->cuda->cuCtxSetCurrent(t->cuctx);
-    int rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, 0, &out->cubin, &out->cubin_len, NULL, 0, err,
-                              sizeof err);
-    if (rc && k->target->arch_specific) /* in case the context's default target refuses sm_90a PTX */
-      rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, CU_TARGET_COMPUTE_90A, &out->cubin, &out->cubin_len,
-                            NULL, 0, err, sizeof err);
+    int rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, 0, cubin_alloc, &ctx->alloc, &out->cubin,
+                              &out->cubin_len, NULL, 0, err, sizeof err);
+    if (rc && rc != RT_CUDA_NOMEM && k->target->arch_specific) /* in case the default target refuses sm_90a PTX */
+      rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, CU_TARGET_COMPUTE_90A, cubin_alloc, &ctx->alloc,
+                            &out->cubin, &out->cubin_len, NULL, 0, err, sizeof err);
+    if (rc == RT_CUDA_NOMEM) {
+      rt_artifact_free(out);
+      return rt_error(ctx, TILE_NOMEM, "out of memory for the image of '%s'", k->name);
+    }
+    if (!rc && !rt_cubin_check(out->cubin, out->cubin_len, NULL, 0)) { /* one a later load would refuse */
+      tl_free(out->cubin);
+      rc = -1;
+    }
     if (rc) { /* no cubin: loading the PTX runs the JIT (and reports any error properly) */
       out->cubin = NULL;
       out->cubin_len = 0;
@@ -666,7 +722,10 @@ static tile_status load_spec(tile_context *ctx, tile_kernel *k, const struct rt_
   char err[8192], info[4096];
   float jit_ms = 0;
   int rc = -1;
-  if (a->cubin) rc = rt_cuda_module_load(&ctx->cuda, a->cubin, &sp->module, info, sizeof info, err, sizeof err, &jit_ms);
+  /* the driver reads an image by its own header, given no length: only a checked one
+   * (rt_cubin_check, also applied where artifacts are made) */
+  if (a->cubin && rt_cubin_check(a->cubin, a->cubin_len, NULL, 0))
+    rc = rt_cuda_module_load(&ctx->cuda, a->cubin, &sp->module, info, sizeof info, err, sizeof err, &jit_ms);
   if (rc) rc = rt_cuda_module_load(&ctx->cuda, a->ptx, &sp->module, info, sizeof info, err, sizeof err, &jit_ms);
   if (rc == 0) rc = rt_cuda_function(&ctx->cuda, sp->module, k->name, &sp->func, err, sizeof err);
   struct rt_cuda_func_attrs fa;
@@ -695,6 +754,8 @@ tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_boun
     if (k->specs.v[i].facts_len == klen && memcmp(k->specs.v[i].facts, key, klen) == 0) return TILE_OK;
   if (klen != a->facts_len || memcmp(key, a->facts, klen) != 0)
     return rt_error(ctx, TILE_INTERNAL, "internal error: code of '%s' was built for other arguments", k->name);
+  if (!VEC_TRY_RESERVE(&k->arena, k->specs, 1)) return rt_error(ctx, TILE_NOMEM, "out of memory");
+  rt_gpu_cache_outcome(ctx, a);
   struct rt_spec sp;
   tile_status st = load_spec(ctx, k, a, &sp);
   if (st) return st;
@@ -705,17 +766,38 @@ tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_boun
 }
 
 void rt_gpu_store(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a) {
-  if (!ctx->cache_dir || !ctx->cache_dir[0] || !a->ptx) return;
+  if (!ctx->cache_dir[0] || !a->ptx) return;
   struct rt_gpu_target t;
   rt_gpu_target_of(ctx, true, &t);
   struct arena scratch;
-  arena_init(&scratch, &ctx->alloc, NULL);
+  jmp_buf oom;
+  arena_init(&scratch, &ctx->alloc, &oom);
+  if (setjmp(oom)) { /* best effort: only noted */
+    arena_free(&scratch);
+    ctx->cache_stats.store_failed++;
+    rt_cache_note(ctx, "cache: not stored: out of memory");
+    return;
+  }
   const char *key = module_key(k, &t, a->facts, a->facts_len, &scratch);
+  scratch.oom = NULL;
   char meta[1024];
   int n = snprintf(meta, sizeof meta, "threads=%u smem=%u", a->threads, a->smem);
   n += format_code_info(&a->code, meta + n, sizeof meta - (size_t)n);
   struct rt_cache_part parts[3] = {{meta, (size_t)n}, {a->ptx, a->ptx_len}, {a->cubin, a->cubin ? a->cubin_len : 0}};
   char err[512];
-  rt_cache_store(ctx->cache_dir, "mod", key, strlen(key), parts, 3, err, sizeof err); /* best effort */
+  if (rt_cache_store(ctx->cache_dir, "mod", key, strlen(key), parts, 3, err, sizeof err) == 0) { /* best effort */
+    ctx->cache_stats.stored++;
+  } else {
+    ctx->cache_stats.store_failed++;
+    rt_cache_note(ctx, "%s", err);
+  }
   arena_free(&scratch);
+}
+
+void rt_gpu_cache_outcome(tile_context *ctx, const struct rt_artifact *a) {
+  if (a->from_disk) ctx->cache_stats.loaded++;
+  if (a->cache_note[0]) {
+    ctx->cache_stats.rejected++;
+    rt_cache_note(ctx, "%s", a->cache_note);
+  }
 }

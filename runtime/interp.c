@@ -445,18 +445,21 @@ static void eval_grid_block(const struct ir_func *f, const struct interp_arg *ar
   }
 }
 
-void interp_grid(const struct ir_func *f, const struct interp_arg *args, int64_t grid[3]) {
+bool interp_grid(const struct ir_func *f, const struct interp_arg *args, int64_t grid[3],
+                 const struct tl_alloc *alloc) {
   grid[0] = grid[1] = grid[2] = 0;
   ir_scalar small[256];
-  ir_scalar *vals = f->values.n <= 256 ? small : malloc(sizeof(ir_scalar) * f->values.n);
-  if (!vals) return;
+  size_t bytes = sizeof(ir_scalar) * f->values.n;
+  ir_scalar *vals = f->values.n <= 256 ? small : tl_raw_alloc(alloc, bytes);
+  if (!vals) return false;
   eval_grid_block(f, args, vals, IR_GRID_BLOCK);
   const struct ir_block *g = &f->blocks.v[IR_GRID_BLOCK];
   if (g->ops.n) {
     const struct ir_op *op = &f->ops.v[VEC_LAST(g->ops)];
     for (int i = 0; i < 3 && i < (int)op->nargs; i++) grid[i] = grid_value(f, args, vals, op->args[i]).i;
   }
-  if (vals != small) free(vals);
+  if (vals != small) tl_raw_free(alloc, vals, bytes);
+  return true;
 }
 
 struct worker {

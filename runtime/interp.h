@@ -23,8 +23,11 @@ struct interp_arg {
   ir_scalar scalar;            /* IR_PARAM_SCALAR and IR_PARAM_SHAPE */
 };
 
-/* Evaluates the grid block. Grid sizes below 0 are reported as errors by the caller. */
-void interp_grid(const struct ir_func *f, const struct interp_arg *args, int64_t grid[3]);
+/* Evaluates the grid block (values in a buffer from `alloc` when the kernel has more than
+ * 256; NULL = libc); false when that allocation fails. Grid sizes below 0 are reported as
+ * errors by the caller. */
+bool interp_grid(const struct ir_func *f, const struct interp_arg *args, int64_t grid[3],
+                 const struct tl_alloc *alloc);
 
 /* Runs every program instance of the grid with up to `threads` host threads (0 = one per
  * core). Returns false only if memory for the interpreter's buffers cannot be obtained

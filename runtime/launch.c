@@ -153,7 +153,7 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
                       p->name);
     ia[i].scalar.i = sym_size[i];
   }
-  interp_grid(f, ia, out->grid);
+  if (!interp_grid(f, ia, out->grid, &ctx->alloc)) return rt_error(ctx, TILE_NOMEM, "out of memory");
   out->repacked = 0;
   for (int d = 0; d < 3; d++)
     if (out->grid[d] < 0 || out->grid[d] > INT32_MAX)
@@ -228,7 +228,7 @@ tile_status rt_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args,
   if (o.max_ms <= 0) o.max_ms = 2000;
   if (!k) return rt_error(ctx, TILE_INVALID_ARGUMENT, "kernel is NULL");
   tile_launch_options lo = {o.stream};
-  double *t = malloc(sizeof(double) * (size_t)o.reps);
+  double *t = tl_malloc(&ctx->alloc, sizeof(double) * (size_t)o.reps);
   if (!t) return rt_error(ctx, TILE_NOMEM, "out of memory");
   tile_status st = TILE_OK;
   int n = 0;
@@ -253,7 +253,7 @@ tile_status rt_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args,
     out->mean_ms = sum / n;
     out->reps = n;
   }
-  free(t);
+  tl_free(t);
   return st;
 }
 

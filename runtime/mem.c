@@ -22,16 +22,41 @@ static tile_status cuda_status(tile_context *ctx, int rc, const char *err) {
   return rt_error(ctx, TILE_CUDA, "%s", err);
 }
 
+/* Host blocks of tile_mem_alloc: 256-byte aligned (as device allocations are), from the
+ * context's hook, which aligns to 16 only: the block is over-allocated, and where it starts
+ * and how long it is are kept just before the aligned pointer. */
+struct host_block {
+  void *base;
+  size_t size;
+};
+enum { HOST_ALIGN = 256 };
+
+static void *host_alloc(tile_context *ctx, size_t bytes) {
+  size_t size = ((bytes + HOST_ALIGN - 1) & ~(size_t)(HOST_ALIGN - 1)) + HOST_ALIGN + sizeof(struct host_block);
+  char *base = tl_raw_alloc(&ctx->alloc, size);
+  if (!base) return NULL;
+  uintptr_t p = ((uintptr_t)base + sizeof(struct host_block) + HOST_ALIGN - 1) & ~(uintptr_t)(HOST_ALIGN - 1);
+  struct host_block hb = {base, size};
+  memcpy((char *)p - sizeof hb, &hb, sizeof hb);
+  return (void *)p;
+}
+
+static void host_free(tile_context *ctx, void *p) {
+  struct host_block hb;
+  memcpy(&hb, (char *)p - sizeof hb, sizeof hb);
+  tl_raw_free(&ctx->alloc, hb.base, hb.size);
+}
+
 tile_status rt_mem_alloc(tile_context *ctx, tile_device dev, size_t bytes, void **out) {
   tile_status st = check_dev(ctx, dev);
   if (st) return st;
   if (!out) return rt_error(ctx, TILE_INVALID_ARGUMENT, "out is NULL");
   *out = NULL;
-  if (bytes > SIZE_MAX - 255) /* the rounding below would wrap to a 0-byte buffer */
-    return rt_error(ctx, TILE_NOMEM, "cannot allocate %zu bytes", bytes);
+  if (bytes > SIZE_MAX - 1024) /* the rounding below would wrap to a small buffer */
+    return rt_error(ctx, TILE_NOMEM, "out of memory: cannot allocate %zu bytes", bytes);
   if (dev == TILE_DEVICE_CPU) {
-    *out = aligned_alloc(256, (bytes + 255) & ~(size_t)255);
-    if (!*out && bytes) return rt_error(ctx, TILE_NOMEM, "cannot allocate %zu bytes", bytes);
+    *out = host_alloc(ctx, bytes);
+    if (!*out) return rt_error(ctx, TILE_NOMEM, "out of memory: cannot allocate %zu bytes", bytes);
     return TILE_OK;
   }
   char err[512];
@@ -46,7 +71,7 @@ tile_status rt_mem_free(tile_context *ctx, tile_device dev, void *p) {
   tile_status st = check_dev(ctx, dev);
   if (st) return st;
   if (dev == TILE_DEVICE_CPU) {
-    free(p);
+    host_free(ctx, p);
     return TILE_OK;
   }
   char err[512];

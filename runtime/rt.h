@@ -42,7 +42,10 @@ struct tile_context {
   /* in-memory kernel cache */
   struct arena cache_arena;
   VEC(struct tile_kernel *) kernels;
-  char *cache_dir; /* on-disk cache directory ("" = off); never NULL */
+  char cache_dir[4096]; /* on-disk cache directory ("" = off) */
+  /* tile_cache_status: why the cache is off, or the latest problem it met; and counters */
+  char cache_status[512];
+  tile_cache_stats cache_stats;
   /* best configurations found by tuning in this context (tune.c), in cache_arena */
   VEC(struct rt_tune_memo) tunes;
   /* repacking unaligned operands (repack.c): the scratch pool and the copy kernels by
@@ -148,9 +151,12 @@ tile_status rt_error_code(tile_context *ctx, tile_status st, const char *code, c
     TL_PRINTF(4, 5);
 /* A failure of a compiler stage (driver.h): its message and code, as a tile_status. */
 tile_status rt_fail(tile_context *ctx, enum tl_result r, struct tl_error *e);
-/* The whole file at path, malloc'ed (*len bytes); NULL on failure, with errno set when the
- * system gave a reason. */
-char *rt_read_file(const char *path, size_t *len);
+/* Records a problem of the on-disk cache for tile_cache_status (never printed). */
+void rt_cache_note(tile_context *ctx, const char *fmt, ...) TL_PRINTF(2, 3);
+/* The whole file at path (at most TILE_MAX_SOURCE_BYTES), NUL-terminated, from tl_malloc
+ * with ctx's hook (*len bytes); NULL on failure, with errno set: ENOMEM, EISDIR, EFBIG or
+ * what the system said. Read with open/read: no stdio buffer is allocated behind the hook. */
+char *rt_read_file(tile_context *ctx, const char *path, size_t *len);
 
 /* ---- launching (launch.c) ---- */
 
@@ -212,6 +218,7 @@ struct rt_artifact {
   struct rt_code_info code;
   double build_ms;
   bool from_disk;
+  char cache_note[320]; /* why a module cache entry for it was ignored ("" if none) */
 };
 void rt_artifact_free(struct rt_artifact *a);
 
@@ -228,8 +235,11 @@ tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_boun
                          const struct rt_artifact *a);
 /* The device-side argument checks of a launch (alignment, residency), without compiling. */
 tile_status rt_gpu_check_args(tile_context *ctx, tile_kernel *k, const struct rt_bound *b);
-/* Writes an artifact of k to the context's on-disk module cache (best effort). */
+/* Writes an artifact of k to the context's on-disk module cache (best effort: a failure is
+ * only counted and noted, tile_cache_status). */
 void rt_gpu_store(tile_context *ctx, tile_kernel *k, const struct rt_artifact *a);
+/* Counts and notes what a build found in the module cache: a used entry, or one ignored. */
+void rt_gpu_cache_outcome(tile_context *ctx, const struct rt_artifact *a);
 
 /* ---- repacking unaligned dot operands (repack.c) ---- */
 

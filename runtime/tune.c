@@ -91,7 +91,7 @@ struct job {
   bool skipped;         /* not compiled: over the budget */
   tile_status st;       /* of the worker's compile */
   bool pruned;
-  char *msg;            /* malloc'd */
+  char *msg;            /* tl_malloc'd (NULL if that failed) */
   struct rt_artifact art;
   double compile_ms;
 };
@@ -149,17 +149,16 @@ struct tuner {
   tile_kernel *best_k;       /* its kernel, kept to store its code in the module cache */
   unsigned timed, pruned, failed, wrong, skipped;
   tile_status default_st; /* why the default configuration failed */
+  unsigned *deferred;        /* configurations put off (spills), in the order met */
+  bool nomem;                /* a host allocation failed: the search stops, TILE_NOMEM */
+  bool worker_nomem;         /* (under mu) a worker could not make its context */
 };
 
 static double now_ms(void) { return tl_now_ms(); }
 
-static char *xstrdup(const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  char *p = malloc(n);
-  if (p) memcpy(p, s, n);
-  return p;
-}
+/* The strings of the result and of the jobs are tl_malloc blocks of the caller's context
+ * (tile_tune_result_free releases them without it); NULL when out of memory. */
+static char *xstrdup(struct tuner *T, const char *s) { return tl_strdup(&T->ctx->alloc, s); }
 
 /* A configuration that the kernel's own rules or the device's limits exclude is pruned,
  * not failed: a violated `where` constraint, too many registers per thread for a tile, or
@@ -196,7 +195,7 @@ static void run_job(struct tuner *T, tile_context *wctx, struct job *j) {
     }
     arena_free(&scratch);
   }
-  if (st) j->msg = xstrdup(wctx->errbrief[0] ? wctx->errbrief : "unknown error");
+  if (st) j->msg = xstrdup(T, wctx->errbrief[0] ? wctx->errbrief : "unknown error");
   j->st = st;
   rt_kernel_release(k);
   j->compile_ms = now_ms() - t0;
@@ -222,7 +221,7 @@ static void do_job(struct tuner *T, tile_context *wctx, unsigned i) {
     j->skipped = true;
   } else if (!wctx) {
     j->st = TILE_NOMEM;
-    j->msg = xstrdup("out of memory");
+    j->msg = xstrdup(T, "out of memory");
   } else {
     run_job(T, wctx, j);
   }
@@ -231,9 +230,10 @@ static void do_job(struct tuner *T, tile_context *wctx, unsigned i) {
 static void *worker(void *arg) {
   struct tuner *T = arg;
   tile_context *wctx = NULL;
-  tile_context_options o = {.cache_dir = "", .cpu_threads = 1};
+  tile_context_options o = {.cache_dir = "", .cpu_threads = 1, .alloc = T->ctx->alloc.fn, .alloc_ud = T->ctx->alloc.ud};
   rt_context_create(&o, &wctx);
   pthread_mutex_lock(&T->mu);
+  if (!wctx) T->worker_nomem = true; /* even if it never takes a job: the call fails */
   for (;;) {
     int i = claim(T, true);
     if (i < 0) break;
@@ -266,6 +266,7 @@ static void wait_job(struct tuner *T, unsigned i, tile_context *inline_ctx) {
     }
     pthread_cond_wait(&T->cv, &T->mu);
   }
+  if (T->worker_nomem) T->nomem = true;
   pthread_mutex_unlock(&T->mu);
 }
 
@@ -330,18 +331,20 @@ static tile_status setup_outputs(struct tuner *T, tile_kernel *kdef) {
     struct outbuf *o = &T->outs[i];
     st = rt_mem_alloc(T->ctx, T->co.device, o->bytes, &o->backup);
     if (st) {
+      char why[512]; /* (rt_error writes the buffer tile_errmsg reads) */
+      snprintf(why, sizeof why, "%.500s", T->ctx->errmsg);
       st = rt_error(T->ctx, st, "tuning needs %zu bytes of %s memory to save output '%s': %s", o->bytes,
-                    T->co.device == TILE_DEVICE_CPU ? "host" : "device", o->name, T->ctx->errmsg);
+                    T->co.device == TILE_DEVICE_CPU ? "host" : "device", o->name, why);
       break;
     }
     st = mem_copy(T, o->backup, o->data, o->bytes);
     o->saved = !st;
-    o->ref = malloc(o->bytes);
-    o->cur = malloc(o->bytes);
-    if (!st && (!o->ref || !o->cur)) st = rt_error(T->ctx, TILE_NOMEM, "out of host memory (%zu bytes)", 2 * o->bytes);
+    o->ref = tl_malloc(&T->ctx->alloc, o->bytes);
+    o->cur = tl_malloc(&T->ctx->alloc, o->bytes);
+    if (!st && (!o->ref || !o->cur)) st = rt_error(T->ctx, TILE_NOMEM, "out of memory: %zu bytes for copies of the outputs", 2 * o->bytes);
     if (o->dtype == TILE_F16 && !T->f16_table && !st) {
-      T->f16_table = malloc(sizeof(float) * 65536);
-      if (!T->f16_table) st = rt_error(T->ctx, TILE_NOMEM, "out of host memory");
+      T->f16_table = tl_malloc(&T->ctx->alloc, sizeof(float) * 65536);
+      if (!T->f16_table) st = rt_error(T->ctx, TILE_NOMEM, "out of memory");
       for (uint32_t h = 0; T->f16_table && h < 65536; h++) T->f16_table[h] = tl_f16_to_f32((uint16_t)h);
     }
   }
@@ -349,8 +352,11 @@ static tile_status setup_outputs(struct tuner *T, tile_kernel *kdef) {
   return st;
 }
 
-/* Restores the outputs from their copies; frees everything. */
+/* Restores the outputs from their copies; frees everything. The message of the context is
+ * kept: the calls below (public ones) clear it, and it may say why tuning failed. */
 static void teardown_outputs(struct tuner *T) {
+  char saved[RT_ERRMSG_SIZE];
+  memcpy(saved, T->ctx->errmsg, sizeof saved);
   sync_all(T);
   for (unsigned i = 0; i < T->nouts; i++) {
     struct outbuf *o = &T->outs[i];
@@ -359,11 +365,13 @@ static void teardown_outputs(struct tuner *T) {
       sync_all(T);
     }
     if (o->backup) rt_mem_free(T->ctx, T->co.device, o->backup);
-    free(o->ref);
-    free(o->cur);
+    tl_free(o->ref);
+    tl_free(o->cur);
   }
   sync_all(T);
-  free(T->f16_table);
+  tl_free(T->f16_table);
+  T->f16_table = NULL;
+  memcpy(T->ctx->errmsg, saved, sizeof saved);
   T->nouts = 0;
 }
 
@@ -466,29 +474,44 @@ static bool compare_outputs(struct tuner *T, double *rel, char *why, size_t whyl
 
 enum eval_result { EV_DONE, EV_DEFER };
 
-static tile_tune_config *new_row(struct tuner *T, struct job *j, tile_tune_outcome oc, const char *reason) {
+/* A row of the table for job j, with the first reason_len bytes of reason (NULL: none).
+ * NULL when out of memory (T->nomem is set; nothing is left allocated): from here on the
+ * search runs with other threads, so nothing jumps to the recovery point of tune_core. */
+static tile_tune_config *new_row(struct tuner *T, struct job *j, tile_tune_outcome oc, const char *reason,
+                                 size_t reason_len) {
   tile_tune_config row = {0};
-  row.config = xstrdup(j->text ? j->text : "");
+  row.config = xstrdup(T, j->text ? j->text : "");
   row.outcome = oc;
-  row.reason = reason ? xstrdup(reason) : NULL;
+  row.reason = reason ? tl_strndup(&T->ctx->alloc, reason, reason_len) : NULL;
+  if (!row.config || (reason && !row.reason) || !VEC_TRY_RESERVE(T->a, T->rows, 1)) {
+    tl_free(row.config);
+    tl_free(row.reason);
+    T->nomem = true;
+    return NULL;
+  }
   row.rel_err = -1;
   row.registers = row.local_bytes = -1;
   row.compile_ms = j->compile_ms;
-  VEC_PUSH(T->a, T->rows, row);
+  T->rows.v[T->rows.n++] = row;
   return &VEC_LAST(T->rows);
 }
 
 static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
   struct job *j = &T->jobs[ji];
   tile_context *ctx = T->ctx;
+  size_t rlen;
+  const char *r;
+  if (j->st == TILE_NOMEM) { /* host memory, not the configuration: the search stops */
+    T->nomem = true;
+    return EV_DONE;
+  }
   if (j->st) {
     if (ji == 0) T->default_st = j->st;
-    char *r = xstrdup(j->msg ? j->msg : "unknown error");
-    tile_tune_config *row = new_row(T, j, j->pruned ? TILE_TUNE_PRUNED : TILE_TUNE_FAILED, r);
-    free(r);
+    r = j->msg ? j->msg : "unknown error";
+    rlen = strlen(r);
+    new_row(T, j, j->pruned ? TILE_TUNE_PRUNED : TILE_TUNE_FAILED, r, rlen);
     if (j->pruned) T->pruned++;
     else T->failed++;
-    (void)row;
     return EV_DONE;
   }
   tile_compile_options co = T->co;
@@ -536,7 +559,8 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
         T->outs[i].cur = t;
       }
       T->have_ref = true;
-      T->ref_text = arena_strdup(T->a, j->text);
+      T->ref_text = arena_try_strdup(T->a, j->text);
+      if (!T->ref_text) st = rt_error(ctx, TILE_NOMEM, "out of memory");
       reference_norms(T);
       rel = 0;
     }
@@ -547,15 +571,20 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
                              .max_ms = T->to.config_budget_ms};
     st = rt_bench(ctx, k, T->args, T->nargs, &bo, &br);
   }
-  tile_tune_config *row;
+  if (st == TILE_NOMEM) { /* host memory, not the configuration: the search stops */
+    T->nomem = true;
+    rt_kernel_release(k);
+    return EV_DONE;
+  }
+  tile_tune_config *row, lost; /* lost: where a row goes that could not be added */
   if (st && ji == 0) T->default_st = st;
   if (st) {
-    char *r = xstrdup(ctx->errbrief[0] ? ctx->errbrief : "unknown error");
-    row = new_row(T, j, TILE_TUNE_FAILED, r);
-    free(r);
+    r = ctx->errbrief[0] ? ctx->errbrief : "unknown error";
+    rlen = strlen(r);
+    row = new_row(T, j, TILE_TUNE_FAILED, r, rlen);
     T->failed++;
   } else if (wrong) {
-    row = new_row(T, j, TILE_TUNE_WRONG, why);
+    row = new_row(T, j, TILE_TUNE_WRONG, why, strlen(why));
     T->wrong++;
   } else {
     char note[128] = "";
@@ -563,11 +592,12 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
       snprintf(note, sizeof note, "uses %d bytes of local memory per thread (register spills)", ks.local_bytes);
     if (ji == 0 && !strcmp(T->ref_text, j->text) && !note[0]) snprintf(note, sizeof note, "default (the reference)");
     else if (!strcmp(T->ref_text, j->text) && !note[0]) snprintf(note, sizeof note, "the reference (the default failed)");
-    row = new_row(T, j, TILE_TUNE_TIMED, note[0] ? note : NULL);
+    row = new_row(T, j, TILE_TUNE_TIMED, note[0] ? note : NULL, strlen(note));
+    if (!row) row = &lost;
     row->median_ms = br.median_ms;
     row->min_ms = br.min_ms;
     T->timed++;
-    if (T->best_row < 0 || br.median_ms < T->best_ms) {
+    if (!T->nomem && (T->best_row < 0 || br.median_ms < T->best_ms)) {
       T->best_row = (int)T->rows.n - 1;
       T->best_ms = br.median_ms;
       T->best_job = ji;
@@ -576,6 +606,7 @@ static enum eval_result evaluate(struct tuner *T, unsigned ji, bool may_defer) {
       k = NULL; /* kept */
     }
   }
+  if (!row) row = &lost;
   row->rel_err = rel;
   row->shared_bytes = ks.shared_bytes;
   row->registers = ks.registers;
@@ -676,6 +707,7 @@ static tile_status make_jobs(struct tuner *T, uint64_t seed) {
   unsigned cap = (unsigned)total + 1;
   if (T->to.max_configs && T->to.max_configs < cap) cap = T->to.max_configs;
   T->jobs = ARENA_NEWN(T->a, struct job, cap + 1);
+  T->deferred = ARENA_NEWN(T->a, unsigned, cap + 1);
   /* the default */
   struct job *j0 = &T->jobs[0];
   j0->vals = ARENA_NEWN(T->a, const char *, T->ntuned + 1);
@@ -730,7 +762,8 @@ static unsigned default_threads(void) {
 }
 
 static void run_search(struct tuner *T) {
-  unsigned nthreads = T->to.threads > 0 ? (unsigned)T->to.threads : default_threads();
+  /* threads < 0: none; every job is compiled on this thread, in order (wait_job) */
+  unsigned nthreads = T->to.threads > 0 ? (unsigned)T->to.threads : T->to.threads < 0 ? 0 : default_threads();
   if (nthreads > 32) nthreads = 32;
   if (nthreads > T->njobs) nthreads = T->njobs;
   T->window = 2 * nthreads + 2;
@@ -741,13 +774,12 @@ static void run_search(struct tuner *T) {
     if (pthread_create(&tid[T->nworkers], NULL, worker, T) == 0) T->nworkers++;
   tile_context *inline_ctx = NULL;
   if (T->nworkers == 0) {
-    tile_context_options o = {.cache_dir = "", .cpu_threads = 1};
-    rt_context_create(&o, &inline_ctx);
+    tile_context_options o = {.cache_dir = "", .cpu_threads = 1, .alloc = T->ctx->alloc.fn, .alloc_ud = T->ctx->alloc.ud};
+    if (rt_context_create(&o, &inline_ctx)) T->nomem = true;
   }
 
-  unsigned *deferred = ARENA_NEWN(T->a, unsigned, T->njobs + 1);
-  unsigned ndeferred = 0;
-  for (unsigned i = 0; i < T->njobs; i++) {
+  unsigned *deferred = T->deferred, ndeferred = 0;
+  for (unsigned i = 0; i < T->njobs && !T->nomem; i++) {
     wait_job(T, i, inline_ctx);
     struct job *j = &T->jobs[i];
     if (j->skipped || (i > 0 && now_ms() > T->deadline)) {
@@ -760,10 +792,11 @@ static void run_search(struct tuner *T) {
     }
     if (T->best_row < 0 || i != T->best_job) rt_artifact_free(&j->art);
   }
-  for (unsigned d = 0; d < ndeferred; d++) {
+  for (unsigned d = 0; d < ndeferred && !T->nomem; d++) {
     struct job *j = &T->jobs[deferred[d]];
     if (now_ms() > T->deadline) {
-      new_row(T, j, TILE_TUNE_SKIPPED, "uses local memory (register spills), so it was put off, and the time budget ran out");
+      static const char why[] = "uses local memory (register spills), so it was put off, and the time budget ran out";
+      new_row(T, j, TILE_TUNE_SKIPPED, why, sizeof why - 1);
       T->skipped++;
     } else {
       evaluate(T, deferred[d], false);
@@ -777,14 +810,15 @@ static void run_search(struct tuner *T) {
   pthread_cond_broadcast(&T->cv);
   pthread_mutex_unlock(&T->mu);
   for (unsigned i = 0; i < T->nworkers; i++) pthread_join(tid[i], NULL);
+  if (T->worker_nomem) T->nomem = true;
   pthread_mutex_destroy(&T->mu);
   pthread_cond_destroy(&T->cv);
   rt_context_destroy(inline_ctx);
-  for (unsigned i = 0; i < T->njobs; i++) {
-    if (T->best_row >= 0 && i == T->best_job) continue;
+  for (unsigned i = 0; i < T->njobs; i++) { /* what the loops above did not reach */
+    if (!T->nomem && T->best_row >= 0 && i == T->best_job) continue;
     rt_artifact_free(&T->jobs[i].art);
   }
-  for (unsigned i = 0; i < T->njobs; i++) free(T->jobs[i].msg);
+  for (unsigned i = 0; i < T->njobs; i++) tl_free(T->jobs[i].msg);
 }
 
 /* ---- stored results ---- */
@@ -795,18 +829,24 @@ static const struct rt_tune_memo *memo_find(tile_context *ctx, const uint8_t key
   return NULL;
 }
 
-static void memo_put(tile_context *ctx, const uint8_t key[32], const char *best, double ms) {
+/* Remembers the best configuration for a key in the context; false when out of memory (the
+ * context's arena has no recovery point: nothing is changed then). */
+static bool memo_put(tile_context *ctx, const uint8_t key[32], const char *best, double ms) {
+  const char *copy = arena_try_strdup(&ctx->cache_arena, best);
+  if (!copy) return false;
   for (uint32_t i = 0; i < ctx->tunes.n; i++)
     if (memcmp(ctx->tunes.v[i].key, key, 32) == 0) {
-      ctx->tunes.v[i].best = arena_strdup(&ctx->cache_arena, best);
+      ctx->tunes.v[i].best = copy;
       ctx->tunes.v[i].best_ms = ms;
-      return;
+      return true;
     }
+  if (!VEC_TRY_RESERVE(&ctx->cache_arena, ctx->tunes, 1)) return false;
   struct rt_tune_memo m;
   memcpy(m.key, key, 32);
-  m.best = arena_strdup(&ctx->cache_arena, best);
+  m.best = copy;
   m.best_ms = ms;
-  VEC_PUSH(&ctx->cache_arena, ctx->tunes, m);
+  ctx->tunes.v[ctx->tunes.n++] = m;
+  return true;
 }
 
 /* A stored best must name exactly the tuned parameters, each with one of its candidate
@@ -833,33 +873,33 @@ static bool valid_best(const struct tuner *T, const char *best) {
 
 /* ---- the result ---- */
 
+/* The winner and its defines into out (tl_malloc'd: the caller frees out on failure). */
 static tile_status fill_result(struct tuner *T, const char *best, double best_ms, tile_tune_result *out) {
-  out->best = xstrdup(best);
+  out->best = xstrdup(T, best);
   out->best_ms = best_ms;
   /* defines: pins, then the winner's values */
   unsigned n = T->npins + T->ntuned;
-  out->defines = calloc(n + 1, sizeof *out->defines);
+  out->defines = tl_calloc(&T->ctx->alloc, n + 1, sizeof *out->defines);
   if (!out->best || !out->defines) return rt_error(T->ctx, TILE_NOMEM, "out of memory");
+  bool lost = false;
   for (unsigned i = 0; i < T->npins; i++) {
-    out->defines[i].name = xstrdup(T->pins[i].name);
-    out->defines[i].value = xstrdup(T->pins[i].value);
+    out->defines[i].name = xstrdup(T, T->pins[i].name);
+    out->defines[i].value = xstrdup(T, T->pins[i].value);
+    lost |= !out->defines[i].name || !out->defines[i].value;
   }
   out->ndefines = T->npins;
+  if (lost) return rt_error(T->ctx, TILE_NOMEM, "out of memory");
   const char *p = best;
   for (uint32_t t = 0; t < T->ntuned && *p; t++) {
     const char *eq = strchr(p, '=');
     if (!eq) break;
     size_t vl = strcspn(eq + 1, ",");
-    char *name = malloc((size_t)(eq - p) + 1), *val = malloc(vl + 1);
+    char *name = tl_strndup(&T->ctx->alloc, p, (size_t)(eq - p)), *val = tl_strndup(&T->ctx->alloc, eq + 1, vl);
     if (!name || !val) {
-      free(name);
-      free(val);
+      tl_free(name);
+      tl_free(val);
       return rt_error(T->ctx, TILE_NOMEM, "out of memory");
     }
-    memcpy(name, p, (size_t)(eq - p));
-    name[eq - p] = 0;
-    memcpy(val, eq + 1, vl);
-    val[vl] = 0;
     out->defines[out->ndefines].name = name;
     out->defines[out->ndefines].value = val;
     out->ndefines++;
@@ -871,17 +911,17 @@ static tile_status fill_result(struct tuner *T, const char *best, double best_ms
 
 void rt_tune_result_free(tile_tune_result *r) {
   if (!r) return;
-  free(r->best);
-  for (unsigned i = 0; i < r->ndefines; i++) {
-    free((char *)r->defines[i].name);
-    free((char *)r->defines[i].value);
+  tl_free(r->best);
+  for (unsigned i = 0; r->defines && i < r->ndefines; i++) {
+    tl_free((char *)r->defines[i].name);
+    tl_free((char *)r->defines[i].value);
   }
-  free(r->defines);
-  for (unsigned i = 0; i < r->nconfigs; i++) {
-    free(r->configs[i].config);
-    free(r->configs[i].reason);
+  tl_free(r->defines);
+  for (unsigned i = 0; r->configs && i < r->nconfigs; i++) {
+    tl_free(r->configs[i].config);
+    tl_free(r->configs[i].reason);
   }
-  free(r->configs);
+  tl_free(r->configs);
   memset(r, 0, sizeof *r);
 }
 
@@ -1009,60 +1049,79 @@ static const char *tune_key(struct tuner *T, tile_kernel *kdef, const struct rt_
   return sb_str(&sb);
 }
 
-static void copy_rows(struct tuner *T, tile_tune_result *out) {
-  out->configs = calloc(T->rows.n + 1, sizeof *out->configs);
-  if (!out->configs) { /* the table is lost, the result is not */
-    for (uint32_t i = 0; i < T->rows.n; i++) {
-      free(T->rows.v[i].config);
-      free(T->rows.v[i].reason);
-    }
-    T->rows.n = 0;
-    return;
-  }
+/* Moves the rows into out->configs (tl_malloc'd, as tile_tune_result_free expects). */
+static tile_status copy_rows(struct tuner *T, tile_tune_result *out) {
+  out->configs = tl_calloc(&T->ctx->alloc, T->rows.n + 1, sizeof *out->configs);
+  if (!out->configs) return rt_error(T->ctx, TILE_NOMEM, "out of memory");
   memcpy(out->configs, T->rows.v, sizeof *out->configs * T->rows.n);
   out->nconfigs = T->rows.n;
   T->rows.n = 0;
+  return TILE_OK;
 }
 
 static void drop_rows(struct tuner *T) {
   for (uint32_t i = 0; i < T->rows.n; i++) {
-    free(T->rows.v[i].config);
-    free(T->rows.v[i].reason);
+    tl_free(T->rows.v[i].config);
+    tl_free(T->rows.v[i].reason);
   }
   T->rows.n = 0;
 }
 
-/* A stored result for the key, from the context or the disk. */
+/* A stored result for the key, from the context or the disk. Runs under tune_core's
+ * recovery point (T->a): out of memory jumps there, which frees out. */
 static bool lookup_stored(struct tuner *T, const char *key, const uint8_t h[32], tile_tune_result *out) {
   tile_context *ctx = T->ctx;
   const struct rt_tune_memo *m = memo_find(ctx, h);
   const char *best = NULL;
   double ms = 0;
-  struct rt_cache_entry e = {0};
   if (m && valid_best(T, m->best)) {
     best = m->best;
     ms = m->best_ms;
     out->from_cache = 1;
-  } else if (rt_cache_load(ctx->cache_dir, "tune", key, strlen(key), &e, NULL, 0) == RT_CACHE_HIT && e.nparts == 2 &&
-             e.parts[0].len < 4096 && e.parts[1].len < 256) {
-    char *b = arena_strndup(T->a, e.parts[0].data, e.parts[0].len);
-    char meta[256];
-    memcpy(meta, e.parts[1].data, e.parts[1].len);
-    meta[e.parts[1].len] = 0;
-    if (strlen(b) == e.parts[0].len && valid_best(T, b) && sscanf(meta, "best_ms=%lf", &ms) == 1 && ms >= 0) {
-      best = b;
-      out->from_cache = 2;
-      memo_put(ctx, h, best, ms);
+  } else {
+    char why[200] = "";
+    struct rt_cache_entry e;
+    enum rt_cache_result r = rt_cache_load(&ctx->alloc, ctx->cache_dir, "tune", key, strlen(key), &e, why, sizeof why);
+    if (r == RT_CACHE_NOMEM) arena_oom(T->a);
+    if (r == RT_CACHE_HIT) {
+      /* a well-framed entry is not yet a sound one (cache.h): every part is checked */
+      char *b = NULL;
+      if (e.nparts != 2 || e.parts[0].len >= 4096 || e.parts[1].len >= 256) {
+        snprintf(why, sizeof why, "not a tuning result (%u parts)", e.nparts);
+      } else if (!(b = arena_try_alloc(T->a, e.parts[0].len + 1))) {
+        rt_cache_entry_free(&e);
+        arena_oom(T->a);
+      } else {
+        memcpy(b, e.parts[0].data, e.parts[0].len);
+        char meta[256];
+        memcpy(meta, e.parts[1].data, e.parts[1].len);
+        meta[e.parts[1].len] = 0;
+        if (strlen(b) != e.parts[0].len || !valid_best(T, b)) {
+          snprintf(why, sizeof why, "the stored configuration is not one of this kernel's");
+        } else if (strlen(meta) != e.parts[1].len || sscanf(meta, "best_ms=%lf", &ms) != 1 || !(ms >= 0)) {
+          snprintf(why, sizeof why, "bad metadata");
+        } else {
+          best = b;
+          out->from_cache = 2;
+          ctx->cache_stats.loaded++;
+        }
+      }
+      rt_cache_entry_free(&e);
     }
+    if (r != RT_CACHE_MISS && !best) {
+      ctx->cache_stats.rejected++;
+      rt_cache_note(ctx, "the stored tuning result of '%s' was ignored (%s); tuned again", T->name, why[0] ? why : "unreadable");
+    }
+    if (best && !memo_put(ctx, h, best, ms)) arena_oom(T->a);
   }
-  rt_cache_entry_free(&e);
   if (!best) return false;
-  if (fill_result(T, best, ms, out)) return false;
+  if (fill_result(T, best, ms, out)) arena_oom(T->a);
   struct job j = {.text = (char *)best, .compile_ms = 0};
-  tile_tune_config *row = new_row(T, &j, TILE_TUNE_CACHED,
-                                  out->from_cache == 1 ? "tuned earlier in this context" : "tuned earlier (on-disk cache)");
+  const char *why = out->from_cache == 1 ? "tuned earlier in this context" : "tuned earlier (on-disk cache)";
+  tile_tune_config *row = new_row(T, &j, TILE_TUNE_CACHED, why, strlen(why));
+  if (!row) arena_oom(T->a);
   row->median_ms = row->min_ms = ms;
-  copy_rows(T, out);
+  if (copy_rows(T, out)) arena_oom(T->a);
   return true;
 }
 
@@ -1174,33 +1233,44 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
     return st;
   }
 
-  a.oom = NULL; /* from here other threads run: no longjmp past them (out of memory aborts) */
+  a.oom = NULL; /* from here other threads run: no longjmp past them (T->nomem instead) */
   run_search(T);
   teardown_outputs(T);
   tile_status first_st = T->default_st;
-  if (T->best_row < 0) {
+  if (T->nomem) {
+    st = rt_error(ctx, TILE_NOMEM, "out of memory while tuning '%s'", kdef->name);
+    drop_rows(T);
+  } else if (T->best_row < 0) {
     const tile_tune_config *r0 = T->rows.n ? &T->rows.v[0] : NULL;
     st = rt_error(ctx, first_st ? first_st : TILE_INTERNAL, "tuning '%s': no configuration could be run; the default (%s): %s",
                   kdef->name, T->jobs[0].text, r0 && r0->reason ? r0->reason : "not run");
     drop_rows(T);
   } else {
-    const char *best = arena_strdup(&a, T->rows.v[T->best_row].config);
-    st = fill_result(T, best, T->best_ms, out);
+    const char *best = arena_try_strdup(&a, T->rows.v[T->best_row].config);
+    st = best ? fill_result(T, best, T->best_ms, out) : rt_error(ctx, TILE_NOMEM, "out of memory");
     if (!st && !(T->to.flags & TILE_TUNE_NO_STORE)) {
-      memo_put(ctx, h, best, T->best_ms);
-      if (!(uco.flags & TILE_NO_CACHE)) {
+      if (!memo_put(ctx, h, best, T->best_ms)) {
+        st = rt_error(ctx, TILE_NOMEM, "out of memory");
+      } else if (!(uco.flags & TILE_NO_CACHE)) {
         char meta[96];
         int n = snprintf(meta, sizeof meta, "best_ms=%.9g\ntimed=%u\n", T->best_ms, T->timed);
         struct rt_cache_part parts[2] = {{best, strlen(best)}, {meta, (size_t)n}};
         char err[512];
-        rt_cache_store(ctx->cache_dir, "tune", key, strlen(key), parts, 2, err, sizeof err); /* best effort */
+        if (ctx->cache_dir[0]) { /* best effort: a failure is only noted */
+          if (rt_cache_store(ctx->cache_dir, "tune", key, strlen(key), parts, 2, err, sizeof err) == 0) {
+            ctx->cache_stats.stored++;
+          } else {
+            ctx->cache_stats.store_failed++;
+            rt_cache_note(ctx, "%s", err);
+          }
+        }
         if (uco.device == TILE_DEVICE_CUDA && T->best_k) rt_gpu_store(ctx, T->best_k, &T->jobs[T->best_job].art);
       }
     }
-    copy_rows(T, out);
+    if (!st) st = copy_rows(T, out);
     if (st) drop_rows(T);
   }
-  if (T->best_row >= 0) rt_artifact_free(&T->jobs[T->best_job].art);
+  if (T->best_row >= 0 && !T->nomem) rt_artifact_free(&T->jobs[T->best_job].art);
   out->timed = T->timed;
   out->pruned = T->pruned;
   out->failed = T->failed;
@@ -1240,10 +1310,11 @@ TILE_API tile_status tile_tune_file(tile_context *ctx, const char *path, const t
   if (!path) return rt_error(ctx, TILE_INVALID_ARGUMENT, "path is NULL");
   size_t n = 0;
   errno = 0;
-  char *buf = rt_read_file(path, &n);
+  char *buf = rt_read_file(ctx, path, &n);
+  if (!buf && errno == ENOMEM) return rt_error(ctx, TILE_NOMEM, "out of memory reading '%s'", path);
   if (!buf) return rt_error(ctx, TILE_IO, "cannot read '%s': %s", path, strerror(errno ? errno : EIO));
   tile_status st = rt_tune(ctx, path, buf, n, co, args, nargs, topts, out);
-  free(buf);
+  tl_free(buf);
   return st;
 }
 
@@ -1276,7 +1347,12 @@ tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_
                              tile_kernel **out) {
   *out = k;
   struct arena a;
-  arena_init(&a, &ctx->alloc, NULL);
+  jmp_buf oom;
+  arena_init(&a, &ctx->alloc, &oom);
+  if (setjmp(oom)) {
+    arena_free(&a);
+    return rt_error(ctx, TILE_NOMEM, "out of memory");
+  }
   struct strbuf sb;
   sb_init(&sb, &a);
   args_key(&sb, k->ir, b);
@@ -1288,8 +1364,14 @@ tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_
       arena_free(&a);
       return TILE_OK;
     }
-  /* a new tuning key: tune (or find the stored result), then compile the winner */
+  /* a new tuning key: tune (or find the stored result), then compile the winner; room for
+   * the choice first, so that the tuned kernel cannot be lost to a failed allocation */
   tile_arg *args = args_of_bound(k, b, &a);
+  a.oom = NULL; /* nothing below allocates from it */
+  if (!VEC_TRY_RESERVE(&k->arena, k->tuned, 1)) {
+    arena_free(&a);
+    return rt_error(ctx, TILE_NOMEM, "out of memory");
+  }
   tile_compile_options co = {k->kernel_opt, k->defines, k->ndefines, k->device, k->arch,
                              k->flags & ~(unsigned)TILE_AUTOTUNE, k->sched_text};
   tile_tune_options to = {0};
@@ -1301,14 +1383,17 @@ tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_
   if (!st) {
     co.defines = r.defines;
     co.ndefines = r.ndefines;
-    if (rt_compile_string(ctx, k->filename, k->src, k->src_len, &co, false, &child) != TILE_OK) child = NULL;
+    st = rt_compile_string(ctx, k->filename, k->src, k->src_len, &co, false, &child);
+    if (st) child = NULL;
   }
   rt_tune_result_free(&r);
+  arena_free(&a);
+  /* out of memory is not the kernel's failure: nothing is remembered, the launch fails */
+  if (st == TILE_NOMEM) return st;
   struct rt_autotuned at;
   memcpy(at.key, h, sizeof h);
   at.child = child; /* NULL: tuning failed; k runs with its own configuration */
-  VEC_PUSH(&k->arena, k->tuned, at);
-  arena_free(&a);
+  VEC_PUSH(&k->arena, k->tuned, at); /* reserved above: allocates nothing */
   rt_clear_error(ctx);
   if (child) *out = child;
   return TILE_OK;
@@ -1326,6 +1411,7 @@ tile_status rt_autotune_launch(tile_context *ctx, tile_kernel *k, tile_kernel *r
   tile_arg *args = args_of_bound(k, b, &a);
   struct rt_bound b2;
   tile_status st = rt_bind_args(ctx, run, args, k->nparams, &a, &b2);
+  a.oom = NULL; /* nothing below allocates from it */
   b2.repacked = b->repacked;
   if (!st) st = rt_gpu_launch(ctx, run, &b2, stream, launch);
   k->stats = run->stats;

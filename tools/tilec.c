@@ -1053,6 +1053,8 @@ static int cache_cmd(int argc, char **argv) {
     return 1;
   }
   int rc = 0;
+  if (tile_cache_status(ctx)[0] && strcmp(sub, "_probe") != 0) /* e.g. a refused directory */
+    fprintf(stderr, "tilec: note: %s\n", tile_cache_status(ctx));
   if (strcmp(sub, "path") == 0) {
     printf("%s\n", tile_cache_path(ctx)[0] ? tile_cache_path(ctx) : "(the on-disk cache is off)");
   } else if (strcmp(sub, "list") == 0) {
@@ -1096,6 +1098,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tilec: out of memory\n");
     return 1;
   }
+  if (o.cmd && tile_cache_status(ctx)[0]) /* run and tune use the on-disk cache */
+    fprintf(stderr, "tilec: note: %s\n", tile_cache_status(ctx));
   if (o.cmd && strcmp(o.cmd, "run") == 0)
     rc = run_cmd(ctx, &o);
   else if (o.cmd && strcmp(o.cmd, "tune") == 0)

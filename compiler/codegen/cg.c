@@ -798,42 +798,47 @@ bool cg_uniform_block(struct cg *g, uint32_t blk) {
   return true;
 }
 
+/* Fails with an LLVM message, disposed of before the report (which may run out of memory
+ * and jump away). */
+static bool fail_llvm(struct cg *g, const char *what, char *msg, bool error_message) {
+  char text[2048];
+  snprintf(text, sizeof text, "%s", msg ? msg : "");
+  if (error_message) LLVMDisposeErrorMessage(msg);
+  else LLVMDisposeMessage(msg);
+  cg_fail(g, "internal error: %s: %s", what, text);
+  return false;
+}
+
 static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, struct cg_result *res) {
   char *msg = NULL;
-  if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) {
-    cg_fail(g, "internal error: invalid LLVM module: %s", msg ? msg : "");
-    LLVMDisposeMessage(msg);
-    return false;
-  }
+  if (LLVMVerifyModule(g->mod, LLVMReturnStatusAction, &msg)) return fail_llvm(g, "invalid LLVM module", msg, false);
   LLVMDisposeMessage(msg);
   LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
   LLVMErrorRef e = LLVMRunPasses(g->mod, "default<O3>", tm, po);
   LLVMDisposePassBuilderOptions(po);
-  if (e) {
-    char *m = LLVMGetErrorMessage(e);
-    cg_fail(g, "internal error: LLVM passes failed: %s", m);
-    LLVMDisposeErrorMessage(m);
-    return false;
-  }
+  if (e) return fail_llvm(g, "LLVM passes failed", LLVMGetErrorMessage(e), true);
   double t1 = now_ms();
   res->llvm_ms = t1 - g->t0;
   if (out == CG_OUT_LLVM) {
     char *s = LLVMPrintModuleToString(g->mod);
     res->len = strlen(s);
-    res->text = arena_strndup(g->arena, s, res->len);
+    char *t = arena_try_alloc(g->arena, res->len + 1);
+    if (t) memcpy(t, s, res->len + 1);
     LLVMDisposeMessage(s);
+    if (!t) arena_oom(g->arena); /* (after the string is disposed of) */
+    res->text = t;
     return true;
   }
   LLVMMemoryBufferRef buf = NULL;
-  if (LLVMTargetMachineEmitToMemoryBuffer(tm, g->mod, LLVMAssemblyFile, &msg, &buf)) {
-    cg_fail(g, "internal error: PTX emission failed: %s", msg ? msg : "");
-    LLVMDisposeMessage(msg);
-    return false;
-  }
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, g->mod, LLVMAssemblyFile, &msg, &buf))
+    return fail_llvm(g, "PTX emission failed", msg, false);
   size_t n = LLVMGetBufferSize(buf);
-  res->text = arena_strndup(g->arena, LLVMGetBufferStart(buf), n);
-  res->len = strlen(res->text);
+  char *t = arena_try_alloc(g->arena, n + 1); /* zeroed: NUL-terminated */
+  if (t) memcpy(t, LLVMGetBufferStart(buf), n);
   LLVMDisposeMemoryBuffer(buf);
+  if (!t) arena_oom(g->arena); /* (after the buffer is disposed of) */
+  res->text = t;
+  res->len = strlen(t);
   res->emit_ms = now_ms() - t1;
   return true;
 }
@@ -886,6 +891,21 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   g->sptr = LLVMPointerTypeInContext(g->ctx, 3);
   g->b = LLVMCreateBuilderInContext(g->ctx);
 
+  /* From here LLVM objects are alive, which the arena's recovery point knows nothing of: an
+   * allocation failure lands here first, disposes of them and goes on to that point. */
+  jmp_buf oom;
+  jmp_buf *outer = a->oom;
+  a->oom = &oom;
+  if (setjmp(oom)) {
+    LLVMDisposeBuilder(g->b);
+    LLVMDisposeModule(g->mod);
+    LLVMContextDispose(g->ctx);
+    LLVMDisposeTargetData(dl);
+    LLVMDisposeTargetMachine(tm);
+    a->oom = outer;
+    arena_oom(a);
+  }
+
   collect_tmaps(g, res);
   res->persistent = f->persistent;
   LLVMValueRef fn = make_kernel(g, res->ntmaps);
@@ -924,6 +944,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   res->threads = (unsigned)ir_func_threads(f);
   res->whole_program = g->roles;
   res->smem_bytes = g->smem_bytes;
+  a->oom = outer;
   LLVMDisposeBuilder(g->b);
   LLVMDisposeModule(g->mod);
   LLVMContextDispose(g->ctx);

@@ -305,7 +305,7 @@ void ir_print_layout(struct strbuf *sb, const struct ir_func *f, uint32_t i) {
 
 void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
   struct arena scratch;
-  arena_init(&scratch, &sb->arena->alloc, sb->arena->oom);
+  arena_init_child(&scratch, sb->arena);
   struct printer p = {sb, f, ARENA_NEWN(&scratch, uint32_t, f->values.n + 1), 0, flags};
 
   sb_printf(sb, "kernel @%s(", f->name);

@@ -668,7 +668,7 @@ static void verify_block(struct verifier *v, uint32_t blk, uint32_t parent_code)
 
 bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err) {
   struct arena scratch;
-  arena_init(&scratch, &f->arena->alloc, f->arena->oom);
+  arena_init_child(&scratch, f->arena);
   struct verifier v = {f, after, err, ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
                        ARENA_NEWN(&scratch, uint8_t, f->values.n + 1), ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
                        0, false, 0, 0};

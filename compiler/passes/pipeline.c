@@ -35,7 +35,7 @@ double tl_now_ms(void) {
 
 bool pass_run(enum pass_id p, struct ir_func *f, struct pass_options *o, struct strbuf *err) {
   struct arena scratch;
-  arena_init(&scratch, &f->arena->alloc, f->arena->oom);
+  arena_init_child(&scratch, f->arena);
   struct pass_ctx pc = {f, &scratch, false};
   double t0 = o && o->time ? tl_now_ms() : 0;
   pass_table[p].fn(&pc);
@@ -48,7 +48,7 @@ bool pass_run(enum pass_id p, struct ir_func *f, struct pass_options *o, struct 
   if (o && o->dump && o->dump_after &&
       (strcmp(o->dump_after, "all") == 0 || strcmp(o->dump_after, pass_table[p].name) == 0)) {
     struct arena pa;
-    arena_init(&pa, &f->arena->alloc, f->arena->oom);
+    arena_init_child(&pa, f->arena);
     struct strbuf sb;
     sb_init(&sb, &pa);
     ir_print_func(&sb, f, 0);

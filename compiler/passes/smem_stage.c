@@ -55,12 +55,10 @@ static bool register_renaming(struct ir_func *f, uint32_t id) {
   const struct ir_op *op = &f->ops.v[id];
   struct ll ls, ld;
   if (!ll_of_type(f, T(f, op->args[0]), f->warps, &ls) || !ll_of_type(f, T(f, op->res), f->warps, &ld)) return false;
-  /* per call, not static: compiles run concurrently (the autotuner's threads) */
-  uint32_t *map = malloc(sizeof *map * ll_num_regs(&ld));
-  if (!map) return false;
-  bool ok = ll_register_map(&ld, &ls, map);
-  free(map);
-  return ok;
+  /* per call, not static: compiles run concurrently (the autotuner's threads); from the
+   * function's arena, whose recovery point reports an allocation failure */
+  uint32_t *map = ARENA_NEWN(f->arena, uint32_t, ll_num_regs(&ld));
+  return ll_register_map(&ld, &ls, map);
 }
 
 struct staged {

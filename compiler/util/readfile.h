@@ -1,5 +1,6 @@
-/* readfile.h - reading a whole source file, bounded (header-only: the library and tilec,
- * which links only the public API, share it).
+/* readfile.h - reading a whole source file, bounded, for tilec (header-only; tilec links
+ * only the public API). The library reads through its allocation hook instead
+ * (runtime/api.c: rt_read_file).
  *
  * A source larger than `limit` bytes, a directory or a device that never ends (/dev/zero)
  * is refused instead of read until memory runs out. On failure returns NULL with errno set:

@@ -18,14 +18,66 @@ static void *default_realloc(void *ud, void *p, size_t old, size_t n) {
   return realloc(p, n);
 }
 
-const struct tl_alloc tl_default_alloc = {default_realloc, NULL};
+const struct tl_alloc tl_default_alloc = {default_realloc, NULL, 0};
 
-void *tl_raw_alloc(const struct tl_alloc *a, size_t n) { return a->fn(a->ud, NULL, 0, n); }
+void *tl_raw_alloc(const struct tl_alloc *a, size_t n) {
+  if (!a) a = &tl_default_alloc;
+  return n ? a->fn(a->ud, NULL, 0, n) : NULL;
+}
 void *tl_raw_realloc(const struct tl_alloc *a, void *p, size_t old, size_t n) {
+  if (!a) a = &tl_default_alloc;
   return a->fn(a->ud, p, old, n);
 }
 void tl_raw_free(const struct tl_alloc *a, void *p, size_t n) {
+  if (!a) a = &tl_default_alloc;
   if (p) a->fn(a->ud, p, n, 0);
+}
+
+/* ---- blocks with a header ---- */
+
+struct block_header {
+  tl_realloc_fn fn;
+  void *ud;
+  size_t size; /* of the whole block, header included */
+  size_t pad;
+};
+_Static_assert(sizeof(struct block_header) == 32, "keeps the 16-byte alignment of the hook's blocks");
+
+void *tl_malloc(const struct tl_alloc *a, size_t n) {
+  if (!a) a = &tl_default_alloc;
+  if (n > SIZE_MAX - sizeof(struct block_header)) return NULL;
+  size_t size = sizeof(struct block_header) + n;
+  struct block_header *h = a->fn(a->ud, NULL, 0, size);
+  if (!h) return NULL;
+  h->fn = a->fn;
+  h->ud = a->ud;
+  h->size = size;
+  h->pad = 0;
+  return h + 1;
+}
+
+void *tl_calloc(const struct tl_alloc *a, size_t count, size_t size) {
+  size_t n;
+  if (__builtin_mul_overflow(count, size, &n)) return NULL;
+  void *p = tl_malloc(a, n);
+  if (p) memset(p, 0, n);
+  return p;
+}
+
+char *tl_strndup(const struct tl_alloc *a, const char *s, size_t n) {
+  char *d = tl_malloc(a, n + 1);
+  if (!d) return NULL;
+  memcpy(d, s, n);
+  d[n] = 0;
+  return d;
+}
+
+char *tl_strdup(const struct tl_alloc *a, const char *s) { return s ? tl_strndup(a, s, strlen(s)) : NULL; }
+
+void tl_free(void *p) {
+  if (!p) return;
+  struct block_header *h = (struct block_header *)p - 1;
+  h->fn(h->ud, h, h->size, 0);
 }
 
 /* ---- arenas ---- */
@@ -33,6 +85,7 @@ void tl_raw_free(const struct tl_alloc *a, void *p, size_t n) {
 struct arena_chunk {
   struct arena_chunk *next;
   size_t size, used;
+  struct arena_chunk *lent_prev, *lent_next; /* a child's chunk: in its root's `lent` list */
   _Alignas(16) unsigned char data[];
 };
 
@@ -43,17 +96,40 @@ void arena_init(struct arena *a, const struct tl_alloc *alloc, jmp_buf *oom) {
   a->head = NULL;
   a->oom = oom;
   a->total = 0;
+  a->root = NULL;
+  a->lent = NULL;
+}
+
+void arena_init_child(struct arena *a, struct arena *parent) {
+  arena_init(a, &parent->alloc, parent->oom);
+  a->root = parent->root ? parent->root : parent;
+}
+
+static void free_chunk(struct arena *a, struct arena_chunk *c) {
+  tl_raw_free(&a->alloc, c, sizeof *c + c->size);
 }
 
 void arena_free(struct arena *a) {
   struct arena_chunk *c = a->head;
   while (c) {
     struct arena_chunk *next = c->next;
-    tl_raw_free(&a->alloc, c, sizeof *c + c->size);
+    if (a->root) { /* no longer the root's to free */
+      if (c->lent_prev) c->lent_prev->lent_next = c->lent_next;
+      else a->root->lent = c->lent_next;
+      if (c->lent_next) c->lent_next->lent_prev = c->lent_prev;
+    }
+    free_chunk(a, c);
     c = next;
   }
   a->head = NULL;
   a->total = 0;
+  /* the chunks of children that a failure jumped past (their arena_free never ran) */
+  for (c = a->lent; c;) {
+    struct arena_chunk *next = c->lent_next;
+    free_chunk(a, c);
+    c = next;
+  }
+  a->lent = NULL;
 }
 
 void arena_oom(struct arena *a) {
@@ -61,18 +137,26 @@ void arena_oom(struct arena *a) {
   abort(); /* no recovery point armed: an internal error, never reached from the API */
 }
 
-void *arena_alloc(struct arena *a, size_t n) {
+void *arena_try_alloc(struct arena *a, size_t n) {
+  if (n > SIZE_MAX / 2) return NULL;
   n = (n + 15) & ~(size_t)15;
   if (n == 0) n = 16;
   struct arena_chunk *c = a->head;
   if (!c || c->size - c->used < n) {
-    size_t size = n > CHUNK_SIZE / 2 ? n : CHUNK_SIZE;
+    size_t chunk = a->alloc.chunk ? a->alloc.chunk : CHUNK_SIZE;
+    size_t size = n > chunk / 2 ? n : chunk;
     struct arena_chunk *nc = tl_raw_alloc(&a->alloc, sizeof *nc + size);
-    if (!nc) arena_oom(a);
+    if (!nc) return NULL;
     nc->size = size;
     nc->used = 0;
+    nc->lent_prev = nc->lent_next = NULL;
+    if (a->root) { /* the root frees it if a failure jumps past this arena's owner */
+      nc->lent_next = a->root->lent;
+      if (nc->lent_next) nc->lent_next->lent_prev = nc;
+      a->root->lent = nc;
+    }
     a->total += size;
-    if (c && n > CHUNK_SIZE / 2) {
+    if (c && n > chunk / 2) {
       /* a big block: keep the current chunk on top so its free space stays usable */
       nc->next = c->next;
       c->next = nc;
@@ -86,6 +170,19 @@ void *arena_alloc(struct arena *a, size_t n) {
   c->used += n;
   memset(p, 0, n);
   return p;
+}
+
+void *arena_alloc(struct arena *a, size_t n) {
+  void *p = arena_try_alloc(a, n);
+  if (!p) arena_oom(a);
+  return p;
+}
+
+char *arena_try_strdup(struct arena *a, const char *s) {
+  size_t n = strlen(s);
+  char *d = arena_try_alloc(a, n + 1);
+  if (d) memcpy(d, s, n + 1);
+  return d;
 }
 
 void *arena_realloc(struct arena *a, void *p, size_t old, size_t n) {
@@ -114,6 +211,17 @@ char *arena_printf(struct arena *a, const char *fmt, ...) {
   vsnprintf(s, (size_t)n + 1, fmt, ap2);
   va_end(ap2);
   return s;
+}
+
+bool vec_try_grow_(struct arena *a, void **v, uint32_t *cap, size_t elem, uint32_t need) {
+  uint32_t nc = *cap ? *cap * 2 : 8;
+  while (nc < need) nc *= 2;
+  void *q = arena_try_alloc(a, elem * nc);
+  if (!q) return false;
+  if (*v && *cap) memcpy(q, *v, elem * *cap);
+  *v = q;
+  *cap = nc;
+  return true;
 }
 
 void vec_grow_(struct arena *a, void **v, uint32_t *cap, size_t elem, uint32_t need) {

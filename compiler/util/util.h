@@ -4,8 +4,9 @@
  *  - All compiler memory comes from arenas (QBE's pools, one per compilation): the AST, the
  *    IR and every pass's scratch data are freed at once when the arena is destroyed, so the
  *    autotuner can compile thousands of variants in one process with flat memory.
- *  - One allocation hook (struct tl_alloc) is the only way memory is obtained; tests pass a
- *    hook that fails after N allocations to check that every failure path is clean.
+ *  - One allocation hook (struct tl_alloc, the public tile_alloc_fn of a context) is the only
+ *    way memory is obtained; tests pass a hook that fails the Nth allocation to check that
+ *    every failure path is clean (tests/unit/test_alloc.c).
  *  - Allocation failure does not return NULL into the compiler: the arena longjmps to the
  *    jmp_buf armed by the API entry point (like Lua's luaD_throw), which reports
  *    TILE_ERR_NOMEM. Code below the API therefore never checks for NULL.
@@ -42,14 +43,27 @@ typedef void *(*tl_realloc_fn)(void *ud, void *p, size_t old_size, size_t n);
 struct tl_alloc {
   tl_realloc_fn fn;
   void *ud;
+  size_t chunk; /* the chunk size of the arenas made with this hook; 0 = 64 KiB. Tests make
+                   it small, so that injected allocation failures reach more of the code */
 };
 
 /* The default hook: realloc/free from libc. */
 extern const struct tl_alloc tl_default_alloc;
 
+/* Raw blocks: the caller remembers the size. A NULL hook means tl_default_alloc. */
 void *tl_raw_alloc(const struct tl_alloc *a, size_t n);             /* NULL on failure */
 void *tl_raw_realloc(const struct tl_alloc *a, void *p, size_t old, size_t n);
 void tl_raw_free(const struct tl_alloc *a, void *p, size_t n);
+
+/* Blocks that remember their hook and size in a header before them (malloc-style), for
+ * memory freed where neither is at hand: what tile_free and tile_tune_result_free release,
+ * and the runtime's buffers of variable size. 16-byte aligned, as the hook's; NULL on
+ * failure; tl_free(NULL) does nothing. */
+void *tl_malloc(const struct tl_alloc *a, size_t n);
+void *tl_calloc(const struct tl_alloc *a, size_t count, size_t size); /* zeroed */
+char *tl_strdup(const struct tl_alloc *a, const char *s);
+char *tl_strndup(const struct tl_alloc *a, const char *s, size_t n);
+void tl_free(void *p);
 
 /* ---- arenas ----------------------------------------------------------------------------- */
 
@@ -60,11 +74,24 @@ struct arena {
   struct arena_chunk *head;
   jmp_buf *oom;    /* where to jump when the hook fails; NULL = abort() (internal error) */
   size_t total;    /* bytes obtained from the hook, for statistics */
+  struct arena *root;        /* a child arena: the root arena of its parent; else NULL */
+  struct arena_chunk *lent;  /* a root: the chunks its children hold */
 };
 
 void arena_init(struct arena *a, const struct tl_alloc *alloc, jmp_buf *oom);
-void arena_free(struct arena *a);                   /* releases every chunk; a stays usable */
+/* A scratch arena for the duration of a call (a pass, the verifier, the printer) that shares
+ * parent's recovery point. Its chunks are also recorded in the root arena of parent, so that
+ * when a failure jumps past the call (and its arena_free never runs), freeing the root frees
+ * them too; a normal arena_free of the child gives them back at once. */
+void arena_init_child(struct arena *a, struct arena *parent);
+/* Releases every chunk (and, for a root, those its children still hold); a stays usable. */
+void arena_free(struct arena *a);
 void *arena_alloc(struct arena *a, size_t n);        /* zeroed, 16-byte aligned, never NULL */
+/* The same, but NULL when the hook fails, whatever a->oom: for the long-lived arenas (the
+ * context's, a compiled kernel's), which have no recovery point once their entry point has
+ * returned. */
+void *arena_try_alloc(struct arena *a, size_t n);
+char *arena_try_strdup(struct arena *a, const char *s);
 void *arena_realloc(struct arena *a, void *p, size_t old, size_t n);
 char *arena_strdup(struct arena *a, const char *s);
 char *arena_strndup(struct arena *a, const char *s, size_t n);
@@ -85,6 +112,12 @@ TL_NORETURN void arena_oom(struct arena *a);
   }
 
 void vec_grow_(struct arena *a, void **v, uint32_t *cap, size_t elem, uint32_t need);
+
+/* false when out of memory (arena_try_alloc); the vector is unchanged then */
+bool vec_try_grow_(struct arena *a, void **v, uint32_t *cap, size_t elem, uint32_t need);
+#define VEC_TRY_RESERVE(a, vec, k)                                                                         \
+  ((vec).n + (uint32_t)(k) <= (vec).cap ||                                                                 \
+   vec_try_grow_((a), (void **)&(vec).v, &(vec).cap, sizeof(*(vec).v), (vec).n + (uint32_t)(k)))
 
 #define VEC_RESERVE(a, vec, k)                                                              \
   do {                                                                                      \

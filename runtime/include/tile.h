@@ -105,11 +105,39 @@ typedef enum tile_device {
 typedef struct tile_context tile_context;
 typedef struct tile_kernel tile_kernel;
 
+/* The allocation hook (after Lua's lua_Alloc): one function for every host allocation the
+ * library makes for a context.
+ *   ptr == NULL:        allocate new_size bytes (old_size is 0);
+ *   new_size == 0:      free ptr, a block of old_size bytes, and return NULL;
+ *   otherwise:          resize ptr from old_size to new_size bytes (as realloc).
+ * It returns NULL when it cannot allocate (then ptr is left as it was); the call that needed
+ * the memory fails with TILE_NOMEM, frees what it had allocated and leaves the context
+ * usable. Blocks must be aligned as malloc's (16 bytes). old_size is always the size the
+ * block was allocated with. It is called from several threads at once (the interpreter's,
+ * with cpu_threads != 1, and the tuner's compile threads), so it must be thread-safe.
+ *
+ * Everything goes through it: the context and kernel handles, the compiler's arenas (AST,
+ * IR, passes), string buffers, source files read by tile_compile_file, the on-disk cache's
+ * buffers, generated code, the interpreter's buffers, the tuner's tables and copies, the
+ * memory of tile_mem_alloc(TILE_DEVICE_CPU), and what is handed to the caller (tile_emit's
+ * text, tile_tune_result's contents, released by tile_free and tile_tune_result_free
+ * through the hook they came from, which must therefore outlive them). Not hooked: LLVM's
+ * own C++ allocations during code generation (LLVM offers no hook), the CUDA driver's, and
+ * the C library's internal ones (thread creation, dlopen, opendir, qsort's scratch). */
+typedef void *(*tile_alloc_fn)(void *ud, void *ptr, size_t old_size, size_t new_size);
+
 typedef struct tile_context_options {
   int cuda_device;     /* CUDA device ordinal (default 0) */
   int cpu_threads;     /* interpreter threads; 0 = one per available core */
   const char *cache_dir; /* on-disk cache directory; NULL = $TILE_CACHE_DIR if set, else
-                            $XDG_CACHE_HOME/tile, else ~/.cache/tile; "" = off (see below) */
+                            $XDG_CACHE_HOME/tile, else ~/.cache/tile; "" = off (see below).
+                            It must belong to this user (geteuid) and be writable by nobody
+                            else (no mode bit of 022; a symbolic link to it must be this
+                            user's too); a missing one is created, with its missing parents,
+                            with mode 0700. Otherwise the context works without the on-disk
+                            cache (as with "") and tile_cache_status says why. */
+  tile_alloc_fn alloc;   /* host memory (see tile_alloc_fn); NULL = malloc, realloc, free */
+  void *alloc_ud;        /* passed to alloc */
 } tile_context_options;
 
 /* Creates a context. opts may be NULL for defaults. The CUDA driver is loaded lazily, on
@@ -356,15 +384,18 @@ typedef struct tile_emit_options {
   int assume_unaligned;
 } tile_emit_options;
 
-/* Compiles to text. *out is allocated by the library (free with tile_free). */
+/* Compiles to text. *out is allocated by the library through the context's hook: free it
+ * with tile_free (never free()), also after the context is destroyed. */
 TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *src, size_t len,
                                const tile_compile_options *co, const tile_emit_options *eo,
                                char **out, size_t *out_len);
+/* Frees what tile_emit returned; NULL is a no-op. */
 TILE_API void tile_free(void *p);
 
 /* ---- device memory and timing helpers (for tools, tests and examples) --------------------
  * On TILE_DEVICE_CPU these are plain host memory operations, so a program can be written
- * once for both devices. */
+ * once for both devices (tile_mem_alloc's host blocks, 256-byte aligned, come from the
+ * context's hook: free them with tile_mem_free on the same context). */
 
 TILE_API tile_status tile_mem_alloc(tile_context *ctx, tile_device dev, size_t bytes, void **out);
 TILE_API tile_status tile_mem_free(tile_context *ctx, tile_device dev, void *p);
@@ -412,12 +443,33 @@ TILE_API tile_status tile_bench(tile_context *ctx, tile_kernel *k, const tile_ar
  * parameters, the argument facts, the target, the GPU's name and the driver version, so an
  * entry is never used for anything it was not made for. Entries are written atomically
  * (temporary file + rename) and verified on every read (magic, format version, full key,
- * lengths, checksum); an entry that fails any check is ignored and rewritten. Several
+ * lengths, checksum), and so is every part before it is used: the checksum is not keyed, so
+ * it proves nothing against whoever can write the directory; a stored cubin must be a sound
+ * ELF64 image for EM_CUDA whose headers stay within its length (the driver is handed no
+ * length), the PTX must be PTX text, the metadata must fit the kernel. An entry that fails
+ * any check is ignored, rebuilt and rewritten (tile_cache_status says why). Several
  * threads and processes may share a directory. A store that fails (read-only disk, no space)
  * does not fail the compile or launch that caused it. */
 
 /* The cache directory of ctx ("" when the on-disk cache is off). Never NULL. */
 TILE_API const char *tile_cache_path(const tile_context *ctx);
+
+/* Why the on-disk cache of ctx is off although a directory was configured (the directory
+ * was refused: see tile_context_options.cache_dir), or else the latest problem the cache
+ * met: an entry that failed a check and was ignored (it is rebuilt and rewritten), a store
+ * that failed. "" when there is nothing to report. Never NULL; the library never prints it. */
+TILE_API const char *tile_cache_status(const tile_context *ctx);
+
+typedef struct tile_cache_stats {
+  unsigned loaded;       /* entries read and used (compiled modules and tuning results) */
+  unsigned rejected;     /* entries that failed a check and were ignored (then rebuilt and
+                            rewritten): damaged, planted, or code the driver refused */
+  unsigned stored;       /* entries written */
+  unsigned store_failed; /* stores that failed (read-only disk, no space, refused directory) */
+} tile_cache_stats;
+
+/* The on-disk cache's counters for ctx since it was created. */
+TILE_API tile_status tile_cache_get_stats(const tile_context *ctx, tile_cache_stats *out);
 
 typedef struct tile_cache_entry {
   const char *file;    /* the file name inside the cache directory */
@@ -524,7 +576,8 @@ typedef struct tile_tune_options {
   double config_budget_ms; /* timed launches of one configuration (default 300) */
   int warmup;              /* launches before timing (default 3) */
   int reps;                /* timed launches, median taken (default 25; at least 5 run) */
-  int threads;             /* compile threads (0 = cores - 1, at most 32) */
+  int threads;             /* compile threads (0 = cores - 1, at most 32; negative: none,
+                              every configuration is compiled on the calling thread) */
   unsigned max_configs;    /* try at most this many (0 = the whole space) */
   const char *params;      /* comma-separated names to tune instead of the default choice */
   unsigned flags;          /* tile_tune_flags */
@@ -539,7 +592,9 @@ typedef struct tile_tune_options {
  * individual configurations is reported there, not as an error. Errors: the default
  * configuration does not compile (TILE_COMPILE), the arguments are rejected
  * (TILE_BAD_LAUNCH), no configuration could be run (the status of the default's failure).
- * Tuning spawns host threads for compiling; ctx is used by the calling thread only. */
+ * Tuning spawns host threads for compiling; ctx is used by the calling thread only. A host
+ * allocation that fails makes the whole call fail with TILE_NOMEM (nothing is stored): it
+ * says nothing about the configuration that met it. */
 TILE_API tile_status tile_tune(tile_context *ctx, const char *name, const char *src, size_t len,
                                const tile_compile_options *co, const tile_arg *args, unsigned nargs,
                                const tile_tune_options *topts, tile_tune_result *out);

@@ -6,8 +6,12 @@
  * "Fake H200" (compute capability 9.0, 227 KiB of opt-in shared memory):
  *  - memory is host memory (cuMemAlloc = aligned_alloc); copies and fills are memcpy/memset;
  *  - a module loads from PTX text (".version" and ".entry" required: logged as "jit") or from
- *    a fake cubin ("FAKECUBIN\n" + PTX: logged as "load-cubin"); cuLink* turns PTX into such
- *    a cubin (logged as "link"); FAKE_CUDA_NO_LINK=1 makes cuLinkCreate fail;
+ *    a fake cubin (logged as "load-cubin"): an ELF64 image for EM_CUDA whose one PROGBITS
+ *    section holds "FAKECUBIN\n" + PTX; cuLink* turns PTX into such a cubin (logged as
+ *    "link"); FAKE_CUDA_NO_LINK=1 makes cuLinkCreate fail. Like the real driver, the loader
+ *    is given no length: it trusts the ELF header's offsets and reads every section it
+ *    names (so an image whose header lies makes it read past the buffer, which AddressSanitizer
+ *    reports);
  *  - cuLaunchKernel checks its configuration and runs nothing; every launch advances a
  *    virtual clock by a cost derived from the kernel's PTX, so configurations time
  *    differently and event timing is deterministic;
@@ -256,12 +260,78 @@ static int is_ptx(const char *s, size_t n) {
   return n > 0 && memmem(s, n, ".version", 8) && memmem(s, n, ".entry", 6);
 }
 
+/* ---- fake cubins: ELF64, little endian, EM_CUDA ----
+ * [ELF header][payload: FAKECUBIN\n PTX NUL][section headers: null, PROGBITS(payload)] */
+enum { EHDR = 64, SHDR = 64, EM_CUDA = 190 };
+
+static void put16(unsigned char *p, unsigned v) { p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8); }
+static void put32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint64_t get(const unsigned char *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+
+/* A fake cubin of the PTX; *size gets its length. */
+static unsigned char *make_cubin(const char *ptx, size_t *size) {
+  size_t n = strlen(ptx), payload = sizeof cubin_magic - 1 + n + 1;
+  size_t shoff = (EHDR + payload + 7) & ~(size_t)7, total = shoff + 2 * SHDR;
+  unsigned char *img = calloc(1, total);
+  if (!img) return NULL;
+  memcpy(img, "\x7f" "ELF", 4);
+  img[4] = 2; /* ELFCLASS64 */
+  img[5] = 1; /* little endian */
+  img[6] = 1; /* EV_CURRENT */
+  img[7] = 0x33; /* ELFOSABI_CUDA */
+  put16(img + 16, 2); /* ET_EXEC */
+  put16(img + 18, EM_CUDA);
+  put32(img + 20, 1);
+  put64(img + 40, shoff);
+  put16(img + 52, EHDR);
+  put16(img + 58, SHDR);
+  put16(img + 60, 2);
+  memcpy(img + EHDR, cubin_magic, sizeof cubin_magic - 1);
+  memcpy(img + EHDR + sizeof cubin_magic - 1, ptx, n + 1);
+  unsigned char *sh = img + shoff + SHDR; /* section 1 (section 0 is the null one) */
+  put32(sh + 4, 1);                       /* SHT_PROGBITS */
+  put64(sh + 24, EHDR);
+  put64(sh + 32, payload);
+  *size = total;
+  return img;
+}
+
+/* The PTX inside a fake cubin, read as the driver reads an image: from its header's
+ * offsets, without knowing the buffer's length. NULL if it is not one. */
+static const char *cubin_ptx(const unsigned char *img) {
+  if (get(img + 18, 2) != EM_CUDA || img[4] != 2 || img[5] != 1) return NULL;
+  uint64_t shoff = get(img + 40, 8), shnum = get(img + 60, 2);
+  const char *ptx = NULL;
+  unsigned sum = 0;
+  for (uint64_t i = 0; i < shnum; i++) {
+    const unsigned char *sh = img + shoff + i * SHDR;
+    uint64_t type = get(sh + 4, 4), off = get(sh + 24, 8), size = get(sh + 32, 8);
+    if (type == 8) continue; /* SHT_NOBITS */
+    for (uint64_t b = 0; b < size; b++) sum += img[off + b]; /* every byte, as a loader would */
+    if (type == 1 && size > sizeof cubin_magic && memcmp(img + off, cubin_magic, sizeof cubin_magic - 1) == 0 &&
+        img[off + size - 1] == 0)
+      ptx = (const char *)img + off + sizeof cubin_magic - 1;
+  }
+  (void)sum;
+  return ptx;
+}
+
 API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopt, int *opts, void **vals) {
   if (!current) return INVALID_CONTEXT;
   const char *s = image;
   const char *ptx = NULL;
-  if (strncmp(s, cubin_magic, sizeof cubin_magic - 1) == 0) {
-    ptx = s + sizeof cubin_magic - 1;
+  if (memcmp(s, "\x7f" "ELF", 4) == 0) {
+    ptx = cubin_ptx(image);
+    if (!ptx) return INVALID_IMAGE;
     logf_("load-cubin");
   } else if (is_ptx(s, strlen(s))) {
     ptx = s;
@@ -394,12 +464,9 @@ API CUresult cuLinkComplete(void *state, void **cubin, size_t *size) {
   struct link *l = state;
   if (!current) return INVALID_CONTEXT;
   if (!l->ptx) return INVALID_VALUE;
-  size_t n = strlen(l->ptx);
-  l->image = malloc(sizeof cubin_magic + n);
-  memcpy(l->image, cubin_magic, sizeof cubin_magic - 1);
-  memcpy(l->image + sizeof cubin_magic - 1, l->ptx, n + 1);
+  l->image = (char *)make_cubin(l->ptx, size);
+  if (!l->image) return 2;
   *cubin = l->image;
-  *size = sizeof cubin_magic + n;
   logf_("link");
   return OK;
 }

@@ -54,7 +54,7 @@ static int store3(const char *dir, const char *k, const char *a, const char *b, 
 
 static enum rt_cache_result load(const char *dir, const char *k, struct rt_cache_entry *e) {
   char why[256];
-  return rt_cache_load(dir, "mod", k, strlen(k), e, why, sizeof why);
+  return rt_cache_load(NULL, dir, "mod", k, strlen(k), e, why, sizeof why);
 }
 
 static void expect_valid(const char *dir, const char *k) {
@@ -106,7 +106,7 @@ Test(cache, round_trip) {
   cr_assert_eq(store3(sub, key, "threads=128", "ptx text", 5000), 0);
   expect_valid(sub, key);
   cr_expect_eq(load(sub, key2, &e), RT_CACHE_MISS, "another key");
-  cr_expect_eq(rt_cache_load(sub, "tune", key, strlen(key), &e, NULL, 0), RT_CACHE_MISS, "another kind");
+  cr_expect_eq(rt_cache_load(NULL, sub, "tune", key, strlen(key), &e, NULL, 0), RT_CACHE_MISS, "another kind");
   /* overwriting replaces */
   cr_assert_eq(store3(sub, key, "threads=128", "other ptx", 5000), 0);
   cr_assert_eq(load(sub, key, &e), RT_CACHE_HIT);
@@ -115,7 +115,7 @@ Test(cache, round_trip) {
   /* empty parts and no parts */
   struct rt_cache_part none[1] = {{"", 0}};
   cr_assert_eq(rt_cache_store(sub, "tune", key2, strlen(key2), none, 1, NULL, 0), 0);
-  cr_assert_eq(rt_cache_load(sub, "tune", key2, strlen(key2), &e, NULL, 0), RT_CACHE_HIT);
+  cr_assert_eq(rt_cache_load(NULL, sub, "tune", key2, strlen(key2), &e, NULL, 0), RT_CACHE_HIT);
   cr_expect_eq(e.nparts, 1);
   cr_expect_eq(e.parts[0].len, 0);
   rt_cache_entry_free(&e);
@@ -142,7 +142,7 @@ Test(cache, damaged_entries_are_never_trusted) {
   size_t cuts[] = {0, 1, 7, 8, 40, 87, 88, 89, 100, n / 2, n - 5001, n - 1};
   for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
     write_bytes(path, good, cuts[i]);
-    cr_expect_eq(rt_cache_load(dir, "mod", key, strlen(key), &e, why, sizeof why), RT_CACHE_BAD, "cut at %zu", cuts[i]);
+    cr_expect_eq(rt_cache_load(NULL, dir, "mod", key, strlen(key), &e, why, sizeof why), RT_CACHE_BAD, "cut at %zu", cuts[i]);
     cr_assert_eq(store3(dir, key, "threads=128", "ptx text", 5000), 0, "rebuilt after the cut at %zu", cuts[i]);
     expect_valid(dir, key);
   }
@@ -160,7 +160,7 @@ Test(cache, damaged_entries_are_never_trusted) {
     memcpy(bad, good, n);
     bad[pos] ^= 0x10;
     write_bytes(path, bad, n);
-    cr_assert_eq(rt_cache_load(dir, "mod", key, strlen(key), &e, why, sizeof why), RT_CACHE_BAD, "flip at %zu", pos);
+    cr_assert_eq(rt_cache_load(NULL, dir, "mod", key, strlen(key), &e, why, sizeof why), RT_CACHE_BAD, "flip at %zu", pos);
   }
   free(bad);
 
@@ -168,7 +168,7 @@ Test(cache, damaged_entries_are_never_trusted) {
   const char *foreign = "#!/bin/sh\necho this is not a cache entry, but long enough to have a header........\n"
                         "...........................................................................\n";
   write_bytes(path, foreign, strlen(foreign));
-  cr_expect_eq(rt_cache_load(dir, "mod", key, strlen(key), &e, why, sizeof why), RT_CACHE_BAD);
+  cr_expect_eq(rt_cache_load(NULL, dir, "mod", key, strlen(key), &e, why, sizeof why), RT_CACHE_BAD);
   cr_expect(strstr(why, "magic"), "%s", why);
 
   /* a valid entry of another key under this key's name */
@@ -176,7 +176,7 @@ Test(cache, damaged_entries_are_never_trusted) {
   size_t n2;
   void *other = read_bytes(path2, &n2);
   write_bytes(path, other, n2);
-  cr_expect_eq(rt_cache_load(dir, "mod", key, strlen(key), &e, why, sizeof why), RT_CACHE_BAD);
+  cr_expect_eq(rt_cache_load(NULL, dir, "mod", key, strlen(key), &e, why, sizeof why), RT_CACHE_BAD);
   cr_expect(strstr(why, "another key"), "%s", why);
   free(other);
   expect_valid(dir, key2);
@@ -371,7 +371,8 @@ static void on_entry(void *ud, const tile_cache_entry *e) {
 
 Test(cache, list_and_clear_touch_only_cache_files) {
   char *dir = make_dir();
-  cr_assert_eq(store3(dir, key, "threads=128", "ptx text", 5000), 0);
+  /* listed as valid: PTX text and no cubin (a module entry's parts are checked too) */
+  cr_assert_eq(store3(dir, key, "threads=128", "//\n.version 8.7\n.target sm_90a\n", 0), 0);
   cr_assert_eq(store3(dir, key2, "threads=128", "ptx text", 5000), 0);
   char path[1024], other[1024], tmp[1024];
   entry_path(dir, key2, path, sizeof path);

@@ -298,7 +298,7 @@ Test(interp, vadd_with_ragged_tail) {
       a->tensor.data = strcmp(p->name, "X") == 0 ? (void *)x : strcmp(p->name, "Y") == 0 ? (void *)y : (void *)z;
     }
     int64_t grid[3];
-    interp_grid(f, args, grid);
+    interp_grid(f, args, grid, NULL);
     cr_assert_eq(grid[0], (n + 63) / 64);
     cr_assert(interp_run(f, args, grid, 2, &tl_default_alloc, &fx.err));
     for (int i = 0; i < n; i++) cr_assert_float_eq(z[i], (float)(x[i] * 0.5f + y[i]), 1e-6, "n=%d i=%d", n, i);
@@ -336,7 +336,7 @@ Test(interp, loop_reduce_and_branch) {
     }
   }
   int64_t grid[3];
-  interp_grid(f, args, grid);
+  interp_grid(f, args, grid, NULL);
   cr_assert_eq(grid[0], M);
   cr_assert(interp_run(f, args, grid, 1, &tl_default_alloc, &fx.err));
   for (int i = 0; i < M; i++) cr_assert_float_eq(out[i], want[i], 1e-4, "row %d", i);

@@ -379,7 +379,7 @@ Test(tune, stored_values_outside_the_candidates_are_ignored) {
     struct rt_cache_entry e;
     const char *key;
     size_t key_len;
-    cr_assert_eq(rt_cache_read_file(path, &e, &key, &key_len, NULL, 0), RT_CACHE_HIT);
+    cr_assert_eq(rt_cache_read_file(NULL, path, &e, &key, &key_len, NULL, 0), RT_CACHE_HIT);
     char *k = strndup(key, key_len);
     rt_cache_entry_free(&e);
     struct rt_cache_part parts[2] = {{planted[i], strlen(planted[i])}, {"best_ms=0.001", 13}};
