@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,6 +85,8 @@ static void usage(FILE *f) {
         "       tilec --version\n",
         f);
 }
+
+static int close_stdout(int rc);
 
 static int die_usage(const char *fmt, ...) {
   va_list ap;
@@ -164,10 +167,10 @@ static int parse_args(int argc, char **argv, struct options *o) {
 #define NEXT() (i + 1 < argc ? argv[++i] : NULL)
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
-      exit(0);
+      exit(close_stdout(0));
     } else if (strcmp(a, "--version") == 0) {
       printf("%s\n", tile_version());
-      exit(0);
+      exit(close_stdout(0));
     } else if (starts(a, "--emit=")) {
       const char *e = a + 7;
       if (strcmp(e, "ast") == 0) o->emit = TILE_EMIT_AST;
@@ -259,15 +262,81 @@ static int parse_args(int argc, char **argv, struct options *o) {
   return 0;
 }
 
-static int write_out(const struct options *o, const char *text, size_t len) {
-  FILE *f = o->out && strcmp(o->out, "-") ? fopen(o->out, "wb") : stdout;
-  if (!f) {
-    fprintf(stderr, "tilec: cannot write '%s': %s\n", o->out, strerror(errno));
-    return 1;
+/* ---- output ----
+ * Output goes to -o FILE or to standard output, and a write that fails is an error like any
+ * other (exit status 1, "cannot write 'FILE': why"). A regular file, or a new one, is
+ * written to a temporary file next to it that is renamed over it once everything is
+ * written, so a full disk leaves the old file as it was and no partial one; a device, a pipe
+ * or a symbolic link (-o /dev/stdout) is written in place. Standard output is checked once,
+ * at exit (close_stdout), which also covers what run, tune and cache print.             */
+
+static int write_error(const char *path, int e) {
+  fprintf(stderr, "tilec: cannot write '%s': %s\n", path, strerror(e ? e : EIO));
+  return 1;
+}
+
+/* Writes text to f and flushes it; false with errno set when a write fails. */
+static bool write_all(FILE *f, const char *text, size_t len) {
+  errno = 0;
+  if (len && fwrite(text, 1, len, f) != len) return false;
+  return fflush(f) == 0 && !ferror(f);
+}
+
+/* Writes f (opened by the caller) and closes it; 0, or errno of the first failure. */
+static int write_close(FILE *f, const char *text, size_t len) {
+  int e = write_all(f, text, len) ? 0 : (errno ? errno : EIO);
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+  return e;
+}
+
+static int write_file(const char *path, const char *text, size_t len) {
+  struct stat st;
+  bool exists = lstat(path, &st) == 0;
+  if (!exists || S_ISREG(st.st_mode)) {
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 16);
+    if (!tmp) return write_error(path, ENOMEM);
+    memcpy(tmp, path, n);
+    memcpy(tmp + n, ".tmp-XXXXXX", 12);
+    int fd = mkstemp(tmp);
+    if (fd >= 0) {
+      mode_t mode;
+      if (exists) {
+        mode = st.st_mode & 07777;
+      } else {
+        mode_t mask = umask(0);
+        umask(mask);
+        mode = 0666 & ~mask;
+      }
+      FILE *f = fchmod(fd, mode) == 0 ? fdopen(fd, "wb") : NULL;
+      int e = f ? write_close(f, text, len) : errno;
+      if (!f) close(fd);
+      if (!e && rename(tmp, path) != 0) e = errno;
+      if (e) unlink(tmp);
+      free(tmp);
+      return e ? write_error(path, e) : 0;
+    }
+    free(tmp); /* no temporary file here (a directory we may not write): write in place */
   }
-  fwrite(text, 1, len, f);
-  if (f != stdout) fclose(f);
-  return 0;
+  FILE *f = fopen(path, "wb");
+  if (!f) return write_error(path, errno);
+  int e = write_close(f, text, len);
+  if (e && !exists) unlink(path);
+  return e ? write_error(path, e) : 0;
+}
+
+static int write_out(const struct options *o, const char *text, size_t len) {
+  if (o->out && strcmp(o->out, "-") != 0) return write_file(o->out, text, len);
+  return write_all(stdout, text, len) ? 0 : write_error("<stdout>", errno);
+}
+
+/* The exit status after flushing standard output: 1 with a message when something written
+ * to it was lost (rc stays when it already says that something failed). */
+static int close_stdout(int rc) {
+  errno = 0;
+  int e = fflush(stdout) != 0 || ferror(stdout) ? (errno ? errno : EIO) : 0;
+  if (fclose(stdout) != 0 && !e) e = errno ? errno : EIO;
+  return e && rc == 0 ? write_error("<stdout>", e) : rc;
 }
 
 static int compile_cmd(tile_context *ctx, struct options *o) {
@@ -1088,9 +1157,9 @@ static int cache_cmd(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   struct options o = {0};
-  if (argc > 1 && strcmp(argv[1], "cache") == 0) return cache_cmd(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "cache") == 0) return close_stdout(cache_cmd(argc, argv));
   int rc = parse_args(argc, argv, &o);
-  if (rc) return rc;
+  if (rc) return close_stdout(rc);
   tile_context *ctx;
   if (tile_context_create(NULL, &ctx)) {
     fprintf(stderr, "tilec: out of memory\n");
@@ -1103,5 +1172,5 @@ int main(int argc, char **argv) {
   else
     rc = compile_cmd(ctx, &o);
   tile_context_destroy(ctx);
-  return rc;
+  return close_stdout(rc);
 }

@@ -128,6 +128,55 @@ expect 2 "unknown target architecture" good.tile --emit=ptx --arch=sm_70
 expect 0 "usage: tilec" --help
 expect 0 "^tile [0-9]" --version
 
+# ---- input that is not a file -----------------------------------------------------------------
+
+mkdir -p a_dir d.ir
+expect 1 "cannot read 'a_dir': Is a directory" a_dir
+expect 1 "cannot read 'd.ir': Is a directory" d.ir --emit=ir
+expect 1 "cannot read 'd.ir': Is a directory" opt d.ir
+expect 1 "cannot read 'a_dir': Is a directory" run a_dir --device=cpu
+
+# ---- output that cannot be written: exit status 1, a message, no partial file --------------
+
+expect 1 "^tilec: cannot write '/dev/full': No space left on device$" good.tile --emit=ir -o /dev/full
+# standard output: the IR, and what run, cache and --version print
+stdout_full() { # stdout_full ARGS...: tilec ARGS >/dev/full must exit 1 and say why
+  "$TILEC" "$@" >/dev/full 2>err.txt
+  rc=$?
+  checks=$((checks + 1))
+  if [ "$rc" -ne 1 ]; then
+    fail "tilec $* >/dev/full: exit status $rc, expected 1"
+  elif ! grep -q "^tilec: cannot write '<stdout>': No space left on device$" err.txt; then
+    fail "tilec $* >/dev/full: no 'cannot write' message:"
+    sed 's/^/  /' err.txt | head -5
+  fi
+}
+stdout_full good.tile --emit=ir
+stdout_full "$SRC/lib/gemm.tile" -k gemm --emit=ir
+stdout_full run good.tile --device=cpu --size N=16
+stdout_full --version
+stdout_full cache path
+# a write that fails half-way (the file size limit) leaves the old file as it was and no
+# temporary file next to it
+printf 'old contents\n' >keep.ir
+(ulimit -f 1; trap '' XFSZ; exec "$TILEC" "$SRC/lib/gemm.tile" -k gemm --emit=ir -o keep.ir) >out.txt 2>err.txt
+rc=$?
+checks=$((checks + 1))
+if [ "$rc" -ne 1 ] || ! grep -q "^tilec: cannot write 'keep.ir': File too large$" err.txt; then
+  fail "a write over the file size limit: exit status $rc, expected 1 and 'cannot write':"
+  sed 's/^/  /' err.txt | head -5
+fi
+[ "$(cat keep.ir)" = "old contents" ] || fail "a failed write changed keep.ir (now $(wc -c <keep.ir) bytes)"
+leftovers=$(find . -maxdepth 1 -name 'keep.ir?*' | head -3)
+[ -z "$leftovers" ] || fail "a failed write left files behind: $leftovers"
+(ulimit -f 1; trap '' XFSZ; exec "$TILEC" "$SRC/lib/gemm.tile" -k gemm --emit=ir -o new.ir) >out.txt 2>err.txt
+[ ! -e new.ir ] || fail "a failed write left a partial new.ir ($(wc -c <new.ir) bytes)"
+# a successful -o replaces the file and gives it the usual permissions
+run_tilec good.tile --emit=ir -o keep.ir
+[ "$rc" -eq 0 ] && grep -q '^kernel @k' keep.ir || fail "-o keep.ir did not replace the file (exit status $rc)"
+[ "$(stat -c %a keep.ir)" = "$(umask -S >/dev/null; printf '%o' $((0666 & ~$(umask))))" ] ||
+  fail "-o keep.ir: mode $(stat -c %a keep.ir), expected $(printf '%o' $((0666 & ~$(umask))))"
+
 # ---- the IR printer and parser agree -------------------------------------------------------
 
 roundtrip() { # roundtrip FILE KERNEL [-D ...]
