@@ -568,6 +568,12 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
   if (out_len) *out_len = 0;
   if ((unsigned)eo->what > TILE_EMIT_PTX)
     return rt_error(ctx, TILE_INVALID_ARGUMENT, "unknown tile_emit_options.what %d", (int)eo->what);
+  if (eo->dump_after && strcmp(eo->dump_after, "all") != 0 && pass_from_name(eo->dump_after) == PASS_NONE) {
+    char names[512];
+    pass_names_text(names, sizeof names);
+    return rt_error(ctx, TILE_INVALID_ARGUMENT, "dump-after: unknown pass '%s' (the passes are %s; or all)",
+                    eo->dump_after, names);
+  }
   tile_compile_options co = {0};
   if (copts) co = *copts;
   if (eo->what == TILE_EMIT_LLVM || eo->what == TILE_EMIT_PTX) co.device = TILE_DEVICE_CUDA;

@@ -30,6 +30,8 @@ struct pass_ctx {
 const char *pass_name(enum pass_id p);
 const char *pass_doc(enum pass_id p);
 enum pass_id pass_from_name(const char *name); /* PASS_NONE if unknown */
+/* "canonicalize, fold, ...": every pass name in table order, cut short to fit cap bytes. */
+void pass_names_text(char *buf, size_t cap);
 
 typedef void (*pass_dump_fn)(void *ud, const char *pass, const char *ir_text);
 

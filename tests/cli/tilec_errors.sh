@@ -123,7 +123,7 @@ expect 2 "-D needs NAME=VALUE" good.tile -D NOVALUE
 expect 2 "-k needs a kernel name" good.tile -k
 expect 2 "more than one input file" good.tile good.tile
 expect 2 "unknown device" run good.tile --device=tpu
-expect 2 "bad size" run good.tile --size N=-3
+expect 2 "--size N: bad value '-3'" run good.tile --size N=-3
 expect 2 "unknown target architecture" good.tile --emit=ptx --arch=sm_70
 expect 0 "usage: tilec" --help
 expect 0 "^tile [0-9]" --version
@@ -176,6 +176,49 @@ run_tilec good.tile --emit=ir -o keep.ir
 [ "$rc" -eq 0 ] && grep -q '^kernel @k' keep.ir || fail "-o keep.ir did not replace the file (exit status $rc)"
 [ "$(stat -c %a keep.ir)" = "$(umask -S >/dev/null; printf '%o' $((0666 & ~$(umask))))" ] ||
   fail "-o keep.ir: mode $(stat -c %a keep.ir), expected $(printf '%o' $((0666 & ~$(umask))))"
+
+# ---- bad option values: usage errors (exit status 2) naming the option and the value ---------
+
+printf 'kernel s(X: f32[M, N], Y: out f32[M, N], alpha: f32, n: i32, flag: bool) grid(1) warps(4) {\n  Y[0 : +16, 0 : +16] = X[0 : +16, 0 : +16] * alpha;\n}\n' >scal.tile
+RUN=(run scal.tile --device=cpu --size M=16,N=16 -a alpha=2 -a n=3 -a flag=true)
+expect 0 "^ok$" "${RUN[@]}"
+expect 2 "--seed.*'abc'" "${RUN[@]}" --seed=abc
+expect 2 "--seed.*'-1'" "${RUN[@]}" --seed=-1
+expect 2 "--seed.*'12x'" "${RUN[@]}" --seed=12x
+expect 2 "--reps.*'-1'" "${RUN[@]}" --reps=-1
+expect 2 "--reps.*'0'" "${RUN[@]}" --reps=0
+expect 2 "--reps.*'99999999999999999999'" "${RUN[@]}" --reps=99999999999999999999
+expect 2 "--reps.*''" "${RUN[@]}" --reps=
+expect 2 "--flops.*'1/0\\+\\('" "${RUN[@]}" --flops='1/0+('
+expect 2 "--flops.*'M\\*\\*N'" "${RUN[@]}" --flops='M**N'
+expect 1 "--flops.*'2\\*M/\\(N-16\\)'.*division by zero" "${RUN[@]}" --bench --reps=3 --flops='2*M/(N-16)'
+expect 1 "--flops.*'2\\*Q'.*unknown name 'Q'" "${RUN[@]}" --bench --reps=3 --flops='2*Q'
+expect 1 "--flops.*'1e308\\*1e308'.*not a finite" "${RUN[@]}" --bench --reps=3 --flops='1e308*1e308'
+expect 0 "TFLOP/s" "${RUN[@]}" --bench --reps=3 --flops='2*M*N'
+expect 2 "-a NOPE=1.*no scalar parameter 'NOPE'.*alpha, n, flag" "${RUN[@]}" -a NOPE=1
+expect 2 "-a alpha.*'abc'" "${RUN[@]}" -a alpha=abc
+expect 2 "-a n.*'1.5'" "${RUN[@]}" -a n=1.5
+expect 2 "-a n.*'4294967296'" "${RUN[@]}" -a n=4294967296
+expect 2 "-a flag.*'maybe'" "${RUN[@]}" -a flag=maybe
+expect 2 "--size.*'abc'" run scal.tile --device=cpu --size M=abc,N=16
+expect 2 "--size.*'16x'" run scal.tile --device=cpu --size M=16x,N=16
+expect 2 "--size.*'2147483648'" run scal.tile --device=cpu --size M=2147483648,N=16
+expect 2 "--size.*'99999999999999999999'" run scal.tile --device=cpu --size M=99999999999999999999,N=16
+# each size fits, their product does not
+expect 2 "--size.*'X'.*overflow" run scal.tile --device=cpu --size M=2147483647,N=2147483647 -a alpha=1 -a n=1 -a flag=0
+printf 'kernel big(X: f32[A, B, C, D], Y: out f32[A, B, C, D]) grid(1) warps(4) {\n  Y[0, 0, 0, 0 : +16] = X[0, 0, 0, 0 : +16];\n}\n' >big.tile
+expect 2 "--size.*'X'.*overflow" run big.tile --device=cpu --size A=65536,B=65536,C=65536,D=65536
+expect 2 "--budget.*'-5'" tune scal.tile --device=cpu --size M=16,N=16 --budget=-5
+expect 2 "--budget.*'abc'" tune scal.tile --device=cpu --size M=16,N=16 --budget=abc
+expect 2 "--budget.*'inf'" tune scal.tile --device=cpu --size M=16,N=16 --budget=inf
+expect 2 "--config-budget.*'-1'" tune scal.tile --device=cpu --size M=16,N=16 --config-budget=-1
+expect 2 "--top.*'-1'" tune scal.tile --device=cpu --size M=16,N=16 --top=-1
+expect 2 "--max-configs.*'-3'" tune scal.tile --device=cpu --size M=16,N=16 --max-configs=-3
+expect 2 "--threads.*'x'" tune scal.tile --device=cpu --size M=16,N=16 --threads=x
+expect 2 "--reps.*'abc'" cache bench good.tile --reps=abc
+expect 2 "dump-after: unknown pass 'nosuchpass' .*canonicalize.*smem-alloc; or all" good.tile --dump-after=nosuchpass
+expect 0 "// ----- IR after cse" good.tile --dump-after=cse
+expect 0 "// ----- IR after dce" good.tile --dump-after=all
 
 # ---- the IR printer and parser agree -------------------------------------------------------
 
