@@ -151,7 +151,6 @@ struct tuner {
   tile_status default_st; /* why the default configuration failed */
 };
 
-static double now_ms(void) { return tl_now_ms(); }
 
 static char *xstrdup(const char *s) {
   if (!s) return NULL;
@@ -182,7 +181,7 @@ static bool is_constraint(const char *msg) {
 /* ---- workers ---- */
 
 static void run_job(struct tuner *T, tile_context *wctx, struct job *j) {
-  double t0 = now_ms();
+  double t0 = tl_now_ms();
   tile_compile_options co = T->co;
   co.defines = j->defs;
   co.ndefines = j->ndefs;
@@ -208,7 +207,7 @@ static void run_job(struct tuner *T, tile_context *wctx, struct job *j) {
   if (st) j->msg = xstrdup(tile_errmsg(wctx));
   j->st = st;
   tile_kernel_release(k);
-  j->compile_ms = now_ms() - t0;
+  j->compile_ms = tl_now_ms() - t0;
 }
 
 /* Takes the next job if it may start; returns its index or -1 when there is none. */
@@ -227,7 +226,7 @@ static int claim(struct tuner *T, bool wait) {
 /* Runs job i (claimed, lock not held) unless the budget is spent. */
 static void do_job(struct tuner *T, tile_context *wctx, unsigned i) {
   struct job *j = &T->jobs[i];
-  if (i > 0 && now_ms() > T->deadline) {
+  if (i > 0 && tl_now_ms() > T->deadline) {
     j->skipped = true;
   } else if (!wctx) {
     j->st = TILE_NOMEM;
@@ -728,7 +727,7 @@ static tile_status make_jobs(struct tuner *T, uint64_t seed) {
 static void progress(struct tuner *T, unsigned i) {
   if (!T->to.progress || !T->rows.n) return;
   tile_tune_progress pr = {i + 1, T->njobs, &VEC_LAST(T->rows),
-                           T->best_row >= 0 ? T->rows.v[T->best_row].config : NULL, T->best_ms, now_ms() - T->t0};
+                           T->best_row >= 0 ? T->rows.v[T->best_row].config : NULL, T->best_ms, tl_now_ms() - T->t0};
   T->to.progress(T->to.progress_ud, &pr);
 }
 
@@ -759,7 +758,7 @@ static void run_search(struct tuner *T) {
   for (unsigned i = 0; i < T->njobs; i++) {
     wait_job(T, i, inline_ctx);
     struct job *j = &T->jobs[i];
-    if (j->skipped || (i > 0 && now_ms() > T->deadline)) {
+    if (j->skipped || (i > 0 && tl_now_ms() > T->deadline)) {
       T->skipped++;
     } else if (evaluate(T, i, true) == EV_DEFER) {
       deferred[ndeferred++] = i; /* its code is kept for later */
@@ -771,7 +770,7 @@ static void run_search(struct tuner *T) {
   }
   for (unsigned d = 0; d < ndeferred; d++) {
     struct job *j = &T->jobs[deferred[d]];
-    if (now_ms() > T->deadline) {
+    if (tl_now_ms() > T->deadline) {
       new_row(T, j, TILE_TUNE_SKIPPED, "uses local memory (register spills), so it was put off, and the time budget ran out");
       T->skipped++;
     } else {
@@ -1105,7 +1104,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
   T->args = args;
   T->nargs = nargs;
   T->best_row = -1;
-  T->t0 = now_ms();
+  T->t0 = tl_now_ms();
   if (to_in) T->to = *to_in;
   if (uco.flags & TILE_NO_CACHE) T->to.flags |= TILE_TUNE_FORCE | TILE_TUNE_NO_STORE; /* no stored results */
   if (T->to.budget_ms <= 0) T->to.budget_ms = 120000;
@@ -1156,7 +1155,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
     if (!(T->to.flags & TILE_TUNE_FORCE) && lookup_stored(T, key, h, out)) {
       tile_kernel_release(kdef);
       arena_free(&a);
-      out->total_ms = now_ms() - T->t0;
+      out->total_ms = tl_now_ms() - T->t0;
       rt_clear_error(ctx);
       return TILE_OK;
     }
@@ -1215,7 +1214,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
   out->failed = T->failed;
   out->wrong = T->wrong;
   out->skipped = T->skipped;
-  out->total_ms = now_ms() - T->t0;
+  out->total_ms = tl_now_ms() - T->t0;
   tile_kernel_release(T->best_k);
   tile_kernel_release(kdef);
   arena_free(&a);

@@ -841,12 +841,12 @@ static int time_launches(struct timer *tm, launch_fn fn, void *ud, struct timing
     if (fn(ud, err, errlen)) return 1;
   double t[MAX_REPS];
   if (tm->host) {
-    double start = now_ms();
+    double start = tl_now_ms();
     int n = 0;
-    while (n < tm->max_reps && (n < tm->min_reps || now_ms() - start < tm->budget_ms)) {
-      double t0 = now_ms();
+    while (n < tm->max_reps && (n < tm->min_reps || tl_now_ms() - start < tm->budget_ms)) {
+      double t0 = tl_now_ms();
       if (fn(ud, err, errlen)) return 1;
-      t[n++] = now_ms() - t0;
+      t[n++] = tl_now_ms() - t0;
     }
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
     out->median_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);

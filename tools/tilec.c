@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fp16.h"
 #include "readfile.h"
 #include "tile.h"
@@ -428,12 +429,6 @@ static int compile_cmd(tile_context *ctx, struct options *o) {
 
 /* ---- tilec run ---- */
 
-static double now_ms_tilec(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 static uint64_t rng_state;
 static double urand(void) {
   rng_state ^= rng_state << 13;
@@ -829,9 +824,9 @@ static char *open_for_run(tile_context *ctx, struct options *o, size_t *len, cha
     free(src);
     return NULL;
   }
-  double t0 = now_ms_tilec();
+  double t0 = tl_now_ms();
   *rc = pick_device(ctx, o, dev, info);
-  if (driver_ms) *driver_ms = now_ms_tilec() - t0;
+  if (driver_ms) *driver_ms = tl_now_ms() - t0;
   if (*rc) {
     free(src);
     return NULL;
@@ -1150,25 +1145,25 @@ static int probe_cmd(tile_context *ctx, struct options *o) {
   if (!src) return rc;
   tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, 0, o->schedule};
   tile_kernel *k = NULL;
-  double t1 = now_ms_tilec();
+  double t1 = tl_now_ms();
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
     fprintf(stderr, "%s", tile_errmsg(ctx));
     free(src);
     return 1;
   }
-  double compile_ms = now_ms_tilec() - t1;
+  double compile_ms = tl_now_ms() - t1;
   o->config = tile_kernel_config(k);
   struct arg_set as;
   rc = make_args(ctx, o, k, dev, false, &as);
   double prepare_ms = 0;
   tile_kernel_stats ks = {0};
   if (!rc) {
-    double t2 = now_ms_tilec();
+    double t2 = tl_now_ms();
     if (tile_kernel_prepare(ctx, k, as.args, as.n)) {
       fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
       rc = 1;
     }
-    prepare_ms = now_ms_tilec() - t2;
+    prepare_ms = tl_now_ms() - t2;
     tile_kernel_get_stats(k, &ks);
   }
   if (!rc)

@@ -27,9 +27,9 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cg_internal.h"
+#include "clock.h"
 #include "layout.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -49,12 +49,6 @@ int cg_scalar_param_bytes(ir_dtype dt) {
   default:
     return 4;
   }
-}
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* ---- helpers ---- */
@@ -815,7 +809,7 @@ static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, stru
     LLVMDisposeErrorMessage(m);
     return false;
   }
-  double t1 = now_ms();
+  double t1 = tl_now_ms();
   res->llvm_ms = t1 - g->t0;
   if (out == CG_OUT_LLVM) {
     char *s = LLVMPrintModuleToString(g->mod);
@@ -834,7 +828,7 @@ static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, stru
   res->text = arena_strndup(g->arena, LLVMGetBufferStart(buf), n);
   res->len = strlen(res->text);
   LLVMDisposeMemoryBuffer(buf);
-  res->emit_ms = now_ms() - t1;
+  res->emit_ms = tl_now_ms() - t1;
   return true;
 }
 
@@ -849,7 +843,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   pthread_once(&init_once, init_llvm);
   struct cg g0, *g = &g0;
   memset(g, 0, sizeof *g);
-  g->t0 = now_ms();
+  g->t0 = tl_now_ms();
   g->f = f;
   g->arena = a;
   g->err = err;

@@ -7,6 +7,7 @@
 #ifndef TL_PASSES_H
 #define TL_PASSES_H
 
+#include "clock.h"
 #include "ir.h"
 
 enum pass_id {
@@ -63,6 +64,5 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
 /* Runs a comma-separated list of pass names (tilec opt). Unknown names are errors. */
 bool pass_run_list(const char *list, struct ir_func *f, struct pass_options *o, struct strbuf *err);
 
-double tl_now_ms(void);
 
 #endif

@@ -4,7 +4,6 @@
  * each pass runs where it does without reading the passes.                            */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "passes.h"
 
@@ -36,12 +35,6 @@ void pass_names_text(char *buf, size_t cap) {
     if (w < 0) break;
     n += (size_t)w;
   }
-}
-
-double tl_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 bool pass_run(enum pass_id p, struct ir_func *f, struct pass_options *o, struct strbuf *err) {
