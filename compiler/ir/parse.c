@@ -33,7 +33,8 @@ struct parser {
   struct strbuf *err;
   jmp_buf fail;
   struct ir_func *f;
-  VEC(struct binding) binds;
+  VEC(struct binding) binds; /* the visible names; scopes end by truncating it */
+  struct ptrmap where;       /* name -> 1 + its index in binds (stale once truncated away) */
 };
 
 static void TL_PRINTF(2, 3) fail(struct parser *ps, const char *fmt, ...) {
@@ -177,16 +178,22 @@ static const char *value_key(struct parser *ps) {
   return strtab_intern(ps->strs, ps->ts + 1, ps->tlen - 1);
 }
 
+/* A name is bound at most once among the visible bindings (bind refuses a second), so the
+ * newest binding of a name is the only one that can be visible. */
 static ir_val lookup(struct parser *ps, const char *key) {
-  for (uint32_t i = ps->binds.n; i-- > 0;)
-    if (ps->binds.v[i].name == key) return ps->binds.v[i].value;
-  return 0;
+  uint32_t i = ptrmap_get(&ps->where, key);
+  return i && i <= ps->binds.n && ps->binds.v[i - 1].name == key ? ps->binds.v[i - 1].value : 0;
+}
+
+static void push_binding(struct parser *ps, const char *key, ir_val v) {
+  struct binding b = {key, v};
+  VEC_PUSH(ps->a, ps->binds, b);
+  *ptrmap_slot(&ps->where, key) = ps->binds.n;
 }
 
 static void bind(struct parser *ps, const char *key, ir_val v) {
   if (lookup(ps, key)) fail(ps, "value '%%%s' is defined twice", key);
-  struct binding b = {key, v};
-  VEC_PUSH(ps->a, ps->binds, b);
+  push_binding(ps, key, v);
   if (!isdigit((unsigned char)key[0])) ps->f->values.v[v].name = key;
 }
 
@@ -266,8 +273,7 @@ static ir_type_id parse_type(struct parser *ps, bool in_param) {
         if (!v) {
           /* first appearance of a shape symbol defines it */
           v = ir_add_param(ps->f, key, IR_PARAM_SHAPE, ir_type_scalar(ps->f, DT_I32), false);
-          struct binding b = {key, v};
-          VEC_PUSH(ps->a, ps->binds, b);
+          push_binding(ps, key, v);
         } else if (!ir_param_of(ps->f, v) || ir_param_of(ps->f, v)->kind != IR_PARAM_SHAPE) {
           fail(ps, "'%%%s' is not a shape symbol", key);
         }
@@ -762,6 +768,7 @@ bool ir_parse(const char *filename, const char *text, size_t len, struct arena *
   ps.a = a;
   ps.strs = strs;
   ps.err = err;
+  ptrmap_init(&ps.where, a);
   memset(out, 0, sizeof *out);
   if (setjmp(ps.fail)) return false;
   next(&ps);
