@@ -339,7 +339,6 @@ static void parse_attrs(struct parser *ps, struct ir_op *op) {
 struct pending {
   const char *names[64];
   uint32_t n;
-  struct ir_loc loc;
 };
 
 static void bind_results(struct parser *ps, struct pending *pr, uint32_t op) {
@@ -372,8 +371,7 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   struct ir_builder b;
   ir_builder_at_end(&b, f, blk);
   struct pending pr = {.n = 0};
-  b.loc = (struct ir_loc){0, 0};
-  uint32_t line0 = ps->tline, col0 = ps->tcol;
+  b.loc = (struct ir_loc){ps->tline, ps->tcol}; /* every op built here: where its text starts */
   if (ps->tok == T_VALUE) {
     do {
       if (ps->tok != T_VALUE) fail(ps, "expected a result name");
@@ -389,8 +387,6 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   const struct ir_opinfo *info = &ir_ops[code];
   uint32_t op_line = ps->tline;
   next(ps);
-  (void)line0;
-  (void)col0;
 
   ir_val args[256];
   uint32_t nargs = 0;
@@ -542,14 +538,6 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   uint32_t op = ir_build(&b, code, args, nargs, rt, nres);
   memcpy(f->ops.v[op].i, attrs.i, sizeof attrs.i);
   f->ops.v[op].f = attrs.f;
-  if (accept(ps, "loc")) {
-    expect(ps, "(");
-    uint32_t line = (uint32_t)parse_int(ps);
-    expect(ps, ":");
-    uint32_t col = (uint32_t)parse_int(ps);
-    expect(ps, ")");
-    f->ops.v[op].loc = (struct ir_loc){line, col};
-  }
   bind_results(ps, &pr, op);
 }
 
@@ -644,11 +632,14 @@ static void parse_layout(struct parser *ps) {
 }
 
 static void parse_func(struct parser *ps, struct ir_module *m) {
+  struct ir_loc at = {ps->tline, ps->tcol};
   expect(ps, "kernel");
   if (ps->tok != T_GLOBAL) fail(ps, "expected '@name'");
   char *name = arena_strndup(ps->a, ps->ts + 1, ps->tlen - 1);
   next(ps);
   struct ir_func *f = ir_func_new(ps->a, ps->strs, name);
+  f->file = strtab_intern(ps->strs, ps->file, strlen(ps->file));
+  f->loc = at;
   ps->f = f;
   ps->binds.n = 0;
   expect(ps, "(");

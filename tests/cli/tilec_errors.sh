@@ -113,6 +113,10 @@ expect 1 "has no compile-time parameter .NOPE." "$SRC/lib/softmax.tile" -D NOPE=
 expect 1 "defines no kernel" /dev/null
 printf 'kernel @k(%%X: tensor<f32[%%N]>) warps=4 {\ngrid:\n  %%0 = bogus_op\n}\n' >bad.ir
 expect 1 "^bad\\.ir:[0-9]+:[0-9]+: error: " bad.ir --emit=ir
+# IR that parses but breaks a verifier rule: the message points at the op, file:line:col
+printf 'kernel @k(%%X: tensor<f32[%%N]>) warps=4 {\ngrid:\n  %%0 = const 1 : i32\n  grid %%0, %%0, %%0\nbody:\n  %%1 = const 1.0 : f32\n  %%2 = const 1 : i32\n  %%3 = add %%1, %%2 : f32\n}\n' >unverified.ir
+expect 1 "^unverified\\.ir:8:3: error: ir verifier: @k: op [0-9]+ 'add': operand 1 element type i32 differs" unverified.ir --emit=ir
+expect 1 "^unverified\\.ir:8:3: error: ir verifier: " opt unverified.ir --passes=cse
 
 # ---- usage errors: exit status 2 and the usage text ----------------------------------------
 
