@@ -36,6 +36,7 @@
 #include "fp16.h"
 #include "lang.h"
 #include "passes.h"
+#include "rng.h"
 #include "rt.h"
 
 enum { MAX_SPACE = 1000000 };
@@ -654,13 +655,6 @@ static void fill_defines(struct tuner *T, struct job *j) {
   j->text = (char *)sb_str(&sb);
 }
 
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* The jobs: the default configuration first, then the space in a fixed pseudo-random order,
  * at most max_configs in all. */
 static tile_status make_jobs(struct tuner *T, uint64_t seed) {
@@ -676,7 +670,7 @@ static tile_status make_jobs(struct tuner *T, uint64_t seed) {
   uint32_t *order = ARENA_NEWN(T->a, uint32_t, total + 1);
   for (uint64_t i = 0; i < total; i++) order[i] = (uint32_t)i;
   for (uint64_t i = total; i > 1; i--) {
-    uint64_t r = splitmix(&seed) % i;
+    uint64_t r = rng_splitmix64(&seed) % i; /* the same order as before rng.h */
     uint32_t x = order[i - 1];
     order[i - 1] = order[r];
     order[r] = x;

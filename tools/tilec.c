@@ -33,6 +33,7 @@
 #include "clock.h"
 #include "fp16.h"
 #include "readfile.h"
+#include "rng.h"
 #include "tile.h"
 
 enum { MAX_DEFINES = 64, MAX_SIZES = 32, MAX_ARGS = 32 };
@@ -69,6 +70,7 @@ struct options {
   int64_t reps;
   const char *flops_origin; /* "--flops" or the source's line, for messages about it */
   const char *config;       /* "BM=128,D=64,...": the kernel's compile-time values, for --flops */
+  struct rng rng;           /* the inputs' generator, seeded with --seed */
 };
 
 static void usage(FILE *f) {
@@ -429,23 +431,16 @@ static int compile_cmd(tile_context *ctx, struct options *o) {
 
 /* ---- tilec run ---- */
 
-static uint64_t rng_state;
-static double urand(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static void fill_random(void *buf, tile_dtype dt, size_t n) {
+/* Inputs: floats uniform in [-1, 1), ints in [-32, 32), bools with probability 1/2. */
+static void fill_random(struct rng *r, void *buf, tile_dtype dt, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    float x = (float)(urand() * 2 - 1);
+    float x = rng_uniform(r, -1.0f, 1.0f);
     switch (dt) {
     case TILE_F32: ((float *)buf)[i] = x; break;
     case TILE_F16: ((uint16_t *)buf)[i] = tl_f32_to_f16(x); break;
     case TILE_BF16: ((uint16_t *)buf)[i] = tl_f32_to_bf16(x); break;
-    case TILE_I32: ((int32_t *)buf)[i] = (int32_t)(urand() * 64) - 32; break;
-    case TILE_BOOL: ((uint8_t *)buf)[i] = urand() < 0.5; break;
+    case TILE_I32: ((int32_t *)buf)[i] = (int32_t)rng_below(r, 64) - 32; break;
+    case TILE_BOOL: ((uint8_t *)buf)[i] = (uint8_t)(rng_u64(r) >> 63); break;
     default: memset((char *)buf + i * tile_dtype_size(dt), 0, tile_dtype_size(dt)); break;
     }
   }
@@ -662,7 +657,7 @@ struct arg_set {
  * outputs that are not read are poisoned with NaN, so every element must be written); with
  * `show`, prints each tensor's shape. Returns 0, or the exit status after printing why not
  * (free_args releases what was allocated either way). */
-static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k, tile_device dev, bool show,
+static int make_args(tile_context *ctx, struct options *o, tile_kernel *k, tile_device dev, bool show,
                      struct arg_set *as) {
   memset(as, 0, sizeof *as);
   unsigned np = tile_kernel_param_count(k);
@@ -758,7 +753,7 @@ static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k,
     if (pi.is_output && !pi.is_read)
       fill_nan(b->host, pi.dtype, b->n);
     else
-      fill_random(b->host, pi.dtype, b->n);
+      fill_random(&o->rng, b->host, pi.dtype, b->n);
     if (pi.is_used) as->bytes_moved += (double)b->bytes * (pi.is_output && pi.is_read ? 2 : 1);
     if (tile_mem_alloc(ctx, dev, b->bytes, &b->dev) || tile_mem_upload(ctx, dev, b->dev, b->host, b->bytes)) {
       fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
@@ -793,7 +788,7 @@ static int apply_meta(struct options *o, const char *src, char *flops_buf) {
     o->flops = flops_buf;
     o->flops_origin = "//! flops";
   }
-  rng_state = o->seed ? (uint64_t)o->seed : 0x9e3779b97f4a7c15ull;
+  rng_seed(&o->rng, (uint64_t)o->seed);
   return 0;
 }
 

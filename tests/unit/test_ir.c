@@ -9,7 +9,7 @@
 #include "interp.h"
 #include "ir.h"
 #include "passes.h"
-#include "rng.h"
+#include "test_seed.h"
 #include "testfiles.h"
 
 struct fixture {
