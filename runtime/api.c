@@ -172,15 +172,20 @@ static void reset_diags(tile_context *ctx) {
 
 /* ---- compiling ---- */
 
-static void hash_str(uint64_t h[2], const char *s, size_t n) {
-  h[0] = tl_hash_bytes(s, n, h[0] ^ n);
-  h[1] = tl_hash_bytes(s, n, h[1] + 0x9e3779b97f4a7c15ull * (n + 1));
+/* One field of the compile key: its length, then its bytes, so that fields cannot run into
+ * each other. */
+static void hash_str(rt_hasher *h, const char *s, size_t n) {
+  uint64_t len = n;
+  rt_hasher_update(h, &len, sizeof len);
+  rt_hasher_update(h, s, n);
 }
 
-static void compile_key(uint64_t h[2], const char *name, const char *src, size_t len,
+/* The in-memory compile cache's key: a strong hash, because a kernel found under it is
+ * returned without comparing anything else. */
+static void compile_key(uint8_t key[RT_HASH_LEN], const char *name, const char *src, size_t len,
                         const tile_compile_options *co, const char *arch, const char *sched) {
-  h[0] = 0x7469;
-  h[1] = 0x6c65;
+  rt_hasher hasher, *h = &hasher;
+  rt_hasher_init(h);
   hash_str(h, TILE_VERSION, strlen(TILE_VERSION));
   hash_str(h, name, strlen(name));
   hash_str(h, src, len);
@@ -195,6 +200,7 @@ static void compile_key(uint64_t h[2], const char *name, const char *src, size_t
   char extra[256];
   int m = snprintf(extra, sizeof extra, "%d|%s|%u|%s", (int)co->device, arch, co->flags, sched);
   hash_str(h, extra, (size_t)m);
+  rt_hasher_final(h, key);
 }
 
 /* The user-visible parameter table and the config string. */
@@ -366,7 +372,7 @@ static tile_status resolve_target(tile_context *ctx, const tile_compile_options 
 
 static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
                                const tile_compile_options *cop, const struct tl_target *target,
-                               const struct tl_schedule *sched, const uint64_t *key, tile_kernel **out);
+                               const struct tl_schedule *sched, const uint8_t *key, tile_kernel **out);
 
 static tile_status compile(tile_context *ctx, const char *name, const char *src, size_t len,
                            const tile_compile_options *opts, tile_kernel **out) {
@@ -386,12 +392,12 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
   char sched_text[128];
   tl_schedule_format(&sched, sched_text, sizeof sched_text);
 
-  uint64_t key[2];
+  uint8_t key[RT_HASH_LEN];
   compile_key(key, name, src, len, &co, target ? target->name : "", sched_text);
   if (!(co.flags & TILE_NO_CACHE))
     for (uint32_t i = 0; i < ctx->kernels.n; i++) {
       tile_kernel *c = ctx->kernels.v[i];
-      if (c->key[0] == key[0] && c->key[1] == key[1]) {
+      if (memcmp(c->key, key, sizeof key) == 0) {
         c->refs++;
         *out = c;
         return TILE_OK;
@@ -405,7 +411,7 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
  * so that no local of the caller is live across setjmp. */
 static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
                                const tile_compile_options *cop, const struct tl_target *target,
-                               const struct tl_schedule *sched, const uint64_t *key, tile_kernel **out) {
+                               const struct tl_schedule *sched, const uint8_t *key, tile_kernel **out) {
   tile_compile_options co = *cop;
   tile_status st;
   jmp_buf oom;
@@ -421,8 +427,7 @@ static tile_status compile_new(tile_context *ctx, const char *name, const char *
   k->sched = *sched;
   snprintf(k->arch, sizeof k->arch, "%s", target ? target->name : "");
   tl_schedule_format(sched, k->sched_text, sizeof k->sched_text);
-  k->key[0] = key[0];
-  k->key[1] = key[1];
+  memcpy(k->key, key, RT_HASH_LEN);
   /* the compile options, for TILE_AUTOTUNE (defines are checked for NULL by front_end) */
   k->kernel_opt = co.kernel ? arena_strdup(&k->arena, co.kernel) : NULL;
   k->defines = ARENA_NEWN(&k->arena, tile_define, co.ndefines + 1);

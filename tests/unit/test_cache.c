@@ -457,6 +457,17 @@ Test(cache, compiler_identity_and_hashing) {
   rt_hash("", 0, h); /* BLAKE3 of the empty input */
   rt_hex(h, RT_HASH_LEN, hex);
   cr_expect_str_eq(hex, "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262");
+  /* the incremental form gives the hash of the concatenation */
+  static const char text[] = "kernel k(X: f32[N]) grid(1) { }";
+  uint8_t one[RT_HASH_LEN], parts[RT_HASH_LEN];
+  rt_hash(text, sizeof text - 1, one);
+  rt_hasher hs;
+  rt_hasher_init(&hs);
+  rt_hasher_update(&hs, text, 7);
+  rt_hasher_update(&hs, "", 0);
+  rt_hasher_update(&hs, text + 7, sizeof text - 1 - 7);
+  rt_hasher_final(&hs, parts);
+  cr_expect_arr_eq(one, parts, RT_HASH_LEN);
   char n1[RT_CACHE_NAME_MAX], n2[RT_CACHE_NAME_MAX];
   rt_cache_file_name("mod", key, strlen(key), n1);
   rt_cache_file_name("tune", key, strlen(key), n2);
