@@ -361,6 +361,11 @@ static inline void ir_map_set(struct ir_valmap *m, ir_val from, ir_val to) {
  * (and its regions' block arguments) in m. Returns the new op. */
 uint32_t ir_clone_op(struct ir_builder *b, uint32_t op, struct ir_valmap *m);
 void ir_op_set_args(struct ir_func *f, uint32_t op, const ir_val *args, uint32_t nargs);
+/* Turns op, an op with one result and no regions, into `code` with these operands and no
+ * attributes, in place: its result value (so every use), its position and its location
+ * stay. A rewrite that would build the new op in front of the old one, redirect the uses
+ * and unlink the old op costs O(1) this way instead of scans of the block and function. */
+void ir_op_rewrite(struct ir_func *f, uint32_t op, ir_opcode code, const ir_val *args, uint32_t nargs);
 /* Use counts of every value, recomputed on demand (an analysis, not cached state). */
 uint32_t *ir_use_counts(struct ir_func *f, struct arena *scratch);
 
