@@ -643,6 +643,8 @@ struct ir_func *irgen_kernel(struct sema *s) {
   g.ctx = s->ctx;
   struct ast_kernel *k = s->kd->k;
   g.f = ir_func_new(s->ctx->arena, s->ctx->strs, k->name);
+  g.f->file = strtab_intern(s->ctx->strs, s->file->name, strlen(s->file->name));
+  g.f->loc = (struct ir_loc){s->kd->node->loc2.line, s->kd->node->loc2.col};
   g.f->warps = s->warps;
   lower_params(&g);
 

@@ -114,7 +114,9 @@ struct sema {
   struct sema_kernel_decl *kd;
   struct sema_info *info;   /* [file->nnodes] */
   VEC(struct sema_sym *) scope; /* the visible symbols, innermost last */
+  VEC(uint32_t) shadow;         /* [i]: 1 + index of the entry that scope.v[i] hides, or 0 */
   VEC(uint32_t) marks;          /* scope starts */
+  struct ptrmap names;          /* interned name -> 1 + index of its innermost entry, or 0 */
   VEC(struct sema_info *) constructs; /* enclosing FOR / run-time IF, for carried vars */
   VEC(uint32_t) construct_depth;
   VEC(struct sema_sym *) cparams;  /* this specialization's values */
@@ -142,6 +144,10 @@ bool sema_apply_defines(struct sema *s, const struct lang_define *defs, uint32_t
  * current compile-time values (sema_decl.c). */
 bool sema_header(struct sema *s);
 void sema_scope_push(struct sema *s);
+/* Makes sym visible in the innermost scope without the checks of sema_declare. */
+void sema_scope_add(struct sema *s, struct sema_sym *sym);
+/* Empties every scope. */
+void sema_scope_reset(struct sema *s);
 void sema_declare(struct sema *s, struct sema_sym *sym);
 struct sema_sym *sema_new_sym(struct sema *s, enum sym_kind kind, const char *name,
                               struct lang_loc loc);

@@ -412,10 +412,9 @@ static void kernel_info(struct lang_ctx *c, struct sema_kernel_decl *kd) {
 }
 
 static void reset_scopes(struct sema *s, struct sema_file *d) {
-  s->scope.n = 0;
-  s->marks.n = 0;
+  sema_scope_reset(s);
   sema_scope_push(s);
-  for (uint32_t k = 0; k < d->consts.n; k++) VEC_PUSH(s->ctx->arena, s->scope, d->consts.v[k]);
+  for (uint32_t k = 0; k < d->consts.n; k++) sema_scope_add(s, d->consts.v[k]);
   sema_scope_push(s);
 }
 

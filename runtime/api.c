@@ -233,15 +233,20 @@ static void reset_diags(tile_context *ctx) {
 
 /* ---- compiling ---- */
 
-static void hash_str(uint64_t h[2], const char *s, size_t n) {
-  h[0] = tl_hash_bytes(s, n, h[0] ^ n);
-  h[1] = tl_hash_bytes(s, n, h[1] + 0x9e3779b97f4a7c15ull * (n + 1));
+/* One field of the compile key: its length, then its bytes, so that fields cannot run into
+ * each other. */
+static void hash_str(rt_hasher *h, const char *s, size_t n) {
+  uint64_t len = n;
+  rt_hasher_update(h, &len, sizeof len);
+  rt_hasher_update(h, s, n);
 }
 
-static void compile_key(uint64_t h[2], const char *name, const char *src, size_t len,
+/* The in-memory compile cache's key: a strong hash, because a kernel found under it is
+ * returned without comparing anything else. */
+static void compile_key(uint8_t key[RT_HASH_LEN], const char *name, const char *src, size_t len,
                         const tile_compile_options *co, const char *arch, const char *sched) {
-  h[0] = 0x7469;
-  h[1] = 0x6c65;
+  rt_hasher hasher, *h = &hasher;
+  rt_hasher_init(h);
   hash_str(h, TILE_VERSION, strlen(TILE_VERSION));
   hash_str(h, name, strlen(name));
   hash_str(h, src, len);
@@ -256,6 +261,7 @@ static void compile_key(uint64_t h[2], const char *name, const char *src, size_t
   char extra[256];
   int m = snprintf(extra, sizeof extra, "%d|%s|%u|%s", (int)co->device, arch, co->flags, sched);
   hash_str(h, extra, (size_t)m);
+  rt_hasher_final(h, key);
 }
 
 /* The user-visible parameter table and the config string. */
@@ -387,7 +393,7 @@ static tile_status resolve_target(tile_context *ctx, const tile_compile_options 
 
 static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
                                const tile_compile_options *cop, const struct tl_target *target,
-                               const struct tl_schedule *sched, const uint64_t *key, bool public,
+                               const struct tl_schedule *sched, const uint8_t *key, bool public,
                                tile_kernel **out);
 
 /* public: the diagnostics of this compile replace those of the last (tile_diag_get);
@@ -410,12 +416,12 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
   char sched_text[128];
   tl_schedule_format(&sched, sched_text, sizeof sched_text);
 
-  uint64_t key[2];
+  uint8_t key[RT_HASH_LEN];
   compile_key(key, name, src, len, &co, target ? target->name : "", sched_text);
   if (!(co.flags & TILE_NO_CACHE))
     for (uint32_t i = 0; i < ctx->kernels.n; i++) {
       tile_kernel *c = ctx->kernels.v[i];
-      if (c->key[0] == key[0] && c->key[1] == key[1]) {
+      if (memcmp(c->key, key, sizeof key) == 0) {
         c->refs++;
         *out = c;
         return TILE_OK;
@@ -429,7 +435,7 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
  * so that no local of the caller is live across setjmp. */
 static tile_status compile_new(tile_context *ctx, const char *name, const char *src, size_t len,
                                const tile_compile_options *cop, const struct tl_target *target,
-                               const struct tl_schedule *sched, const uint64_t *key, bool public,
+                               const struct tl_schedule *sched, const uint8_t *key, bool public,
                                tile_kernel **out) {
   tile_compile_options co = *cop;
   tile_status st;
@@ -446,8 +452,7 @@ static tile_status compile_new(tile_context *ctx, const char *name, const char *
   k->sched = *sched;
   snprintf(k->arch, sizeof k->arch, "%s", target ? target->name : "");
   tl_schedule_format(sched, k->sched_text, sizeof k->sched_text);
-  k->key[0] = key[0];
-  k->key[1] = key[1];
+  memcpy(k->key, key, RT_HASH_LEN);
   /* the compile options, for TILE_AUTOTUNE (defines are checked for NULL by front_end) */
   k->kernel_opt = co.kernel ? arena_strdup(&k->arena, co.kernel) : NULL;
   k->defines = ARENA_NEWN(&k->arena, tile_define, co.ndefines + 1);
@@ -654,6 +659,12 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
   if (out_len) *out_len = 0;
   if ((unsigned)eo->what > TILE_EMIT_PTX)
     return rt_error(ctx, TILE_INVALID_ARGUMENT, "unknown tile_emit_options.what %d", (int)eo->what);
+  if (eo->dump_after && strcmp(eo->dump_after, "all") != 0 && pass_from_name(eo->dump_after) == PASS_NONE) {
+    char names[512];
+    pass_names_text(names, sizeof names);
+    return rt_error(ctx, TILE_INVALID_ARGUMENT, "dump-after: unknown pass '%s' (the passes are %s; or all)",
+                    eo->dump_after, names);
+  }
   tile_compile_options co = {0};
   if (copts) co = *copts;
   if (eo->what == TILE_EMIT_LLVM || eo->what == TILE_EMIT_PTX) co.device = TILE_DEVICE_CUDA;

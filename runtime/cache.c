@@ -49,6 +49,17 @@ _Static_assert(HDR_SUM + RT_HASH_LEN == HDR_SIZE, "header layout");
 
 /* ---- hashing ---- */
 
+_Static_assert(sizeof(llvm_blake3_hasher) <= sizeof(rt_hasher) && _Alignof(llvm_blake3_hasher) <= 16,
+               "rt_hasher holds an llvm_blake3_hasher");
+
+void rt_hasher_init(rt_hasher *h) { llvm_blake3_hasher_init((llvm_blake3_hasher *)h->state); }
+void rt_hasher_update(rt_hasher *h, const void *p, size_t n) {
+  llvm_blake3_hasher_update((llvm_blake3_hasher *)h->state, p, n);
+}
+void rt_hasher_final(rt_hasher *h, uint8_t out[RT_HASH_LEN]) {
+  llvm_blake3_hasher_finalize((llvm_blake3_hasher *)h->state, out, RT_HASH_LEN);
+}
+
 void rt_hash(const void *p, size_t n, uint8_t out[RT_HASH_LEN]) {
   llvm_blake3_hasher h;
   llvm_blake3_hasher_init(&h);

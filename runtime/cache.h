@@ -22,8 +22,19 @@
 
 enum { RT_HASH_LEN = 32, RT_CACHE_MAX_PARTS = 4, RT_CACHE_NAME_MAX = 80 };
 
-/* BLAKE3 (LLVM's copy) of n bytes. */
+/* The strong hash, for everything that identifies content (cache keys, the in-memory
+ * compile cache, tuning keys): BLAKE3 (LLVM's copy) of n bytes. Hash tables use the fast
+ * tl_hash_bytes (util.h) instead. */
 void rt_hash(const void *p, size_t n, uint8_t out[RT_HASH_LEN]);
+
+/* The same hash fed in pieces: rt_hasher_final gives rt_hash of the concatenation of every
+ * update. The state is storage for LLVM's hasher, so that callers need not include LLVM. */
+typedef struct rt_hasher {
+  _Alignas(16) unsigned char state[1920];
+} rt_hasher;
+void rt_hasher_init(rt_hasher *h);
+void rt_hasher_update(rt_hasher *h, const void *p, size_t n);
+void rt_hasher_final(rt_hasher *h, uint8_t out[RT_HASH_LEN]);
 /* Lower-case hex of n bytes into out (2n + 1 bytes). */
 void rt_hex(const uint8_t *h, size_t n, char *out);
 

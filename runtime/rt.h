@@ -7,6 +7,7 @@
 #ifndef TL_RT_H
 #define TL_RT_H
 
+#include "cache.h"
 #include "cg.h"
 #include "cudrv.h"
 #include "driver.h"
@@ -110,7 +111,7 @@ struct rt_spec {
 struct tile_kernel {
   int refs;
   tile_context *ctx;
-  uint64_t key[2];        /* source + options hash (the in-memory cache key) */
+  uint8_t key[RT_HASH_LEN]; /* source + options hash (the in-memory cache key) */
   struct arena arena;
   struct strtab strs;
   tile_device device;

@@ -36,6 +36,7 @@
 #include "fp16.h"
 #include "lang.h"
 #include "passes.h"
+#include "rng.h"
 #include "rt.h"
 
 enum { MAX_SPACE = 1000000 };
@@ -154,7 +155,6 @@ struct tuner {
   bool worker_nomem;         /* (under mu) a worker could not make its context */
 };
 
-static double now_ms(void) { return tl_now_ms(); }
 
 /* The strings of the result and of the jobs are tl_malloc blocks of the caller's context
  * (tile_tune_result_free releases them without it); NULL when out of memory. */
@@ -172,7 +172,7 @@ static bool is_pruned(tile_status st, const char *code) {
 /* ---- workers ---- */
 
 static void run_job(struct tuner *T, tile_context *wctx, struct job *j) {
-  double t0 = now_ms();
+  double t0 = tl_now_ms();
   tile_compile_options co = T->co;
   co.defines = j->defs;
   co.ndefines = j->ndefs;
@@ -198,7 +198,7 @@ static void run_job(struct tuner *T, tile_context *wctx, struct job *j) {
   if (st) j->msg = xstrdup(T, wctx->errbrief[0] ? wctx->errbrief : "unknown error");
   j->st = st;
   rt_kernel_release(k);
-  j->compile_ms = now_ms() - t0;
+  j->compile_ms = tl_now_ms() - t0;
 }
 
 /* Takes the next job if it may start; returns its index or -1 when there is none. */
@@ -217,7 +217,7 @@ static int claim(struct tuner *T, bool wait) {
 /* Runs job i (claimed, lock not held) unless the budget is spent. */
 static void do_job(struct tuner *T, tile_context *wctx, unsigned i) {
   struct job *j = &T->jobs[i];
-  if (i > 0 && now_ms() > T->deadline) {
+  if (i > 0 && tl_now_ms() > T->deadline) {
     j->skipped = true;
   } else if (!wctx) {
     j->st = TILE_NOMEM;
@@ -677,13 +677,6 @@ static void fill_defines(struct tuner *T, struct job *j) {
   j->text = (char *)sb_str(&sb);
 }
 
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* The jobs: the default configuration first, then the space in a fixed pseudo-random order,
  * at most max_configs in all. */
 static tile_status make_jobs(struct tuner *T, uint64_t seed) {
@@ -699,7 +692,7 @@ static tile_status make_jobs(struct tuner *T, uint64_t seed) {
   uint32_t *order = ARENA_NEWN(T->a, uint32_t, total + 1);
   for (uint64_t i = 0; i < total; i++) order[i] = (uint32_t)i;
   for (uint64_t i = total; i > 1; i--) {
-    uint64_t r = splitmix(&seed) % i;
+    uint64_t r = rng_splitmix64(&seed) % i; /* the same order as before rng.h */
     uint32_t x = order[i - 1];
     order[i - 1] = order[r];
     order[r] = x;
@@ -751,7 +744,7 @@ static tile_status make_jobs(struct tuner *T, uint64_t seed) {
 static void progress(struct tuner *T, unsigned i) {
   if (!T->to.progress || !T->rows.n) return;
   tile_tune_progress pr = {i + 1, T->njobs, &VEC_LAST(T->rows),
-                           T->best_row >= 0 ? T->rows.v[T->best_row].config : NULL, T->best_ms, now_ms() - T->t0};
+                           T->best_row >= 0 ? T->rows.v[T->best_row].config : NULL, T->best_ms, tl_now_ms() - T->t0};
   T->to.progress(T->to.progress_ud, &pr);
 }
 
@@ -782,7 +775,7 @@ static void run_search(struct tuner *T) {
   for (unsigned i = 0; i < T->njobs && !T->nomem; i++) {
     wait_job(T, i, inline_ctx);
     struct job *j = &T->jobs[i];
-    if (j->skipped || (i > 0 && now_ms() > T->deadline)) {
+    if (j->skipped || (i > 0 && tl_now_ms() > T->deadline)) {
       T->skipped++;
     } else if (evaluate(T, i, true) == EV_DEFER) {
       deferred[ndeferred++] = i; /* its code is kept for later */
@@ -794,7 +787,7 @@ static void run_search(struct tuner *T) {
   }
   for (unsigned d = 0; d < ndeferred && !T->nomem; d++) {
     struct job *j = &T->jobs[deferred[d]];
-    if (now_ms() > T->deadline) {
+    if (tl_now_ms() > T->deadline) {
       static const char why[] = "uses local memory (register spills), so it was put off, and the time budget ran out";
       new_row(T, j, TILE_TUNE_SKIPPED, why, sizeof why - 1);
       T->skipped++;
@@ -1155,7 +1148,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
   T->args = args;
   T->nargs = nargs;
   T->best_row = -1;
-  T->t0 = now_ms();
+  T->t0 = tl_now_ms();
   if (to_in) T->to = *to_in;
   if (uco.flags & TILE_NO_CACHE) T->to.flags |= TILE_TUNE_FORCE | TILE_TUNE_NO_STORE; /* no stored results */
   if (T->to.budget_ms <= 0) T->to.budget_ms = 120000;
@@ -1206,7 +1199,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
     if (!(T->to.flags & TILE_TUNE_FORCE) && lookup_stored(T, key, h, out)) {
       rt_kernel_release(kdef);
       arena_free(&a);
-      out->total_ms = now_ms() - T->t0;
+      out->total_ms = tl_now_ms() - T->t0;
       rt_clear_error(ctx);
       return TILE_OK;
     }
@@ -1276,7 +1269,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
   out->failed = T->failed;
   out->wrong = T->wrong;
   out->skipped = T->skipped;
-  out->total_ms = now_ms() - T->t0;
+  out->total_ms = tl_now_ms() - T->t0;
   rt_kernel_release(T->best_k);
   rt_kernel_release(kdef);
   arena_free(&a);

@@ -157,19 +157,19 @@ static tile_status measure_cold(const char *path, const tile_compile_options *co
   tile_kernel *k = NULL, *k2 = NULL;
   tile_kernel_stats ks;
   if ((st = tile_device_query(ctx, TILE_DEVICE_CUDA, &info))) goto out; /* driver start-up: untimed */
-  double t0 = now_ms();
+  double t0 = tl_now_ms();
   if ((st = tile_compile_file(ctx, path, co, &k))) goto out;
-  double t1 = now_ms();
+  double t1 = tl_now_ms();
   if ((st = tile_kernel_prepare(ctx, k, ba->args, ba->n))) goto out;
-  double t2 = now_ms();
+  double t2 = tl_now_ms();
   tile_kernel_get_stats(k, &ks);
   *front = t1 - t0;
   *cold = t2 - t0;
   *backend = ks.compile_ms;
-  double t3 = now_ms();
+  double t3 = tl_now_ms();
   if ((st = tile_compile_file(ctx, path, co, &k2))) goto out;
   if ((st = tile_kernel_prepare(ctx, k2, ba->args, ba->n))) goto out;
-  *cached = now_ms() - t3;
+  *cached = tl_now_ms() - t3;
   tile_kernel_get_stats(k2, &ks);
   *hit = k2 == k && ks.cache_hit;
 out:
@@ -230,9 +230,9 @@ int main(int argc, char **argv) {
   /* The long-lived context: it starts the driver (timed here, once) and keeps the primary
    * context retained, so the fresh contexts below do not pay for creating it again. */
   tile_device_info info;
-  double t0 = now_ms();
+  double t0 = tl_now_ms();
   bool gpu = tile_device_query(ctx, TILE_DEVICE_CUDA, &info) == TILE_OK;
-  double init_ms = now_ms() - t0;
+  double init_ms = tl_now_ms() - t0;
   const char *arch = arch_opt ? arch_opt : gpu ? info.arch : "sm_90a";
   if (gpu) {
     printf("GPU: %s (%s), driver %d.%d, CUDA_CACHE_DISABLE=%s; driver start-up %.1f ms (not counted below)\n",
@@ -281,9 +281,9 @@ int main(int argc, char **argv) {
       eo.report = print_report;
       char *out = NULL;
       size_t out_len = 0;
-      double e0 = now_ms();
+      double e0 = tl_now_ms();
       tile_status st = tile_emit(ctx, path, src, len, &co, &eo, &out, &out_len);
-      t[i] = now_ms() - e0;
+      t[i] = tl_now_ms() - e0;
       if (st) {
         fprintf(stderr, "bench_compile: emit %s %s: %s\n", bc->kernel, bc->defines, tile_errmsg(ctx));
         ok = false;

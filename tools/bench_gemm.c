@@ -31,7 +31,7 @@
  *
  * What one row does, for one (shape, dtype, epilogue):
  *   inputs   A[M,K], B[K,N], bias[N]: uniform in [-1, 1), rounded to the dtype, generated on
- *            the host (xorshift, --seed) and uploaded once per (shape, dtype);
+ *            the host (compiler/util/rng.h, --seed) and uploaded once per (shape, dtype);
  *   ours     C = A @ B (epilogue none), or C = gelu_tanh(A @ B + bias) (ACT=gelu,
  *            HAS_BIAS=true), row-major;
  *   cuBLASLt computes the same row-major product as the column-major C^T = B^T A^T: its
@@ -77,6 +77,7 @@
 #include <unistd.h>
 
 #include "cudrv.h"
+#include "rng.h"
 #include "tile.h"
 #include "bench_util.h"
 
@@ -321,30 +322,12 @@ static inline double load_elem(int dt, const void *buf, size_t i) {
   return ((const float *)buf)[i];
 }
 
-/* xorshift64*: reproducible, fast enough for 10^8 numbers. */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *s = x;
-  return x * 0x2545f4914f6cdd1dull;
-}
-static void rng_seed(uint64_t *s, uint64_t seed) {
-  *s = seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
-  if (!*s) *s = 1;
-  for (int i = 0; i < 4; i++) rng_next(s);
-}
-/* Uniform in [-1, 1) with 24 random bits: exactly representable in float. */
-static float rng_uniform(uint64_t *s) {
-  return (float)((double)(rng_next(s) >> 40) * (1.0 / 8388608.0) - 1.0);
-}
-
+/* Uniform in [-1, 1), rounded to the dtype (compiler/util/rng.h). */
 static void fill_random(int dt, void *buf, size_t n, uint64_t seed) {
-  uint64_t s;
-  rng_seed(&s, seed);
+  struct rng r;
+  rng_seed(&r, seed);
   for (size_t i = 0; i < n; i++) {
-    float f = rng_uniform(&s);
+    float f = rng_uniform(&r, -1.0f, 1.0f);
     if (dt == DT_F16)
       ((uint16_t *)buf)[i] = f16_from_float(f);
     else if (dt == DT_BF16)
@@ -767,8 +750,8 @@ static double ref_elem(int form, int dt, const void *A, const void *B, const voi
 static double sampled_error(int form, int dt, const void *A, const void *B, const void *bias, int epi,
                             const void *C, int64_t M, int64_t N, int64_t K, int samples,
                             uint64_t seed) {
-  uint64_t s;
-  rng_seed(&s, seed ^ 0xabcdefull);
+  struct rng r;
+  rng_seed(&r, seed ^ 0xabcdefull);
   double e2 = 0, r2 = 0;
   for (int t = 0; t < samples; t++) {
     int64_t i, j;
@@ -776,8 +759,8 @@ static double sampled_error(int form, int dt, const void *A, const void *B, cons
       i = (t & 1) ? M - 1 : 0;
       j = (t & 2) ? N - 1 : 0;
     } else {
-      i = (int64_t)(rng_next(&s) % (uint64_t)M);
-      j = (int64_t)(rng_next(&s) % (uint64_t)N);
+      i = (int64_t)rng_below(&r, (uint64_t)M);
+      j = (int64_t)rng_below(&r, (uint64_t)N);
     }
     double want = ref_elem(form, dt, A, B, bias, epi, N, K, i, j);
     double got = load_elem(dt, C, (size_t)(i * N + j));
@@ -841,12 +824,12 @@ static int time_launches(struct timer *tm, launch_fn fn, void *ud, struct timing
     if (fn(ud, err, errlen)) return 1;
   double t[MAX_REPS];
   if (tm->host) {
-    double start = now_ms();
+    double start = tl_now_ms();
     int n = 0;
-    while (n < tm->max_reps && (n < tm->min_reps || now_ms() - start < tm->budget_ms)) {
-      double t0 = now_ms();
+    while (n < tm->max_reps && (n < tm->min_reps || tl_now_ms() - start < tm->budget_ms)) {
+      double t0 = tl_now_ms();
       if (fn(ud, err, errlen)) return 1;
-      t[n++] = now_ms() - t0;
+      t[n++] = tl_now_ms() - t0;
     }
     qsort(t, (size_t)n, sizeof t[0], cmp_double);
     out->median_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);

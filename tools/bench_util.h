@@ -1,6 +1,6 @@
-/* bench_util.h - what the benchmark tools share: where they find lib/, a millisecond clock
- * and a comparison for sorting timings (included by bench_compile.c and bench_gemm.c;
- * static functions, no object of its own). */
+/* bench_util.h - what the benchmark tools share: where they find lib/, the clock
+ * (tl_now_ms, from compiler/util/clock.h) and a comparison for sorting timings (included
+ * by bench_compile.c and bench_gemm.c; static functions, no object of its own). */
 #ifndef TOOLS_BENCH_UTIL_H
 #define TOOLS_BENCH_UTIL_H
 
@@ -8,8 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "clock.h" /* tl_now_ms */
 
 static bool file_exists(const char *dir, const char *name) {
   char p[4096];
@@ -40,13 +41,6 @@ static bool find_lib(const char *opt, char *out, size_t cap) {
     }
   }
   return false;
-}
-
-/* Milliseconds on the monotonic clock. */
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 /* qsort order of doubles. */

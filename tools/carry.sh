@@ -38,7 +38,7 @@ mkdir -p "$DEST"
 cp "$BUILD/libtile.so" "$BUILD/tilec" "$BUILD/bench_compile" "$BUILD"/example_* "$DEST/"
 if [ -f tools/bench_gemm.c ]; then cp "$BUILD/bench_gemm" "$DEST/"; fi
 # cuda_smoke is built by hand: it links only the driver layer, not libtile.so
-"${CC:-cc}" -std=c17 -O2 -Wall -Wextra -I runtime tools/cuda_smoke.c runtime/cudrv.c -ldl \
+"${CC:-cc}" -std=c17 -O2 -Wall -Wextra -I runtime -I compiler/util tools/cuda_smoke.c runtime/cudrv.c -ldl -lm \
   -o "$DEST/cuda_smoke"
 if command -v strip >/dev/null 2>&1; then
   for f in "$DEST"/*; do strip --strip-unneeded "$f" 2>/dev/null || true; done

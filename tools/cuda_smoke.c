@@ -22,6 +22,7 @@
 #endif
 
 #include "cudrv.h"
+#include "rng.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -125,15 +126,6 @@ static int failed(int rc, const char *step, const char *err) {
   return 1;
 }
 
-/* xorshift32: reproducible inputs without libc's rand state. */
-static uint32_t rng_state = 0x2545F491u;
-
-static float random_float(void) {   /* uniform in [-1, 1) */
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 17;
-  rng_state ^= rng_state << 5;
-  return (float)((double)(rng_state >> 8) / 8388608.0 - 1.0);
-}
 
 static double absd(double x) { return x < 0 ? -x : x; }
 
@@ -320,9 +312,11 @@ int main(int argc, char **argv) {
     n_fail++;
     goto done;
   }
+  struct rng inputs; /* reproducible inputs, uniform in [-1, 1) (compiler/util/rng.h) */
+  rng_seed(&inputs, 0x2545F491u);
   for (unsigned i = 0; i < N_ELEMS; i++) {
-    h_a[i] = random_float();
-    h_b[i] = random_float();
+    h_a[i] = rng_uniform(&inputs, -1.0f, 1.0f);
+    h_b[i] = rng_uniform(&inputs, -1.0f, 1.0f);
   }
   if (failed(rt_cuda_alloc(&cu, in_bytes, &d_a, err, sizeof err), "alloc a", err) ||
       failed(rt_cuda_alloc(&cu, in_bytes, &d_b, err, sizeof err), "alloc b", err) ||

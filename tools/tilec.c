@@ -12,8 +12,11 @@
  *   tilec cache path | list | clear
  *   tilec cache bench FILE.tile [-k ...] [-D ...] [--size ...] [-a ...] [--reps=N]
  *
- * Exit status: 0 success, 1 the program has errors (diagnostics on stderr) or a check
- * failed, 2 bad usage, 77 a requested device is unavailable.                            */
+ * Exit status: 0 success, 1 the program has errors (diagnostics on stderr), a check failed
+ * or the output could not be written, 2 bad usage (an unknown option, a value that is not
+ * a number in the option's range, a --flops expression that does not parse, an -a for no
+ * parameter of the kernel, sizes whose product overflows), 77 a requested device is
+ * unavailable.                                                                            */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -22,12 +25,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "fp16.h"
 #include "readfile.h"
+#include "rng.h"
 #include "tile.h"
 
 enum { MAX_DEFINES = 64, MAX_SIZES = 32, MAX_ARGS = 32 };
@@ -46,8 +52,7 @@ struct options {
   bool time_passes, verify_each, check, bench, device_auto, unaligned;
   bool autotune, force, no_store, reps_set; /* run --autotune; tune --force, --no-store */
   double budget_s, config_budget_ms;
-  unsigned max_configs;
-  int threads, top;
+  int64_t max_configs, threads, top;
   const char *params;
   tile_device device;
   tile_define defines[MAX_DEFINES];
@@ -58,12 +63,14 @@ struct options {
   } sizes[MAX_SIZES];
   unsigned nsizes;
   struct {
-    char name[64];
-    char value[64];
+    const char *name, *value; /* into argv */
   } scalars[MAX_ARGS];
   unsigned nscalars;
-  uint64_t seed;
-  int reps;
+  int64_t seed;
+  int64_t reps;
+  const char *flops_origin; /* "--flops" or the source's line, for messages about it */
+  const char *config;       /* "BM=128,D=64,...": the kernel's compile-time values, for --flops */
+  struct rng rng;           /* the inputs' generator, seeded with --seed */
 };
 
 static void usage(FILE *f) {
@@ -85,6 +92,8 @@ static void usage(FILE *f) {
         f);
 }
 
+static int close_stdout(int rc);
+
 static int die_usage(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -94,6 +103,47 @@ static int die_usage(const char *fmt, ...) {
   va_end(ap);
   usage(stderr);
   return 2;
+}
+
+/* ---- numbers on the command line ----
+ * Every numeric option value goes through scan_int or scan_real: the whole text must be the
+ * number (no sign where none is allowed, no trailing characters, no overflow) and it must
+ * lie in the option's range. opt_int and opt_real turn a bad one into a usage error (exit
+ * status 2) that names the option and the value. */
+
+/* An integer, decimal or hexadecimal with 0x (never octal: 010 is ten), in [lo, hi]. */
+static bool scan_int(const char *text, int64_t lo, int64_t hi, int64_t *out) {
+  if (!text || !*text || isspace((unsigned char)*text)) return false;
+  const char *digits = text + (*text == '-' || *text == '+');
+  bool hex = digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X');
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, hex ? 16 : 10);
+  if (*end || errno || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+/* A real number in [lo, hi] (strtod's syntax; NaN never fits). */
+static bool scan_real(const char *text, double lo, double hi, double *out) {
+  if (!text || !*text || isspace((unsigned char)*text)) return false;
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (*end || (errno == ERANGE && fabs(v) > 1) || !(v >= lo && v <= hi)) return false;
+  *out = v;
+  return true;
+}
+
+static int opt_int(const char *opt, const char *text, int64_t lo, int64_t hi, int64_t *out) {
+  if (scan_int(text, lo, hi, out)) return 0;
+  return die_usage("%s: bad value '%s' (want an integer in %lld..%lld)", opt, text ? text : "", (long long)lo,
+                   (long long)hi);
+}
+
+static int opt_real(const char *opt, const char *text, double lo, double hi, double *out) {
+  if (scan_real(text, lo, hi, out)) return 0;
+  return die_usage("%s: bad value '%s' (want a number in %g..%g)", opt, text ? text : "", lo, hi);
 }
 
 static bool is_ir_path(const char *path) {
@@ -135,39 +185,47 @@ static bool split_eq(char *s, const char **name, const char **value) {
   return true;
 }
 
-static int parse_sizes(struct options *o, char *list) {
-  for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+/* "NAME=N,NAME=N,...": --size, or the source's `//! sizes` line (origin names which, for
+ * messages). Sizes are shape symbols, i32 values in the kernel, so at most INT32_MAX. */
+static int parse_sizes(struct options *o, char *list, const char *origin) {
+  char *save = NULL;
+  for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     const char *n, *v;
-    if (!split_eq(tok, &n, &v)) return die_usage("bad --size entry '%s' (want NAME=N)", tok);
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (*end || errno || x < 0) return die_usage("bad size '%s' for %s", v, n);
-    if (o->nsizes == MAX_SIZES) return die_usage("too many sizes");
+    if (!split_eq(tok, &n, &v)) return die_usage("%s: bad entry '%s' (want NAME=N)", origin, tok);
+    if (strlen(n) >= sizeof o->sizes[0].name) return die_usage("%s: name '%s' is too long", origin, n);
+    int64_t x;
+    char what[96];
+    snprintf(what, sizeof what, "%s %s", origin, n);
+    int rc = opt_int(what, v, 0, INT32_MAX, &x);
+    if (rc) return rc;
+    if (o->nsizes == MAX_SIZES) return die_usage("%s: more than %d sizes", origin, MAX_SIZES);
     snprintf(o->sizes[o->nsizes].name, sizeof o->sizes[0].name, "%s", n);
     o->sizes[o->nsizes++].value = x;
   }
   return 0;
 }
 
+static bool flops_check_syntax(const char *e, const char **where);
+
 static int parse_args(int argc, char **argv, struct options *o) {
   int i = 1;
   o->emit = TILE_EMIT_IR;
   o->device_auto = true;
-  o->seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+  o->seed = (int64_t)(((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20)) & INT64_MAX);
   o->reps = 50;
   if (i < argc && (strcmp(argv[i], "run") == 0 || strcmp(argv[i], "opt") == 0 || strcmp(argv[i], "tune") == 0))
     o->cmd = argv[i++];
+  int rc;
   for (; i < argc; i++) {
     char *a = argv[i];
     const char *n, *v;
 #define NEXT() (i + 1 < argc ? argv[++i] : NULL)
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
-      exit(0);
+      exit(close_stdout(0));
     } else if (strcmp(a, "--version") == 0) {
       printf("%s\n", tile_version());
-      exit(0);
+      exit(close_stdout(0));
     } else if (starts(a, "--emit=")) {
       const char *e = a + 7;
       if (strcmp(e, "ast") == 0) o->emit = TILE_EMIT_AST;
@@ -203,14 +261,13 @@ static int parse_args(int argc, char **argv, struct options *o) {
     } else if (strcmp(a, "--size") == 0 || starts(a, "--size=")) {
       char *s = a[6] == '=' ? a + 7 : NEXT();
       if (!s) return die_usage("--size needs NAME=N,...");
-      int rc = parse_sizes(o, s);
-      if (rc) return rc;
+      if ((rc = parse_sizes(o, s, "--size"))) return rc;
     } else if (strcmp(a, "-a") == 0 || starts(a, "--arg=")) {
       char *s = a[1] == 'a' ? NEXT() : a + 6;
       if (!s || !split_eq(s, &n, &v)) return die_usage("-a needs NAME=VALUE");
-      if (o->nscalars == MAX_ARGS) return die_usage("too many -a");
-      snprintf(o->scalars[o->nscalars].name, 64, "%s", n);
-      snprintf(o->scalars[o->nscalars++].value, 64, "%s", v);
+      if (o->nscalars == MAX_ARGS) return die_usage("more than %d -a", MAX_ARGS);
+      o->scalars[o->nscalars].name = n;
+      o->scalars[o->nscalars++].value = v;
     } else if (starts(a, "--device=")) {
       const char *d = a + 9;
       o->device_auto = strcmp(d, "auto") == 0;
@@ -222,11 +279,15 @@ static int parse_args(int argc, char **argv, struct options *o) {
     } else if (strcmp(a, "--bench") == 0) {
       o->bench = true;
     } else if (starts(a, "--flops=")) {
+      const char *where;
       o->flops = a + 8;
+      o->flops_origin = "--flops";
+      if (!flops_check_syntax(o->flops, &where))
+        return die_usage("--flops: bad expression '%s' (unexpected '%s')", o->flops, *where ? where : "end");
     } else if (starts(a, "--seed=")) {
-      o->seed = strtoull(a + 7, NULL, 0);
+      if ((rc = opt_int("--seed", a + 7, 0, INT64_MAX, &o->seed))) return rc;
     } else if (starts(a, "--reps=")) {
-      o->reps = atoi(a + 7);
+      if ((rc = opt_int("--reps", a + 7, 1, 1000000, &o->reps))) return rc;
       o->reps_set = true;
     } else if (strcmp(a, "--autotune") == 0) {
       o->autotune = true;
@@ -235,17 +296,17 @@ static int parse_args(int argc, char **argv, struct options *o) {
     } else if (strcmp(a, "--no-store") == 0) {
       o->no_store = true;
     } else if (starts(a, "--budget=")) {
-      o->budget_s = strtod(a + 9, NULL);
+      if ((rc = opt_real("--budget", a + 9, 0.001, 1e7, &o->budget_s))) return rc;
     } else if (starts(a, "--config-budget=")) {
-      o->config_budget_ms = strtod(a + 16, NULL);
+      if ((rc = opt_real("--config-budget", a + 16, 0.001, 1e9, &o->config_budget_ms))) return rc;
     } else if (starts(a, "--max-configs=")) {
-      o->max_configs = (unsigned)strtoul(a + 14, NULL, 10);
+      if ((rc = opt_int("--max-configs", a + 14, 0, UINT32_MAX, &o->max_configs))) return rc;
     } else if (starts(a, "--threads=")) {
-      o->threads = atoi(a + 10);
+      if ((rc = opt_int("--threads", a + 10, 0, 1024, &o->threads))) return rc;
     } else if (starts(a, "--params=")) {
       o->params = a + 9;
     } else if (starts(a, "--top=")) {
-      o->top = atoi(a + 6);
+      if ((rc = opt_int("--top", a + 6, 0, INT32_MAX, &o->top))) return rc;
     } else if (a[0] == '-' && a[1]) {
       return die_usage("unknown option '%s'", a);
     } else if (!o->file) {
@@ -259,15 +320,81 @@ static int parse_args(int argc, char **argv, struct options *o) {
   return 0;
 }
 
-static int write_out(const struct options *o, const char *text, size_t len) {
-  FILE *f = o->out && strcmp(o->out, "-") ? fopen(o->out, "wb") : stdout;
-  if (!f) {
-    fprintf(stderr, "tilec: cannot write '%s': %s\n", o->out, strerror(errno));
-    return 1;
+/* ---- output ----
+ * Output goes to -o FILE or to standard output, and a write that fails is an error like any
+ * other (exit status 1, "cannot write 'FILE': why"). A regular file, or a new one, is
+ * written to a temporary file next to it that is renamed over it once everything is
+ * written, so a full disk leaves the old file as it was and no partial one; a device, a pipe
+ * or a symbolic link (-o /dev/stdout) is written in place. Standard output is checked once,
+ * at exit (close_stdout), which also covers what run, tune and cache print.             */
+
+static int write_error(const char *path, int e) {
+  fprintf(stderr, "tilec: cannot write '%s': %s\n", path, strerror(e ? e : EIO));
+  return 1;
+}
+
+/* Writes text to f and flushes it; false with errno set when a write fails. */
+static bool write_all(FILE *f, const char *text, size_t len) {
+  errno = 0;
+  if (len && fwrite(text, 1, len, f) != len) return false;
+  return fflush(f) == 0 && !ferror(f);
+}
+
+/* Writes f (opened by the caller) and closes it; 0, or errno of the first failure. */
+static int write_close(FILE *f, const char *text, size_t len) {
+  int e = write_all(f, text, len) ? 0 : (errno ? errno : EIO);
+  if (fclose(f) != 0 && !e) e = errno ? errno : EIO;
+  return e;
+}
+
+static int write_file(const char *path, const char *text, size_t len) {
+  struct stat st;
+  bool exists = lstat(path, &st) == 0;
+  if (!exists || S_ISREG(st.st_mode)) {
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 16);
+    if (!tmp) return write_error(path, ENOMEM);
+    memcpy(tmp, path, n);
+    memcpy(tmp + n, ".tmp-XXXXXX", 12);
+    int fd = mkstemp(tmp);
+    if (fd >= 0) {
+      mode_t mode;
+      if (exists) {
+        mode = st.st_mode & 07777;
+      } else {
+        mode_t mask = umask(0);
+        umask(mask);
+        mode = 0666 & ~mask;
+      }
+      FILE *f = fchmod(fd, mode) == 0 ? fdopen(fd, "wb") : NULL;
+      int e = f ? write_close(f, text, len) : errno;
+      if (!f) close(fd);
+      if (!e && rename(tmp, path) != 0) e = errno;
+      if (e) unlink(tmp);
+      free(tmp);
+      return e ? write_error(path, e) : 0;
+    }
+    free(tmp); /* no temporary file here (a directory we may not write): write in place */
   }
-  fwrite(text, 1, len, f);
-  if (f != stdout) fclose(f);
-  return 0;
+  FILE *f = fopen(path, "wb");
+  if (!f) return write_error(path, errno);
+  int e = write_close(f, text, len);
+  if (e && !exists) unlink(path);
+  return e ? write_error(path, e) : 0;
+}
+
+static int write_out(const struct options *o, const char *text, size_t len) {
+  if (o->out && strcmp(o->out, "-") != 0) return write_file(o->out, text, len);
+  return write_all(stdout, text, len) ? 0 : write_error("<stdout>", errno);
+}
+
+/* The exit status after flushing standard output: 1 with a message when something written
+ * to it was lost (rc stays when it already says that something failed). */
+static int close_stdout(int rc) {
+  errno = 0;
+  int e = fflush(stdout) != 0 || ferror(stdout) ? (errno ? errno : EIO) : 0;
+  if (fclose(stdout) != 0 && !e) e = errno ? errno : EIO;
+  return e && rc == 0 ? write_error("<stdout>", e) : rc;
 }
 
 static int compile_cmd(tile_context *ctx, struct options *o) {
@@ -304,29 +431,16 @@ static int compile_cmd(tile_context *ctx, struct options *o) {
 
 /* ---- tilec run ---- */
 
-static double now_ms_tilec(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static uint64_t rng_state;
-static double urand(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static void fill_random(void *buf, tile_dtype dt, size_t n) {
+/* Inputs: floats uniform in [-1, 1), ints in [-32, 32), bools with probability 1/2. */
+static void fill_random(struct rng *r, void *buf, tile_dtype dt, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    float x = (float)(urand() * 2 - 1);
+    float x = rng_uniform(r, -1.0f, 1.0f);
     switch (dt) {
     case TILE_F32: ((float *)buf)[i] = x; break;
     case TILE_F16: ((uint16_t *)buf)[i] = tl_f32_to_f16(x); break;
     case TILE_BF16: ((uint16_t *)buf)[i] = tl_f32_to_bf16(x); break;
-    case TILE_I32: ((int32_t *)buf)[i] = (int32_t)(urand() * 64) - 32; break;
-    case TILE_BOOL: ((uint8_t *)buf)[i] = urand() < 0.5; break;
+    case TILE_I32: ((int32_t *)buf)[i] = (int32_t)rng_below(r, 64) - 32; break;
+    case TILE_BOOL: ((uint8_t *)buf)[i] = (uint8_t)(rng_u64(r) >> 63); break;
     default: memset((char *)buf + i * tile_dtype_size(dt), 0, tile_dtype_size(dt)); break;
     }
   }
@@ -354,8 +468,6 @@ static void fill_nan(void *buf, tile_dtype dt, size_t n) {
     memset(buf, 0x5a, n * tile_dtype_size(dt)); /* a recognisable pattern for ints */
 }
 
-static const char *config_text; /* "BM=128,D=64,...": compile-time values for --flops */
-
 static bool lookup_size(const struct options *o, const char *name, int64_t *v) {
   for (unsigned i = 0; i < o->nsizes; i++)
     if (strcmp(o->sizes[i].name, name) == 0) {
@@ -364,7 +476,7 @@ static bool lookup_size(const struct options *o, const char *name, int64_t *v) {
     }
   /* compile-time parameters (head dim D, ...) from the specialized kernel's config */
   size_t n = strlen(name);
-  for (const char *p = config_text; p && *p;) {
+  for (const char *p = o->config; p && *p;) {
     if (strncmp(p, name, n) == 0 && p[n] == '=') {
       char *end;
       long long x = strtoll(p + n + 1, &end, 10);
@@ -379,60 +491,117 @@ static bool lookup_size(const struct options *o, const char *name, int64_t *v) {
   return false;
 }
 
-/* Evaluates an arithmetic expression over the --size names (for --flops). */
-static const char *ex_p;
-static const struct options *ex_o;
-static bool ex_ok;
-static double ex_sum(void);
-static double ex_atom(void) {
-  while (isspace((unsigned char)*ex_p)) ex_p++;
-  if (*ex_p == '(') {
-    ex_p++;
-    double v = ex_sum();
-    while (isspace((unsigned char)*ex_p)) ex_p++;
-    if (*ex_p == ')') ex_p++;
-    else ex_ok = false;
-    return v;
-  }
-  if (isdigit((unsigned char)*ex_p) || *ex_p == '.') return strtod(ex_p, (char **)&ex_p);
-  if (isalpha((unsigned char)*ex_p) || *ex_p == '_') {
-    char name[64];
-    size_t n = 0;
-    while ((isalnum((unsigned char)*ex_p) || *ex_p == '_') && n < 63) name[n++] = *ex_p++;
-    name[n] = 0;
-    int64_t v;
-    if (lookup_size(ex_o, name, &v)) return (double)v;
-    ex_ok = false;
-    return 0;
-  }
-  ex_ok = false;
+/* ---- --flops: an arithmetic expression over the sizes ----
+ *   sum := prod (('+' | '-') prod)*     prod := atom (('*' | '/') atom)*
+ *   atom := NUMBER | NAME | '(' sum ')'
+ * Names are the sizes and the kernel's compile-time parameters. The syntax is checked when
+ * the option is read (a usage error); the value once the kernel is compiled, when an unknown
+ * name, a division by zero or a result that is not a finite number is an error.          */
+struct expr {
+  const char *p;
+  const struct options *o; /* NULL: check the syntax only (names count as 1, no division) */
+  const char *syntax;      /* where the text stopped making sense, or NULL */
+  char err[96];            /* the first error of the value, or "" */
+};
+
+static void ex_space(struct expr *x) {
+  while (isspace((unsigned char)*x->p)) x->p++;
+}
+
+static double ex_bad_syntax(struct expr *x) {
+  if (!x->syntax) x->syntax = x->p;
   return 0;
 }
-static double ex_prod(void) {
-  double v = ex_atom();
+
+static double ex_sum(struct expr *x);
+
+static double ex_atom(struct expr *x) {
+  ex_space(x);
+  if (*x->p == '(') {
+    x->p++;
+    double v = ex_sum(x);
+    ex_space(x);
+    if (x->syntax || *x->p != ')') return ex_bad_syntax(x);
+    x->p++;
+    return v;
+  }
+  if (isdigit((unsigned char)*x->p) || *x->p == '.') {
+    char *end;
+    double v = strtod(x->p, &end);
+    if (end == x->p) return ex_bad_syntax(x);
+    x->p = end;
+    return v;
+  }
+  if (isalpha((unsigned char)*x->p) || *x->p == '_') {
+    const char *s = x->p;
+    while (isalnum((unsigned char)*x->p) || *x->p == '_') x->p++;
+    if (!x->o) return 1;
+    char name[64];
+    int64_t v;
+    snprintf(name, sizeof name, "%.*s", (int)(x->p - s), s);
+    if ((size_t)(x->p - s) < sizeof name && lookup_size(x->o, name, &v)) return (double)v;
+    if (!x->err[0]) snprintf(x->err, sizeof x->err, "unknown name '%s' (not a size)", name);
+    return 0;
+  }
+  return ex_bad_syntax(x);
+}
+
+static double ex_prod(struct expr *x) {
+  double v = ex_atom(x);
   for (;;) {
-    while (isspace((unsigned char)*ex_p)) ex_p++;
-    if (*ex_p == '*') ex_p++, v *= ex_atom();
-    else if (*ex_p == '/') ex_p++, v /= ex_atom();
+    ex_space(x);
+    if (x->syntax) return 0;
+    if (*x->p == '*') {
+      x->p++;
+      v *= ex_atom(x);
+    } else if (*x->p == '/') {
+      x->p++;
+      double d = ex_atom(x);
+      if (x->o && d == 0 && !x->syntax && !x->err[0]) snprintf(x->err, sizeof x->err, "division by zero");
+      v = d != 0 ? v / d : 0;
+    } else {
+      return v;
+    }
+  }
+}
+
+static double ex_sum(struct expr *x) {
+  double v = ex_prod(x);
+  for (;;) {
+    ex_space(x);
+    if (x->syntax) return 0;
+    if (*x->p == '+') x->p++, v += ex_prod(x);
+    else if (*x->p == '-') x->p++, v -= ex_prod(x);
     else return v;
   }
 }
-static double ex_sum(void) {
-  double v = ex_prod();
-  for (;;) {
-    while (isspace((unsigned char)*ex_p)) ex_p++;
-    if (*ex_p == '+') ex_p++, v += ex_prod();
-    else if (*ex_p == '-') ex_p++, v -= ex_prod();
-    else return v;
-  }
+
+/* True when e is a well-formed expression; otherwise *where is where it goes wrong. */
+static bool flops_check_syntax(const char *e, const char **where) {
+  struct expr x = {.p = e};
+  ex_sum(&x);
+  ex_space(&x);
+  if (!x.syntax && *x.p) x.syntax = x.p;
+  *where = x.syntax;
+  return !x.syntax;
 }
-static bool eval_expr(const struct options *o, const char *e, double *out) {
-  ex_p = e;
-  ex_o = o;
-  ex_ok = true;
-  *out = ex_sum();
-  while (isspace((unsigned char)*ex_p)) ex_p++;
-  return ex_ok && *ex_p == 0;
+
+/* The value of the flops expression (o->flops, not NULL) for the compiled kernel; false
+ * after printing why there is none. */
+static bool flops_value(const struct options *o, double *out) {
+  struct expr x = {.p = o->flops, .o = o};
+  double v = ex_sum(&x);
+  ex_space(&x);
+  if (x.syntax || *x.p)
+    snprintf(x.err, sizeof x.err, "bad expression (unexpected '%s')", *x.p ? x.p : "end");
+  else if (!x.err[0] && !isfinite(v))
+    snprintf(x.err, sizeof x.err, "the result is not a finite number");
+  if (x.err[0]) {
+    fprintf(stderr, "tilec: %s '%s': %s\n", o->flops_origin ? o->flops_origin : "--flops", o->flops, x.err);
+    return false;
+  }
+  *out = v;
+  return true;
 }
 
 /* Lines "//! key = value" at the top of a lib kernel give defaults for run. */
@@ -488,7 +657,7 @@ struct arg_set {
  * outputs that are not read are poisoned with NaN, so every element must be written); with
  * `show`, prints each tensor's shape. Returns 0, or the exit status after printing why not
  * (free_args releases what was allocated either way). */
-static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k, tile_device dev, bool show,
+static int make_args(tile_context *ctx, struct options *o, tile_kernel *k, tile_device dev, bool show,
                      struct arg_set *as) {
   memset(as, 0, sizeof *as);
   unsigned np = tile_kernel_param_count(k);
@@ -497,6 +666,26 @@ static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k,
     return 1;
   }
   as->n = np;
+  /* every -a names a scalar parameter of this kernel */
+  for (unsigned s = 0; s < o->nscalars; s++) {
+    char names[512] = "";
+    size_t used = 0;
+    bool found = false;
+    for (unsigned i = 0; i < np && !found; i++) {
+      tile_param_info pi;
+      tile_kernel_param(k, i, &pi);
+      if (pi.is_tensor) continue;
+      found = strcmp(pi.name, o->scalars[s].name) == 0;
+      if (used < sizeof names)
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", pi.name);
+    }
+    if (!found) {
+      fprintf(stderr, "tilec: -a %s=%s: kernel '%s' has no scalar parameter '%s' (%s%s)\n", o->scalars[s].name,
+              o->scalars[s].value, tile_kernel_name(k), o->scalars[s].name, names[0] ? "its scalar parameters: " : "it has none",
+              names);
+      return 2;
+    }
+  }
   for (unsigned i = 0; i < as->n; i++) {
     tile_param_info pi;
     tile_kernel_param(k, i, &pi);
@@ -508,14 +697,28 @@ static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k,
         fprintf(stderr, "tilec: scalar parameter '%s' needs a value: -a %s=VALUE\n", pi.name, pi.name);
         return 2;
       }
-      if (pi.dtype == TILE_F32 || pi.dtype == TILE_F16 || pi.dtype == TILE_BF16 || pi.dtype == TILE_F64)
-        as->args[i] = tile_arg_float(strtod(val, NULL));
-      else
-        as->args[i] = tile_arg_int(strcmp(val, "true") == 0 ? 1 : strcmp(val, "false") == 0 ? 0 : strtoll(val, NULL, 0));
+      char what[80];
+      snprintf(what, sizeof what, "-a %s", pi.name);
+      int rc;
+      if (pi.dtype == TILE_F32 || pi.dtype == TILE_F16 || pi.dtype == TILE_BF16 || pi.dtype == TILE_F64) {
+        double x;
+        if ((rc = opt_real(what, val, -INFINITY, INFINITY, &x))) return rc;
+        as->args[i] = tile_arg_float(x);
+      } else if (pi.dtype == TILE_BOOL) {
+        int64_t x = strcmp(val, "true") == 0 ? 1 : strcmp(val, "false") == 0 ? 0 : -1;
+        if (x < 0 && !scan_int(val, 0, 1, &x))
+          return die_usage("%s: bad value '%s' (want true, false, 1 or 0)", what, val);
+        as->args[i] = tile_arg_int(x);
+      } else {
+        int64_t x;
+        bool i32 = pi.dtype == TILE_I32;
+        if ((rc = opt_int(what, val, i32 ? INT32_MIN : INT64_MIN, i32 ? INT32_MAX : INT64_MAX, &x))) return rc;
+        as->args[i] = tile_arg_int(x);
+      }
       continue;
     }
-    int64_t shape[TILE_MAX_RANK];
-    size_t n = 1;
+    int64_t shape[TILE_MAX_RANK], n = 1, bytes;
+    bool overflow = false;
     for (unsigned d = 0; d < pi.rank; d++) {
       if (pi.dim_symbol[d]) {
         if (!lookup_size(o, pi.dim_symbol[d], &shape[d])) {
@@ -526,7 +729,13 @@ static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k,
       } else {
         shape[d] = pi.dim_size[d];
       }
-      n *= (size_t)shape[d];
+      overflow |= __builtin_mul_overflow(n, shape[d], &n);
+    }
+    if (overflow || __builtin_mul_overflow(n, (int64_t)tile_dtype_size(pi.dtype), &bytes) || bytes == INT64_MAX) {
+      fprintf(stderr, "tilec: --size: the size in bytes of tensor '%s' [", pi.name);
+      for (unsigned d = 0; d < pi.rank; d++) fprintf(stderr, "%s%lld", d ? ", " : "", (long long)shape[d]);
+      fprintf(stderr, "] %s overflows 64 bits\n", tile_dtype_name(pi.dtype));
+      return 2;
     }
     if (show) {
       printf("  %-10s %s%s[", pi.name, pi.is_output ? "out " : "", tile_dtype_name(pi.dtype));
@@ -534,17 +743,17 @@ static int make_args(tile_context *ctx, const struct options *o, tile_kernel *k,
       printf("]\n");
     }
     struct run_buf *b = &as->bufs[i];
-    b->n = n;
-    b->bytes = n * tile_dtype_size(pi.dtype);
+    b->n = (size_t)n;
+    b->bytes = (size_t)bytes;
     b->host = malloc(b->bytes + 1);
     if (!b->host) {
       fprintf(stderr, "tilec: out of host memory\n");
       return 1;
     }
     if (pi.is_output && !pi.is_read)
-      fill_nan(b->host, pi.dtype, n);
+      fill_nan(b->host, pi.dtype, b->n);
     else
-      fill_random(b->host, pi.dtype, n);
+      fill_random(&o->rng, b->host, pi.dtype, b->n);
     if (pi.is_used) as->bytes_moved += (double)b->bytes * (pi.is_output && pi.is_read ? 2 : 1);
     if (tile_mem_alloc(ctx, dev, b->bytes, &b->dev) || tile_mem_upload(ctx, dev, b->dev, b->host, b->bytes)) {
       fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
@@ -565,12 +774,22 @@ static void free_args(tile_context *ctx, tile_device dev, struct arg_set *as) {
 }
 
 /* The source's `//! sizes` and `//! flops` lines fill what the command line left open
- * (flops_buf, 256 bytes, holds the expression); the input generator is seeded. */
-static void apply_meta(struct options *o, const char *src, char *flops_buf) {
+ * (flops_buf, 256 bytes, holds the expression); the input generator is seeded. Returns 0
+ * or the exit status after saying what is wrong with a `//! sizes` line. */
+static int apply_meta(struct options *o, const char *src, char *flops_buf) {
   char mbuf[256];
-  if (!o->nsizes && meta(src, "sizes", mbuf, sizeof mbuf)) parse_sizes(o, mbuf);
-  if (!o->flops && meta(src, "flops", flops_buf, 256)) o->flops = flops_buf;
-  rng_state = o->seed ? o->seed : 0x9e3779b97f4a7c15ull;
+  if (!o->nsizes && meta(src, "sizes", mbuf, sizeof mbuf)) {
+    char origin[300];
+    snprintf(origin, sizeof origin, "%s: //! sizes", o->file);
+    int rc = parse_sizes(o, mbuf, origin);
+    if (rc) return rc;
+  }
+  if (!o->flops && meta(src, "flops", flops_buf, 256)) {
+    o->flops = flops_buf;
+    o->flops_origin = "//! flops";
+  }
+  rng_seed(&o->rng, (uint64_t)o->seed);
+  return 0;
 }
 
 /* The device to run on (--device, or auto: CUDA when usable); 77 when CUDA was asked for
@@ -596,10 +815,13 @@ static char *open_for_run(tile_context *ctx, struct options *o, size_t *len, cha
     *rc = 1;
     return NULL;
   }
-  apply_meta(o, src, flops_buf);
-  double t0 = now_ms_tilec();
+  if ((*rc = apply_meta(o, src, flops_buf))) {
+    free(src);
+    return NULL;
+  }
+  double t0 = tl_now_ms();
   *rc = pick_device(ctx, o, dev, info);
-  if (driver_ms) *driver_ms = now_ms_tilec() - t0;
+  if (driver_ms) *driver_ms = tl_now_ms() - t0;
   if (*rc) {
     free(src);
     return NULL;
@@ -642,7 +864,7 @@ static int run_cmd(tile_context *ctx, struct options *o) {
   free(src);
 
   printf("kernel %s [%s] on %s\n", tile_kernel_name(k), tile_kernel_config(k), info.name);
-  config_text = tile_kernel_config(k);
+  o->config = tile_kernel_config(k);
   struct arg_set as;
   int rc = make_args(ctx, o, k, dev, true, &as);
   unsigned np = as.n;
@@ -729,18 +951,22 @@ static int run_cmd(tile_context *ctx, struct options *o) {
       if (!ok) rc = 1;
     }
   }
+  double flops = 0;
+  bool have_flops = false;
+  if (!rc && o->bench && o->flops) {
+    have_flops = flops_value(o, &flops);
+    if (!have_flops) rc = 1;
+  }
   if (!rc && o->bench) {
     tile_bench_options bo = {0};
-    bo.reps = o->reps;
+    bo.reps = (int)o->reps;
     tile_bench_result br;
     if (tile_bench(ctx, k, args, np, &bo, &br)) {
       fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
       rc = 1;
     } else {
       printf("  time median %.4f ms (min %.4f, %d runs)", br.median_ms, br.min_ms, br.reps);
-      double flops;
-      if (o->flops && eval_expr(o, o->flops, &flops))
-        printf(", %.2f TFLOP/s", flops / (br.median_ms * 1e-3) / 1e12);
+      if (have_flops) printf(", %.2f TFLOP/s", flops / (br.median_ms * 1e-3) / 1e12);
       printf(", %.1f GB/s\n", bytes_moved / (br.median_ms * 1e-3) / 1e9);
     }
   }
@@ -808,21 +1034,24 @@ static int tune_cmd(tile_context *ctx, struct options *o) {
     free(src);
     return 1;
   }
-  config_text = tile_kernel_config(k);
+  o->config = tile_kernel_config(k);
   struct arg_set as;
   rc = make_args(ctx, o, k, dev, false, &as);
   struct tune_ui ui = {.tty = isatty(fileno(stderr)) != 0};
   double flops = 0;
-  if (!rc && o->flops && eval_expr(o, o->flops, &flops)) ui.flops = flops;
+  if (!rc && o->flops) {
+    if (flops_value(o, &flops)) ui.flops = flops;
+    else rc = 1;
+  }
   if (!rc) printf("tuning %s [%s] on %s\n", tile_kernel_name(k), tile_kernel_config(k), info.name);
   fflush(stdout);
   tile_tune_options to = {0};
   to.budget_ms = o->budget_s > 0 ? o->budget_s * 1000 : 0;
   to.config_budget_ms = o->config_budget_ms;
-  to.max_configs = o->max_configs;
-  to.threads = o->threads;
+  to.max_configs = (unsigned)o->max_configs;
+  to.threads = (int)o->threads;
   to.params = o->params;
-  to.reps = o->reps_set ? o->reps : 0;
+  to.reps = o->reps_set ? (int)o->reps : 0;
   to.flags = (o->force ? TILE_TUNE_FORCE : 0u) | (o->no_store ? TILE_TUNE_NO_STORE : 0u);
   to.progress = tune_progress;
   to.progress_ud = &ui;
@@ -911,25 +1140,25 @@ static int probe_cmd(tile_context *ctx, struct options *o) {
   if (!src) return rc;
   tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, 0, o->schedule};
   tile_kernel *k = NULL;
-  double t1 = now_ms_tilec();
+  double t1 = tl_now_ms();
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
     fprintf(stderr, "%s", tile_errmsg(ctx));
     free(src);
     return 1;
   }
-  double compile_ms = now_ms_tilec() - t1;
-  config_text = tile_kernel_config(k);
+  double compile_ms = tl_now_ms() - t1;
+  o->config = tile_kernel_config(k);
   struct arg_set as;
   rc = make_args(ctx, o, k, dev, false, &as);
   double prepare_ms = 0;
   tile_kernel_stats ks = {0};
   if (!rc) {
-    double t2 = now_ms_tilec();
+    double t2 = tl_now_ms();
     if (tile_kernel_prepare(ctx, k, as.args, as.n)) {
       fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
       rc = 1;
     }
-    prepare_ms = now_ms_tilec() - t2;
+    prepare_ms = tl_now_ms() - t2;
     tile_kernel_get_stats(k, &ks);
   }
   if (!rc)
@@ -963,8 +1192,7 @@ static int bench_cmd(struct options *o, int argc, char **argv) {
   }
   setenv("TILE_CACHE_DIR", dir, 1);
   setenv("CUDA_CACHE_DISABLE", "1", 0); /* a cold start really compiles (the driver's own cache is off) */
-  int reps = o->reps_set && o->reps > 1 ? o->reps : 6;
-  if (reps > 100) reps = 100;
+  int reps = o->reps_set && o->reps > 1 ? (int)(o->reps < 100 ? o->reps : 100) : 6;
   char **cargv = calloc((size_t)argc + 4, sizeof *cargv);
   int cn = 0;
   cargv[cn++] = exe;
@@ -1090,9 +1318,9 @@ static int cache_cmd(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   struct options o = {0};
-  if (argc > 1 && strcmp(argv[1], "cache") == 0) return cache_cmd(argc, argv);
+  if (argc > 1 && strcmp(argv[1], "cache") == 0) return close_stdout(cache_cmd(argc, argv));
   int rc = parse_args(argc, argv, &o);
-  if (rc) return rc;
+  if (rc) return close_stdout(rc);
   tile_context *ctx;
   if (tile_context_create(NULL, &ctx)) {
     fprintf(stderr, "tilec: out of memory\n");
@@ -1107,5 +1335,5 @@ int main(int argc, char **argv) {
   else
     rc = compile_cmd(ctx, &o);
   tile_context_destroy(ctx);
-  return rc;
+  return close_stdout(rc);
 }

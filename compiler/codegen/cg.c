@@ -27,9 +27,9 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "cg_internal.h"
+#include "clock.h"
 #include "layout.h"
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -49,12 +49,6 @@ int cg_scalar_param_bytes(ir_dtype dt) {
   default:
     return 4;
   }
-}
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* ---- helpers ---- */
@@ -817,7 +811,7 @@ static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, stru
   LLVMErrorRef e = LLVMRunPasses(g->mod, "default<O3>", tm, po);
   LLVMDisposePassBuilderOptions(po);
   if (e) return fail_llvm(g, "LLVM passes failed", LLVMGetErrorMessage(e), true);
-  double t1 = now_ms();
+  double t1 = tl_now_ms();
   res->llvm_ms = t1 - g->t0;
   if (out == CG_OUT_LLVM) {
     char *s = LLVMPrintModuleToString(g->mod);
@@ -839,7 +833,7 @@ static bool emit(struct cg *g, LLVMTargetMachineRef tm, enum cg_output out, stru
   if (!t) arena_oom(g->arena); /* (after the buffer is disposed of) */
   res->text = t;
   res->len = strlen(t);
-  res->emit_ms = now_ms() - t1;
+  res->emit_ms = tl_now_ms() - t1;
   return true;
 }
 
@@ -854,7 +848,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   pthread_once(&init_once, init_llvm);
   struct cg g0, *g = &g0;
   memset(g, 0, sizeof *g);
-  g->t0 = now_ms();
+  g->t0 = tl_now_ms();
   g->f = f;
   g->arena = a;
   g->err = err;

@@ -6,6 +6,7 @@
  * it from its block and leaves its slot in the table (ids stay stable for analyses).      */
 #include "ir.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -483,6 +484,19 @@ void ir_op_set_args(struct ir_func *f, uint32_t op, const ir_val *args, uint32_t
   o->nargs = nargs;
 }
 
+void ir_op_rewrite(struct ir_func *f, uint32_t op, ir_opcode code, const ir_val *args, uint32_t nargs) {
+  ir_val copy[8];
+  if (nargs > TL_ARRAY_LEN(copy)) abort(); /* internal error: rewrites make small ops */
+  for (uint32_t k = 0; k < nargs; k++) copy[k] = args[k]; /* args may be op's own */
+  struct ir_op *o = &f->ops.v[op];
+  if (nargs > o->nargs) o->args = ARENA_NEWN(f->arena, ir_val, nargs + 1);
+  for (uint32_t k = 0; k < nargs; k++) o->args[k] = copy[k];
+  o->nargs = nargs;
+  o->code = (uint16_t)code;
+  memset(o->i, 0, sizeof o->i);
+  o->f = 0;
+}
+
 static void count_uses(struct ir_func *f, uint32_t blk, uint32_t *counts) {
   struct ir_block *b = &f->blocks.v[blk];
   for (uint32_t i = 0; i < b->ops.n; i++) {
@@ -509,7 +523,10 @@ void ir_walk(struct ir_func *f, uint32_t blk, ir_walk_fn fn, void *ud) {
     uint32_t op = f->blocks.v[blk].ops.v[i];
     fn(f, op, ud);
     struct ir_block *b = &f->blocks.v[blk];
-    /* find where `op` is now: if it was removed, continue at the same index */
+    /* find where `op` is now: if it was removed, continue at the same index (without a
+     * search of the rest of the block, which would make a pass that removes many ops
+     * quadratic) */
+    if (f->ops.v[op].block != blk) continue;
     uint32_t j = i;
     while (j < b->ops.n && b->ops.v[j] != op) j++;
     if (j == b->ops.n) continue;

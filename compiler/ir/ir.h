@@ -114,6 +114,9 @@ struct ir_value {
   const char *name; /* interned; printed as %name when set (parameters, shape symbols) */
 };
 
+/* Where an op (or a kernel) was written in ir_func.file: the statement of the .tile source
+ * for IR from the front end, the op's line in the text for IR parsed from text. 0: unknown
+ * (an op made by a pass carries the location of the op it was made from, when it has one). */
 struct ir_loc {
   uint32_t line, col;
 };
@@ -212,6 +215,8 @@ struct ir_func {
   struct arena *arena;
   struct strtab *strs;
   const char *name;
+  const char *file;              /* interned: the file that loc and the ops' locs refer to, or NULL */
+  struct ir_loc loc;             /* the kernel's header */
   int warps;                     /* warps of the tile layouts (with roles: of the consumers) */
   int threads;                   /* threads per program instance; 0 = 32 * warps (see below) */
   const struct tl_target *target; /* the GPU target once lowered for one (NULL: generic IR) */
@@ -356,6 +361,11 @@ static inline void ir_map_set(struct ir_valmap *m, ir_val from, ir_val to) {
  * (and its regions' block arguments) in m. Returns the new op. */
 uint32_t ir_clone_op(struct ir_builder *b, uint32_t op, struct ir_valmap *m);
 void ir_op_set_args(struct ir_func *f, uint32_t op, const ir_val *args, uint32_t nargs);
+/* Turns op, an op with one result and no regions, into `code` with these operands and no
+ * attributes, in place: its result value (so every use), its position and its location
+ * stay. A rewrite that would build the new op in front of the old one, redirect the uses
+ * and unlink the old op costs O(1) this way instead of scans of the block and function. */
+void ir_op_rewrite(struct ir_func *f, uint32_t op, ir_opcode code, const ir_val *args, uint32_t nargs);
 /* Use counts of every value, recomputed on demand (an analysis, not cached state). */
 uint32_t *ir_use_counts(struct ir_func *f, struct arena *scratch);
 
@@ -372,20 +382,22 @@ struct ir_module {
   VEC(struct ir_func *) funcs;
 };
 
-enum { IR_PRINT_LOCS = 1 };
+/* flags: none are defined yet (pass 0) */
 void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags);
 void ir_print_layout(struct strbuf *sb, const struct ir_func *f, uint32_t layout);
 void ir_print_module(struct strbuf *sb, const struct ir_module *m, unsigned flags);
 
 /* Parses the text form. On error returns false and writes "file:line:col: error: ..."
- * into err. */
+ * into err. Each function's file is `filename` and each op's loc its position in the text,
+ * so that the verifier can point at it. */
 bool ir_parse(const char *filename, const char *text, size_t len, struct arena *a,
               struct strtab *strs, struct ir_module *out, struct strbuf *err);
 
 /* ---- verification ---------------------------------------------------------------------- */
 
 /* Checks structural and typing invariants; on failure appends messages naming the op (and
- * `after`, the pass that ran last, when given) to err and returns false. */
+ * `after`, the pass that ran last, when given) to err and returns false. A message about an
+ * op with a location starts "file:line:col: error: " (the file and the op's position). */
 bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err);
 
 #endif

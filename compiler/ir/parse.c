@@ -33,7 +33,8 @@ struct parser {
   struct strbuf *err;
   jmp_buf fail;
   struct ir_func *f;
-  VEC(struct binding) binds;
+  VEC(struct binding) binds; /* the visible names; scopes end by truncating it */
+  struct ptrmap where;       /* name -> 1 + its index in binds (stale once truncated away) */
 };
 
 static void TL_PRINTF(2, 3) fail(struct parser *ps, const char *fmt, ...) {
@@ -177,16 +178,22 @@ static const char *value_key(struct parser *ps) {
   return strtab_intern(ps->strs, ps->ts + 1, ps->tlen - 1);
 }
 
+/* A name is bound at most once among the visible bindings (bind refuses a second), so the
+ * newest binding of a name is the only one that can be visible. */
 static ir_val lookup(struct parser *ps, const char *key) {
-  for (uint32_t i = ps->binds.n; i-- > 0;)
-    if (ps->binds.v[i].name == key) return ps->binds.v[i].value;
-  return 0;
+  uint32_t i = ptrmap_get(&ps->where, key);
+  return i && i <= ps->binds.n && ps->binds.v[i - 1].name == key ? ps->binds.v[i - 1].value : 0;
+}
+
+static void push_binding(struct parser *ps, const char *key, ir_val v) {
+  struct binding b = {key, v};
+  VEC_PUSH(ps->a, ps->binds, b);
+  *ptrmap_slot(&ps->where, key) = ps->binds.n;
 }
 
 static void bind(struct parser *ps, const char *key, ir_val v) {
   if (lookup(ps, key)) fail(ps, "value '%%%s' is defined twice", key);
-  struct binding b = {key, v};
-  VEC_PUSH(ps->a, ps->binds, b);
+  push_binding(ps, key, v);
   if (!isdigit((unsigned char)key[0])) ps->f->values.v[v].name = key;
 }
 
@@ -266,8 +273,7 @@ static ir_type_id parse_type(struct parser *ps, bool in_param) {
         if (!v) {
           /* first appearance of a shape symbol defines it */
           v = ir_add_param(ps->f, key, IR_PARAM_SHAPE, ir_type_scalar(ps->f, DT_I32), false);
-          struct binding b = {key, v};
-          VEC_PUSH(ps->a, ps->binds, b);
+          push_binding(ps, key, v);
         } else if (!ir_param_of(ps->f, v) || ir_param_of(ps->f, v)->kind != IR_PARAM_SHAPE) {
           fail(ps, "'%%%s' is not a shape symbol", key);
         }
@@ -333,7 +339,6 @@ static void parse_attrs(struct parser *ps, struct ir_op *op) {
 struct pending {
   const char *names[64];
   uint32_t n;
-  struct ir_loc loc;
 };
 
 static void bind_results(struct parser *ps, struct pending *pr, uint32_t op) {
@@ -366,8 +371,7 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   struct ir_builder b;
   ir_builder_at_end(&b, f, blk);
   struct pending pr = {.n = 0};
-  b.loc = (struct ir_loc){0, 0};
-  uint32_t line0 = ps->tline, col0 = ps->tcol;
+  b.loc = (struct ir_loc){ps->tline, ps->tcol}; /* every op built here: where its text starts */
   if (ps->tok == T_VALUE) {
     do {
       if (ps->tok != T_VALUE) fail(ps, "expected a result name");
@@ -383,8 +387,6 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   const struct ir_opinfo *info = &ir_ops[code];
   uint32_t op_line = ps->tline;
   next(ps);
-  (void)line0;
-  (void)col0;
 
   ir_val args[256];
   uint32_t nargs = 0;
@@ -536,14 +538,6 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   uint32_t op = ir_build(&b, code, args, nargs, rt, nres);
   memcpy(f->ops.v[op].i, attrs.i, sizeof attrs.i);
   f->ops.v[op].f = attrs.f;
-  if (accept(ps, "loc")) {
-    expect(ps, "(");
-    uint32_t line = (uint32_t)parse_int(ps);
-    expect(ps, ":");
-    uint32_t col = (uint32_t)parse_int(ps);
-    expect(ps, ")");
-    f->ops.v[op].loc = (struct ir_loc){line, col};
-  }
   bind_results(ps, &pr, op);
 }
 
@@ -638,11 +632,14 @@ static void parse_layout(struct parser *ps) {
 }
 
 static void parse_func(struct parser *ps, struct ir_module *m) {
+  struct ir_loc at = {ps->tline, ps->tcol};
   expect(ps, "kernel");
   if (ps->tok != T_GLOBAL) fail(ps, "expected '@name'");
   char *name = arena_strndup(ps->a, ps->ts + 1, ps->tlen - 1);
   next(ps);
   struct ir_func *f = ir_func_new(ps->a, ps->strs, name);
+  f->file = strtab_intern(ps->strs, ps->file, strlen(ps->file));
+  f->loc = at;
   ps->f = f;
   ps->binds.n = 0;
   expect(ps, "(");
@@ -762,6 +759,7 @@ bool ir_parse(const char *filename, const char *text, size_t len, struct arena *
   ps.a = a;
   ps.strs = strs;
   ps.err = err;
+  ptrmap_init(&ps.where, a);
   memset(out, 0, sizeof *out);
   if (setjmp(ps.fail)) return false;
   next(&ps);

@@ -239,8 +239,6 @@ static void print_op(struct printer *p, uint32_t id, int depth) {
       print_type(p, f->values.v[op->res].type);
     }
   }
-  if ((p->flags & IR_PRINT_LOCS) && op->loc.line)
-    sb_printf(sb, " loc(%u:%u)", op->loc.line, op->loc.col);
   sb_putc(sb, '\n');
 }
 

@@ -14,8 +14,10 @@
  *    in-flight (pending) wgmma accumulator is used only by another async wgmma, a wait or a
  *    yield; inside warp_specialize only named barriers of the role's threads, no tile
  *    computed outside the role, and register budgets that fit the multiprocessor.
- * Every failure names the op (with its printed opcode and source line) and the pass that ran
- * last, and verification continues so that one run reports every broken invariant.       */
+ * Every failure names the op (its opcode, and "file:line:col: error: " from its location
+ * when the function has a file: the .tile statement or the line of the IR text) and the
+ * pass that ran last; verification continues so that one run reports every broken
+ * invariant.                                                                             */
 #include <string.h>
 
 #include "ir.h"
@@ -33,13 +35,32 @@ struct verifier {
   int role;         /* 0: producer region, 1: consumer region */
 };
 
+/* "file:line:col: error: ir verifier (after pass P): @kernel" for something at loc. */
+static void start(struct verifier *v, struct ir_loc loc) {
+  if (v->f->file && loc.line) sb_printf(v->err, "%s:%u:%u: error: ", v->f->file, loc.line, loc.col);
+  sb_puts(v->err, "ir verifier");
+  if (v->after) sb_printf(v->err, " (after pass %s)", v->after);
+  sb_printf(v->err, ": @%s", v->f->name);
+}
+
+/* A broken rule of the function as a whole (reported at its header). */
+static void TL_PRINTF(2, 3) bad_func(struct verifier *v, const char *fmt, ...) {
+  if (v->nerrors++ >= 20) return;
+  start(v, v->f->loc);
+  sb_puts(v->err, ": ");
+  va_list ap;
+  va_start(ap, fmt);
+  sb_vprintf(v->err, fmt, ap);
+  va_end(ap);
+  sb_putc(v->err, '\n');
+}
+
 static void TL_PRINTF(3, 4) bad(struct verifier *v, uint32_t op, const char *fmt, ...) {
   if (v->nerrors++ >= 20) return;
   const struct ir_op *o = &v->f->ops.v[op];
-  sb_puts(v->err, "ir verifier");
-  if (v->after) sb_printf(v->err, " (after pass %s)", v->after);
-  sb_printf(v->err, ": @%s: op %u '%s'", v->f->name, op, ir_ops[o->code].name);
-  if (o->loc.line) sb_printf(v->err, " (line %u)", o->loc.line);
+  start(v, o->loc);
+  sb_printf(v->err, ": op %u '%s'", op, ir_ops[o->code].name);
+  if (o->loc.line && !v->f->file) sb_printf(v->err, " (line %u)", o->loc.line);
   sb_puts(v->err, ": ");
   va_list ap;
   va_start(ap, fmt);
@@ -647,8 +668,7 @@ static void verify_block(struct verifier *v, uint32_t blk, uint32_t parent_code)
   for (uint32_t i = 0; i < b->ops.n; i++) {
     uint32_t id = b->ops.v[i];
     if (id == 0 || id >= f->ops.n) {
-      sb_printf(v->err, "ir verifier: block %u holds invalid op id %u\n", blk, id);
-      v->nerrors++;
+      bad_func(v, "block %u holds invalid op id %u", blk, id);
       continue;
     }
     const struct ir_op *op = &f->ops.v[id];
@@ -672,10 +692,9 @@ bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err) {
   struct verifier v = {f, after, err, ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
                        ARENA_NEWN(&scratch, uint8_t, f->values.n + 1), ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
                        0, false, 0, 0};
-  if (f->stage > IR_STAGE_GENERIC && !f->target)
-    sb_printf(err, "ir verifier: @%s: GPU IR without a target\n", f->name), v.nerrors++;
+  if (f->stage > IR_STAGE_GENERIC && !f->target) bad_func(&v, "GPU IR without a target");
   if (f->threads && (f->threads % 32 || f->threads > 1024 || f->threads < 32 * f->warps))
-    sb_printf(err, "ir verifier: @%s: threads=%d for warps=%d\n", f->name, f->threads, f->warps), v.nerrors++;
+    bad_func(&v, "threads=%d for warps=%d", f->threads, f->warps);
   pending_values(&v);
   unsigned slots = 0;
   for (uint32_t i = 0; i < f->params.n; i++) {
@@ -684,17 +703,14 @@ bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err) {
     slots += p->kind == IR_PARAM_TENSOR && p->value && p->value < f->values.n ? 1 + ir_vtype(f, p->value)->rank : 1;
   }
   if (slots > TL_MAX_PARAM_SLOTS)
-    sb_printf(err, "ir verifier: @%s: the parameters take %u slots; at most %d can be passed\n", f->name, slots,
-              TL_MAX_PARAM_SLOTS),
-        v.nerrors++;
+    bad_func(&v, "the parameters take %u slots; at most %d can be passed", slots, TL_MAX_PARAM_SLOTS);
   if (f->warps < 1 || f->warps > 32 || !tl_is_pow2(f->warps))
-    sb_printf(err, "ir verifier: @%s: warps=%d is not a power of two in 1..32\n", f->name, f->warps),
-        v.nerrors++;
+    bad_func(&v, "warps=%d is not a power of two in 1..32", f->warps);
   v.in_grid = true;
   verify_block(&v, IR_GRID_BLOCK, 0);
   const struct ir_block *g = &f->blocks.v[IR_GRID_BLOCK];
   if (g->ops.n == 0 || f->ops.v[VEC_LAST(g->ops)].code != IR_GRID)
-    sb_printf(err, "ir verifier: @%s: the grid block does not end with 'grid'\n", f->name), v.nerrors++;
+    bad_func(&v, "the grid block does not end with 'grid'");
   v.in_grid = false;
   verify_block(&v, IR_BODY_BLOCK, 0);
   arena_free(&scratch);

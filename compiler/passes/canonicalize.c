@@ -19,7 +19,12 @@
  *   %z = const 0.0 : tile<64x64xf32>            %d = dot %a, %b, %acc : tile<64x64xf32>
  *   %d = dot %a, %b, %z : tile<64x64xf32>   =>
  *   %s = add %acc, %d : tile<64x64xf32>
- * Replaced ops are left without uses; DCE deletes them.                                   */
+ * Replaced ops are left without uses; DCE deletes them.
+ *
+ * Linear time per round: a rewrite that makes a new op (a constant, a splat, the fused dot)
+ * turns the op into it in place (ir_op_rewrite), and one that replaces a value by another
+ * records it in a forwarding map that the walk applies to each op's operands as it reaches
+ * them (uses follow definitions), instead of rescanning the function for each rewrite.  */
 #include <math.h>
 #include <string.h>
 
@@ -28,6 +33,8 @@
 struct canon {
   struct pass_ctx *pc;
   uint32_t *uses;
+  ir_val *fwd;  /* value -> the value that replaces it (0: none); values.n entries */
+  uint32_t nfwd;
 };
 
 static struct ir_op *def(struct ir_func *f, ir_val v) {
@@ -46,20 +53,26 @@ static bool const_equals(struct ir_func *f, ir_val v, double k) {
   return ir_value_const_float(f, v, &x) && x == k && !(k == 0 && signbit(x));
 }
 
-static ir_val clone_const(struct ir_func *f, uint32_t before, ir_val c, ir_type_id type) {
-  struct ir_builder b;
-  ir_builder_before(&b, f, before);
-  struct ir_op *src = def(f, c);
+/* Turns op `id` into a constant with the value of constant c (of another shape). */
+static void become_const(struct canon *c, uint32_t id, ir_val cv) {
+  struct ir_func *f = c->pc->f;
+  struct ir_op *src = def(f, cv);
   int64_t iv = src->i[0];
   double fv = src->f;
-  uint32_t op = ir_build(&b, IR_CONST, NULL, 0, &type, 1);
-  f->ops.v[op].i[0] = iv;
-  f->ops.v[op].f = fv;
-  return f->ops.v[op].res;
+  ir_op_rewrite(f, id, IR_CONST, NULL, 0);
+  f->ops.v[id].i[0] = iv;
+  f->ops.v[id].f = fv;
+  c->pc->changed = true;
 }
 
+static ir_val forwarded(const struct canon *c, ir_val v) {
+  while (v < c->nfwd && c->fwd[v]) v = c->fwd[v];
+  return v;
+}
+
+/* Every later use of `from` reads `to` (applied by visit as the walk reaches each op). */
 static void replace(struct canon *c, ir_val from, ir_val to) {
-  ir_replace_uses(c->pc->f, from, to);
+  if (from < c->nfwd) c->fwd[from] = forwarded(c, to);
   c->pc->changed = true;
 }
 
@@ -68,23 +81,23 @@ static void replace(struct canon *c, ir_val from, ir_val to) {
 static void inline_region(struct canon *c, uint32_t ifop, uint32_t blk) {
   struct ir_func *f = c->pc->f;
   struct ir_block *b = &f->blocks.v[blk];
-  uint32_t target = f->ops.v[ifop].block;
-  for (uint32_t i = 0; i + 1 < b->ops.n; i++) {
-    uint32_t op = b->ops.v[i];
-    struct ir_block *tb = &f->blocks.v[target];
-    VEC_RESERVE(f->arena, tb->ops, 1);
-    uint32_t pos = 0;
-    while (tb->ops.v[pos] != ifop) pos++;
-    memmove(&tb->ops.v[pos + 1], &tb->ops.v[pos], sizeof(uint32_t) * (tb->ops.n - pos));
-    tb->ops.v[pos] = op;
-    tb->ops.n++;
-    f->ops.v[op].block = target;
+  uint32_t target = f->ops.v[ifop].block, moved = b->ops.n - 1;
+  struct ir_block *tb = &f->blocks.v[target];
+  uint32_t pos = 0;
+  while (tb->ops.v[pos] != ifop) pos++;
+  /* the region's ops (all but its yield) take the if's place */
+  VEC_RESERVE(f->arena, tb->ops, moved);
+  memmove(&tb->ops.v[pos + moved], &tb->ops.v[pos + 1], sizeof(uint32_t) * (tb->ops.n - pos - 1));
+  for (uint32_t i = 0; i < moved; i++) {
+    tb->ops.v[pos + i] = b->ops.v[i];
+    f->ops.v[b->ops.v[i]].block = target;
   }
+  tb->ops.n += moved - 1;
   struct ir_op *y = &f->ops.v[VEC_LAST(b->ops)];
   struct ir_op *o = &f->ops.v[ifop];
-  for (uint32_t i = 0; i < o->nres; i++) ir_replace_uses(f, o->res + i, y->args[i]);
+  for (uint32_t i = 0; i < o->nres; i++) replace(c, o->res + i, forwarded(c, y->args[i]));
   b->ops.n = 0;
-  ir_op_remove(f, ifop);
+  o->block = 0; /* unlinked above */
   c->pc->changed = true;
 }
 
@@ -92,11 +105,12 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
   struct canon *c = ud;
   struct ir_op *op = &f->ops.v[id];
   if (!op->block) return;
+  for (uint32_t k = 0; k < op->nargs; k++) op->args[k] = forwarded(c, op->args[k]);
   ir_type_id rt = op->nres ? f->values.v[op->res].type : 0;
 
   switch (op->code) {
   case IR_SPLAT:
-    if (is_const(f, op->args[0])) replace(c, op->res, clone_const(f, id, op->args[0], rt));
+    if (is_const(f, op->args[0])) become_const(c, id, op->args[0]);
     return;
   case IR_BROADCAST:
   case IR_EXPAND_DIMS:
@@ -110,14 +124,13 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
     }
     if (op->code == IR_CAST) return; /* constant casts are fold's job */
     if (is_const(f, a)) {
-      replace(c, op->res, clone_const(f, id, a, rt));
+      become_const(c, id, a);
       return;
     }
     struct ir_op *d = def(f, a);
     if (d && d->code == IR_SPLAT && op->code != IR_TRANS) {
-      struct ir_builder b;
-      ir_builder_before(&b, f, id);
-      replace(c, op->res, ir_build1(&b, IR_SPLAT, rt, &d->args[0], 1));
+      ir_op_rewrite(f, id, IR_SPLAT, &d->args[0], 1); /* splat s : the new shape */
+      c->pc->changed = true;
       return;
     }
     if (d && d->code == IR_TRANS && op->code == IR_TRANS) replace(c, op->res, d->args[0]);
@@ -157,16 +170,13 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
       struct ir_op *d = def(f, dv);
       if (d && d->code == IR_DOT && c->uses[dv] == 1 && const_equals(f, d->args[2], 0) &&
           f->values.v[other].type == f->values.v[dv].type) {
-        uint32_t dot_id = ir_def_op(f, dv);
         ir_val args[3] = {d->args[0], d->args[1], other};
-        /* the new dot must sit after `other` is defined: build it at the add's position */
-        struct ir_builder b;
-        ir_builder_before(&b, f, id);
-        ir_val nd = ir_build1(&b, IR_DOT, rt, args, 3);
-        f->ops.v[ir_def_op(f, nd)].i[0] = f->ops.v[dot_id].i[0];
-        replace(c, op->res, nd);
+        int64_t tf32 = d->i[0];
+        /* the new dot must sit after `other` is defined: the add becomes it, in place */
+        ir_op_rewrite(f, id, IR_DOT, args, 3);
+        f->ops.v[id].i[0] = tf32;
         c->uses[dv] = 0;
-        ir_op_remove(f, id); /* the add is dead; left in place it would match again */
+        c->pc->changed = true;
         return;
       }
     }
@@ -191,11 +201,13 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
 }
 
 void pass_canonicalize(struct pass_ctx *pc) {
-  struct canon c = {pc, NULL};
+  struct canon c = {pc, NULL, NULL, 0};
   bool any = false;
   for (int round = 0; round < 8; round++) {
     pc->changed = false;
     c.uses = ir_use_counts(pc->f, pc->scratch);
+    c.nfwd = pc->f->values.n; /* rewrites make no values */
+    c.fwd = ARENA_NEWN(pc->scratch, ir_val, c.nfwd + 1);
     ir_walk(pc->f, IR_GRID_BLOCK, visit, &c);
     ir_walk(pc->f, IR_BODY_BLOCK, visit, &c);
     any |= pc->changed;

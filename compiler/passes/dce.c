@@ -36,19 +36,25 @@ static bool removable(struct ir_func *f, const struct ir_op *op, const uint32_t 
   return (fl & OPF_PURE) || ((fl & OPF_READ) && !(fl & OPF_WRITE));
 }
 
+/* Unlinks the removable ops of blk (and, recursively, of the regions of the ops it keeps),
+ * compacting the block once instead of searching it for each op. */
 static bool sweep(struct ir_func *f, uint32_t blk, const uint32_t *uses) {
   bool changed = false;
-  struct ir_block *b = &f->blocks.v[blk];
-  for (uint32_t i = b->ops.n; i-- > 0;) {
+  for (uint32_t i = f->blocks.v[blk].ops.n; i-- > 0;) {
     uint32_t id = f->blocks.v[blk].ops.v[i];
     struct ir_op *op = &f->ops.v[id];
     if (removable(f, op, uses)) {
-      ir_op_remove(f, id);
+      op->block = 0;
       changed = true;
       continue;
     }
     for (uint32_t r = 0; r < op->nregions; r++) changed |= sweep(f, op->region + r, uses);
   }
+  struct ir_block *b = &f->blocks.v[blk];
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < b->ops.n; i++)
+    if (f->ops.v[b->ops.v[i]].block) b->ops.v[kept++] = b->ops.v[i];
+  b->ops.n = kept;
   return changed;
 }
 
@@ -56,34 +62,51 @@ static bool sweep(struct ir_func *f, uint32_t blk, const uint32_t *uses) {
  * after the loop, or when something live inside the body reads it: a memory write, a value
  * feeding a live carried value's yield, a nested op's bounds or condition. mark() follows
  * operands transitively and, conservatively, everything yielded by the regions of any op
- * whose result is live. */
+ * whose result is live. The marking uses a work list, not recursion along the operand
+ * chains: a chain of 100k dependent statements must not exhaust the stack. */
 struct live {
   struct ir_func *f;
   uint8_t *val;
   uint32_t loop; /* the loop under analysis: its own arguments are tracked per slot */
+  struct arena *scratch;
+  VEC(ir_val) work; /* values to mark */
 };
 
-static void mark(struct live *L, ir_val v);
-
-static void mark_op(struct live *L, uint32_t id) {
+/* Queues the operands of op and of the last op (the yield) of each of its regions. The
+ * recursion here follows region nesting only. */
+static void queue_op(struct live *L, uint32_t id) {
   struct ir_op *op = &L->f->ops.v[id];
-  for (uint32_t k = 0; k < op->nargs; k++) mark(L, op->args[k]);
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (!L->val[op->args[k]]) VEC_PUSH(L->scratch, L->work, op->args[k]);
   for (uint32_t r = 0; r < op->nregions; r++) {
     struct ir_block *b = &L->f->blocks.v[op->region + r];
-    if (b->ops.n) mark_op(L, VEC_LAST(b->ops));
+    if (b->ops.n) queue_op(L, VEC_LAST(b->ops));
   }
 }
 
-static void mark(struct live *L, ir_val v) {
-  if (L->val[v]) return;
-  L->val[v] = 1;
-  struct ir_value *val = &L->f->values.v[v];
-  if (val->kind == IR_VAL_RESULT) {
-    mark_op(L, val->def);
-  } else if (val->kind == IR_VAL_BLOCKARG) {
-    uint32_t owner = L->f->blocks.v[val->def].parent;
-    if (owner && owner != L->loop) mark_op(L, owner);
+static void drain(struct live *L) {
+  while (L->work.n) {
+    ir_val v = L->work.v[--L->work.n];
+    if (L->val[v]) continue;
+    L->val[v] = 1;
+    struct ir_value *val = &L->f->values.v[v];
+    if (val->kind == IR_VAL_RESULT) {
+      queue_op(L, val->def);
+    } else if (val->kind == IR_VAL_BLOCKARG) {
+      uint32_t owner = L->f->blocks.v[val->def].parent;
+      if (owner && owner != L->loop) queue_op(L, owner);
+    }
   }
+}
+
+static void mark_op(struct live *L, uint32_t id) {
+  queue_op(L, id);
+  drain(L);
+}
+
+static void mark(struct live *L, ir_val v) {
+  VEC_PUSH(L->scratch, L->work, v);
+  drain(L);
 }
 
 static void mark_effects(struct live *L, uint32_t blk) {
@@ -108,7 +131,7 @@ static bool drop_dead_carried(struct ir_func *f, uint32_t id, const uint32_t *us
   struct ir_op *op = &f->ops.v[id];
   uint32_t n = op->nres;
   if (!n || n > 256) return false;
-  struct live L = {f, ARENA_NEWN(scratch, uint8_t, f->values.n + 1), id};
+  struct live L = {f, ARENA_NEWN(scratch, uint8_t, f->values.n + 1), id, scratch, {0}};
   struct ir_block *body = &f->blocks.v[op->region];
   uint32_t yid = VEC_LAST(body->ops);
   bool live_slot[256] = {0};

@@ -44,16 +44,13 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
   } else if (!ir_eval_elem((ir_opcode)op->code, in, args, &r)) {
     return;
   }
-  struct ir_builder b;
-  ir_builder_before(&b, f, id);
-  ir_type_id t = f->values.v[op->res].type;
-  uint32_t c = ir_build(&b, IR_CONST, NULL, 0, &t, 1);
-  if (ir_dtype_is_float(rt->dtype))
-    f->ops.v[c].f = r.f;
+  /* the op becomes the constant in place: its uses stay, nothing is searched */
+  bool is_float = ir_dtype_is_float(rt->dtype);
+  ir_op_rewrite(f, id, IR_CONST, NULL, 0);
+  if (is_float)
+    f->ops.v[id].f = r.f;
   else
-    f->ops.v[c].i[0] = r.i;
-  ir_replace_uses(f, f->ops.v[id].res, f->ops.v[c].res);
-  ir_op_remove(f, id);
+    f->ops.v[id].i[0] = r.i;
   pc->changed = true;
 }
 

@@ -7,6 +7,7 @@
 #ifndef TL_PASSES_H
 #define TL_PASSES_H
 
+#include "clock.h"
 #include "ir.h"
 
 enum pass_id {
@@ -30,6 +31,8 @@ struct pass_ctx {
 const char *pass_name(enum pass_id p);
 const char *pass_doc(enum pass_id p);
 enum pass_id pass_from_name(const char *name); /* PASS_NONE if unknown */
+/* "canonicalize, fold, ...": every pass name in table order, cut short to fit cap bytes. */
+void pass_names_text(char *buf, size_t cap);
 
 typedef void (*pass_dump_fn)(void *ud, const char *pass, const char *ir_text);
 
@@ -61,6 +64,5 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
 /* Runs a comma-separated list of pass names (tilec opt). Unknown names are errors. */
 bool pass_run_list(const char *list, struct ir_func *f, struct pass_options *o, struct strbuf *err);
 
-double tl_now_ms(void);
 
 #endif

@@ -2,8 +2,8 @@
  *
  * Ordering constraints are stated where the list is: a reader should be able to see why
  * each pass runs where it does without reading the passes.                            */
+#include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "passes.h"
 
@@ -27,10 +27,14 @@ enum pass_id pass_from_name(const char *name) {
   return PASS_NONE;
 }
 
-double tl_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+void pass_names_text(char *buf, size_t cap) {
+  size_t n = 0;
+  if (cap) buf[0] = 0;
+  for (int i = 1; i < PASS__COUNT && n < cap; i++) {
+    int w = snprintf(buf + n, cap - n, "%s%s", i > 1 ? ", " : "", pass_table[i].name);
+    if (w < 0) break;
+    n += (size_t)w;
+  }
 }
 
 bool pass_run(enum pass_id p, struct ir_func *f, struct pass_options *o, struct strbuf *err) {
@@ -127,9 +131,9 @@ bool pass_run_list(const char *list, struct ir_func *f, struct pass_options *o, 
     name[n] = 0;
     enum pass_id p = pass_from_name(name);
     if (p == PASS_NONE) {
-      sb_printf(err, "unknown pass '%s'; known passes:", name);
-      for (int i = 1; i < PASS__COUNT; i++) sb_printf(err, " %s", pass_table[i].name);
-      sb_putc(err, '\n');
+      char names[512];
+      pass_names_text(names, sizeof names);
+      sb_printf(err, "unknown pass '%s'; the passes are %s\n", name, names);
       return false;
     }
     if (!pass_run(p, f, o, err)) return false;

@@ -1,4 +1,4 @@
-/* util.c - arenas, growable arrays, string builders, interning and hashing.
+/* util.c - arenas, growable arrays, string builders, interning, pointer maps and hashing.
  *
  * The arena hands out memory from chunks obtained through the allocation hook; a request
  * larger than a chunk gets a chunk of its own. Nothing is freed individually.            */
@@ -310,6 +310,50 @@ const char *strtab_intern(struct strtab *t, const char *s, size_t n) {
     t->n++;
   }
   return t->slots[i];
+}
+
+/* ---- pointer maps: open addressing, linear probing, at most half full ---- */
+
+void ptrmap_init(struct ptrmap *m, struct arena *a) {
+  m->arena = a;
+  m->keys = NULL;
+  m->vals = NULL;
+  m->n = m->cap = 0;
+}
+
+static uint32_t ptrmap_find(const void *const *keys, uint32_t cap, const void *key) {
+  uint32_t i = (uint32_t)tl_hash_bytes(&key, sizeof key, 0) & (cap - 1);
+  while (keys[i] && keys[i] != key) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+uint32_t ptrmap_get(const struct ptrmap *m, const void *key) {
+  if (!m->cap) return 0;
+  uint32_t i = ptrmap_find(m->keys, m->cap, key);
+  return m->keys[i] ? m->vals[i] : 0;
+}
+
+uint32_t *ptrmap_slot(struct ptrmap *m, const void *key) {
+  if (2 * (m->n + 1) > m->cap) {
+    uint32_t cap = m->cap ? 2 * m->cap : 64;
+    const void **keys = ARENA_NEWN(m->arena, const void *, cap);
+    uint32_t *vals = ARENA_NEWN(m->arena, uint32_t, cap);
+    for (uint32_t i = 0; i < m->cap; i++)
+      if (m->keys[i]) {
+        uint32_t j = ptrmap_find(keys, cap, m->keys[i]);
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+      }
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+  }
+  uint32_t i = ptrmap_find(m->keys, m->cap, key);
+  if (!m->keys[i]) {
+    m->keys[i] = key;
+    m->n++;
+  }
+  return &m->vals[i];
 }
 
 uint64_t tl_hash_bytes(const void *p, size_t n, uint64_t seed) {

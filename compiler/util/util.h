@@ -159,9 +159,30 @@ struct strtab {
 void strtab_init(struct strtab *t, struct arena *a);
 const char *strtab_intern(struct strtab *t, const char *s, size_t n);
 
-/* ---- hashing ---------------------------------------------------------------------------- */
+/* ---- pointer maps ------------------------------------------------------------------------
+ * An open-addressing hash table from pointers (interned names, usually) to uint32_t values,
+ * 0 meaning "no value". Keys are never removed: setting a value to 0 is how a scoped user
+ * (the front end's scopes, the IR parser's names) forgets one.                            */
 
-uint64_t tl_hash_bytes(const void *p, size_t n, uint64_t seed); /* FNV-1a-style mixing, for tables */
+struct ptrmap {
+  struct arena *arena;
+  const void **keys;
+  uint32_t *vals;
+  uint32_t n, cap;
+};
+
+void ptrmap_init(struct ptrmap *m, struct arena *a);
+uint32_t ptrmap_get(const struct ptrmap *m, const void *key); /* 0 when absent */
+uint32_t *ptrmap_slot(struct ptrmap *m, const void *key);     /* entered (value 0) when absent */
+
+/* ---- hashing ----------------------------------------------------------------------------
+ * The one fast hash, for hash tables (interning, CSE, the front end's scopes): FNV-1a over
+ * the bytes, then a 64-bit finalizer (MurmurHash3's fmix64) so that the low bits, which
+ * pick the bucket, depend on every input bit. Chain several calls through `seed`. Not for
+ * identifying content: keys that stand for a kernel or a file use the strong hash of the
+ * runtime (rt_hash in runtime/cache.h, BLAKE3).                                          */
+
+uint64_t tl_hash_bytes(const void *p, size_t n, uint64_t seed);
 
 /* ---- numbers ---------------------------------------------------------------------------- */
 

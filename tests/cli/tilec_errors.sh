@@ -113,6 +113,10 @@ expect 1 "has no compile-time parameter .NOPE." "$SRC/lib/softmax.tile" -D NOPE=
 expect 1 "defines no kernel" /dev/null
 printf 'kernel @k(%%X: tensor<f32[%%N]>) warps=4 {\ngrid:\n  %%0 = bogus_op\n}\n' >bad.ir
 expect 1 "^bad\\.ir:[0-9]+:[0-9]+: error: " bad.ir --emit=ir
+# IR that parses but breaks a verifier rule: the message points at the op, file:line:col
+printf 'kernel @k(%%X: tensor<f32[%%N]>) warps=4 {\ngrid:\n  %%0 = const 1 : i32\n  grid %%0, %%0, %%0\nbody:\n  %%1 = const 1.0 : f32\n  %%2 = const 1 : i32\n  %%3 = add %%1, %%2 : f32\n}\n' >unverified.ir
+expect 1 "^unverified\\.ir:8:3: error: ir verifier: @k: op [0-9]+ 'add': operand 1 element type i32 differs" unverified.ir --emit=ir
+expect 1 "^unverified\\.ir:8:3: error: ir verifier: " opt unverified.ir --passes=cse
 
 # ---- usage errors: exit status 2 and the usage text ----------------------------------------
 
@@ -123,10 +127,102 @@ expect 2 "-D needs NAME=VALUE" good.tile -D NOVALUE
 expect 2 "-k needs a kernel name" good.tile -k
 expect 2 "more than one input file" good.tile good.tile
 expect 2 "unknown device" run good.tile --device=tpu
-expect 2 "bad size" run good.tile --size N=-3
+expect 2 "--size N: bad value '-3'" run good.tile --size N=-3
 expect 2 "unknown target architecture" good.tile --emit=ptx --arch=sm_70
 expect 0 "usage: tilec" --help
 expect 0 "^tile [0-9]" --version
+
+# ---- input that is not a file -----------------------------------------------------------------
+
+mkdir -p a_dir d.ir
+expect 1 "cannot read 'a_dir': Is a directory" a_dir
+expect 1 "cannot read 'd.ir': Is a directory" d.ir --emit=ir
+expect 1 "cannot read 'd.ir': Is a directory" opt d.ir
+expect 1 "cannot read 'a_dir': Is a directory" run a_dir --device=cpu
+
+# ---- output that cannot be written: exit status 1, a message, no partial file --------------
+
+expect 1 "^tilec: cannot write '/dev/full': No space left on device$" good.tile --emit=ir -o /dev/full
+# standard output: the IR, and what run, cache and --version print
+stdout_full() { # stdout_full ARGS...: tilec ARGS >/dev/full must exit 1 and say why
+  "$TILEC" "$@" >/dev/full 2>err.txt
+  rc=$?
+  checks=$((checks + 1))
+  if [ "$rc" -ne 1 ]; then
+    fail "tilec $* >/dev/full: exit status $rc, expected 1"
+  elif ! grep -q "^tilec: cannot write '<stdout>': No space left on device$" err.txt; then
+    fail "tilec $* >/dev/full: no 'cannot write' message:"
+    sed 's/^/  /' err.txt | head -5
+  fi
+}
+stdout_full good.tile --emit=ir
+stdout_full "$SRC/lib/gemm.tile" -k gemm --emit=ir
+stdout_full run good.tile --device=cpu --size N=16
+stdout_full --version
+stdout_full cache path
+# a write that fails half-way (the file size limit) leaves the old file as it was and no
+# temporary file next to it
+printf 'old contents\n' >keep.ir
+(ulimit -f 1; trap '' XFSZ; exec "$TILEC" "$SRC/lib/gemm.tile" -k gemm --emit=ir -o keep.ir) >out.txt 2>err.txt
+rc=$?
+checks=$((checks + 1))
+if [ "$rc" -ne 1 ] || ! grep -q "^tilec: cannot write 'keep.ir': File too large$" err.txt; then
+  fail "a write over the file size limit: exit status $rc, expected 1 and 'cannot write':"
+  sed 's/^/  /' err.txt | head -5
+fi
+[ "$(cat keep.ir)" = "old contents" ] || fail "a failed write changed keep.ir (now $(wc -c <keep.ir) bytes)"
+leftovers=$(find . -maxdepth 1 -name 'keep.ir?*' | head -3)
+[ -z "$leftovers" ] || fail "a failed write left files behind: $leftovers"
+(ulimit -f 1; trap '' XFSZ; exec "$TILEC" "$SRC/lib/gemm.tile" -k gemm --emit=ir -o new.ir) >out.txt 2>err.txt
+[ ! -e new.ir ] || fail "a failed write left a partial new.ir ($(wc -c <new.ir) bytes)"
+# a successful -o replaces the file and gives it the usual permissions
+run_tilec good.tile --emit=ir -o keep.ir
+[ "$rc" -eq 0 ] && grep -q '^kernel @k' keep.ir || fail "-o keep.ir did not replace the file (exit status $rc)"
+[ "$(stat -c %a keep.ir)" = "$(umask -S >/dev/null; printf '%o' $((0666 & ~$(umask))))" ] ||
+  fail "-o keep.ir: mode $(stat -c %a keep.ir), expected $(printf '%o' $((0666 & ~$(umask))))"
+
+# ---- bad option values: usage errors (exit status 2) naming the option and the value ---------
+
+printf 'kernel s(X: f32[M, N], Y: out f32[M, N], alpha: f32, n: i32, flag: bool) grid(1) warps(4) {\n  Y[0 : +16, 0 : +16] = X[0 : +16, 0 : +16] * alpha;\n}\n' >scal.tile
+RUN=(run scal.tile --device=cpu --size M=16,N=16 -a alpha=2 -a n=3 -a flag=true)
+expect 0 "^ok$" "${RUN[@]}"
+expect 2 "--seed.*'abc'" "${RUN[@]}" --seed=abc
+expect 2 "--seed.*'-1'" "${RUN[@]}" --seed=-1
+expect 2 "--seed.*'12x'" "${RUN[@]}" --seed=12x
+expect 2 "--reps.*'-1'" "${RUN[@]}" --reps=-1
+expect 2 "--reps.*'0'" "${RUN[@]}" --reps=0
+expect 2 "--reps.*'99999999999999999999'" "${RUN[@]}" --reps=99999999999999999999
+expect 2 "--reps.*''" "${RUN[@]}" --reps=
+expect 2 "--flops.*'1/0\\+\\('" "${RUN[@]}" --flops='1/0+('
+expect 2 "--flops.*'M\\*\\*N'" "${RUN[@]}" --flops='M**N'
+expect 1 "--flops.*'2\\*M/\\(N-16\\)'.*division by zero" "${RUN[@]}" --bench --reps=3 --flops='2*M/(N-16)'
+expect 1 "--flops.*'2\\*Q'.*unknown name 'Q'" "${RUN[@]}" --bench --reps=3 --flops='2*Q'
+expect 1 "--flops.*'1e308\\*1e308'.*not a finite" "${RUN[@]}" --bench --reps=3 --flops='1e308*1e308'
+expect 0 "TFLOP/s" "${RUN[@]}" --bench --reps=3 --flops='2*M*N'
+expect 2 "-a NOPE=1.*no scalar parameter 'NOPE'.*alpha, n, flag" "${RUN[@]}" -a NOPE=1
+expect 2 "-a alpha.*'abc'" "${RUN[@]}" -a alpha=abc
+expect 2 "-a n.*'1.5'" "${RUN[@]}" -a n=1.5
+expect 2 "-a n.*'4294967296'" "${RUN[@]}" -a n=4294967296
+expect 2 "-a flag.*'maybe'" "${RUN[@]}" -a flag=maybe
+expect 2 "--size.*'abc'" run scal.tile --device=cpu --size M=abc,N=16
+expect 2 "--size.*'16x'" run scal.tile --device=cpu --size M=16x,N=16
+expect 2 "--size.*'2147483648'" run scal.tile --device=cpu --size M=2147483648,N=16
+expect 2 "--size.*'99999999999999999999'" run scal.tile --device=cpu --size M=99999999999999999999,N=16
+# each size fits, their product does not
+expect 2 "--size.*'X'.*overflow" run scal.tile --device=cpu --size M=2147483647,N=2147483647 -a alpha=1 -a n=1 -a flag=0
+printf 'kernel big(X: f32[A, B, C, D], Y: out f32[A, B, C, D]) grid(1) warps(4) {\n  Y[0, 0, 0, 0 : +16] = X[0, 0, 0, 0 : +16];\n}\n' >big.tile
+expect 2 "--size.*'X'.*overflow" run big.tile --device=cpu --size A=65536,B=65536,C=65536,D=65536
+expect 2 "--budget.*'-5'" tune scal.tile --device=cpu --size M=16,N=16 --budget=-5
+expect 2 "--budget.*'abc'" tune scal.tile --device=cpu --size M=16,N=16 --budget=abc
+expect 2 "--budget.*'inf'" tune scal.tile --device=cpu --size M=16,N=16 --budget=inf
+expect 2 "--config-budget.*'-1'" tune scal.tile --device=cpu --size M=16,N=16 --config-budget=-1
+expect 2 "--top.*'-1'" tune scal.tile --device=cpu --size M=16,N=16 --top=-1
+expect 2 "--max-configs.*'-3'" tune scal.tile --device=cpu --size M=16,N=16 --max-configs=-3
+expect 2 "--threads.*'x'" tune scal.tile --device=cpu --size M=16,N=16 --threads=x
+expect 2 "--reps.*'abc'" cache bench good.tile --reps=abc
+expect 2 "dump-after: unknown pass 'nosuchpass' .*canonicalize.*smem-alloc; or all" good.tile --dump-after=nosuchpass
+expect 0 "// ----- IR after cse" good.tile --dump-after=cse
+expect 0 "// ----- IR after dce" good.tile --dump-after=all
 
 # ---- the IR printer and parser agree -------------------------------------------------------
 

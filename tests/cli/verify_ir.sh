@@ -2,7 +2,7 @@
 # verify_ir.sh - the verifier's rules for GPU IR, one broken invariant per file: every
 # tests/golden/ir-invalid/*.ir says on its first line what the verifier must report
 # (`// expect: text`) or that it is valid (`// expect: valid`); `tilec opt` must refuse each
-# broken file with that message (and accept the valid one).
+# broken file with that message, given as FILE:LINE:COL: error: ... (and accept the valid one).
 #   bash tests/cli/verify_ir.sh BUILD_DIR SOURCE_DIR
 set -uo pipefail
 BUILD=${1:?usage: verify_ir.sh BUILD_DIR SOURCE_DIR}
@@ -24,6 +24,10 @@ for f in "$SRC"/tests/golden/ir-invalid/*.ir; do
     fails=$((fails + 1))
   elif ! printf '%s' "$out" | grep -qF -- "$want"; then
     echo "FAIL: $name: expected '$want', got:"
+    printf '%s\n' "$out" | sed 's/^/  /'
+    fails=$((fails + 1))
+  elif ! printf '%s\n' "$out" | grep -F -- "$want" | grep -qE "^$f:[0-9]+:[0-9]+: error: "; then
+    echo "FAIL: $name: the message does not start with '$f:LINE:COL: error: ':"
     printf '%s\n' "$out" | sed 's/^/  /'
     fails=$((fails + 1))
   fi

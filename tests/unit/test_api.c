@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "ref.h"
-#include "rng.h"
+#include "test_seed.h"
 #include "testfiles.h"
 #include "tile.h"
 

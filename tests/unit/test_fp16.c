@@ -19,7 +19,7 @@
 
 #include "fp16.h"
 #include "ref.h"
-#include "rng.h"
+#include "test_seed.h"
 
 /* ---- helpers --------------------------------------------------------------------------- */
 

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "testfiles.h"
 #include "tile.h"
 
@@ -17,11 +17,7 @@ static tile_context *new_ctx(void) {
   return ctx;
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+static double now_s(void) { return tl_now_ms() / 1e3; }
 
 /* tile_mem_alloc(SIZE_MAX) rounded its size up to 0 and returned a 0-byte buffer. */
 Test(hardening, mem_alloc_size_overflow) {

@@ -35,7 +35,7 @@
 
 #include "fp16.h"
 #include "ref.h"
-#include "rng.h"
+#include "test_seed.h"
 #include "testfiles.h"
 #include "tile.h"
 

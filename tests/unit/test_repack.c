@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rng.h"
+#include "test_seed.h"
 #include "rt.h"
 #include "testfiles.h"
 

@@ -1,24 +1,21 @@
-/* rng.h - a small, fast, deterministic pseudo-random generator for tests and check tools.
+/* rng.h - the one pseudo-random generator: the autotuner's order of configurations, the
+ * tools' random inputs (tilec run, bench_gemm, cuda_smoke) and the tests' inputs.
  *
  * Design choices:
  *  - The generator is xoshiro256** (Blackman and Vigna), seeded by running splitmix64 over a
  *    single 64-bit seed, so any seed, including 0, gives a well-mixed, non-zero state.
+ *    rng_splitmix64 alone is a generator too, for a stream that needs one word of state.
  *  - All state lives in a struct rng that the caller owns; there are no globals, so
  *    independent streams never disturb each other and results depend only on the seed.
- *  - Tests draw fresh inputs on every run: rng_test_seed() picks a seed from the clock and
- *    the process id and prints it, and the environment variable TILE_TEST_SEED (decimal, or
- *    hexadecimal with 0x) overrides it, so a failing run can be replayed exactly.
- *  - Header-only and static inline, like the other support headers that check tools share.
+ *  - Header-only and static inline, like readfile.h and clock.h: tilec and the other tools
+ *    link only the public API. Seeds for test runs (fresh each run, printed, replayable)
+ *    are in tests/support/test_seed.h.
  */
-#ifndef TL_TEST_RNG_H
-#define TL_TEST_RNG_H
+#ifndef TL_RNG_H
+#define TL_RNG_H
 
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
 
 struct rng {
   uint64_t s[4];  /* xoshiro256** state; never all zero */
@@ -97,31 +94,4 @@ static inline float rng_normal(struct rng *r) {
   return (float)(radius * cos(angle));
 }
 
-/* A seed for a test run: TILE_TEST_SEED when it is set and parses as an unsigned integer,
- * otherwise a mix of the wall clock (nanoseconds), the process id and the processor clock. */
-static inline uint64_t rng_fresh_seed(void) {
-  const char *env = getenv("TILE_TEST_SEED");
-  if (env && *env) {
-    char *end = NULL;
-    unsigned long long v = strtoull(env, &end, 0);
-    if (end != env && *end == '\0') return (uint64_t)v;
-    fprintf(stderr, "rng: ignoring TILE_TEST_SEED=\"%s\": not an unsigned integer\n", env);
-  }
-  struct timespec ts = {0, 0};
-  timespec_get(&ts, TIME_UTC);
-  uint64_t x = (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-  x ^= (uint64_t)getpid() << 32;
-  x ^= (uint64_t)clock();
-  return rng_splitmix64(&x);
-}
-
-/* rng_fresh_seed(), printed to stderr with the name of the test that uses it, so a failure
- * can be reproduced by rerunning with the printed TILE_TEST_SEED. */
-static inline uint64_t rng_test_seed(const char *test_name) {
-  uint64_t seed = rng_fresh_seed();
-  fprintf(stderr, "%s: seed 0x%016llx (rerun with TILE_TEST_SEED=0x%016llx)\n",
-          test_name ? test_name : "test", (unsigned long long)seed, (unsigned long long)seed);
-  return seed;
-}
-
-#endif /* TL_TEST_RNG_H */
+#endif /* TL_RNG_H */
