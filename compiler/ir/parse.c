@@ -478,7 +478,7 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   if (code == IR_CONST) {
     double fv = 0;
     int64_t iv = 0;
-    bool isbool = false;
+    bool isbool = false, isfloat = false;
     if (is(ps, "true") || is(ps, "false")) {
       iv = is(ps, "true");
       isbool = true;
@@ -488,12 +488,19 @@ static void parse_op(struct parser *ps, uint32_t blk) {
       fv = (double)iv;
     } else {
       fv = parse_number(ps);
-      iv = (int64_t)fv;
+      isfloat = true;
     }
     expect(ps, ":");
     rtype = parse_type(ps, false);
     const struct ir_type *t = ir_type(f, rtype);
     if (isbool && t->dtype != DT_BOOL) fail(ps, "boolean constant of non-bool type");
+    if (isfloat && !ir_dtype_is_float(t->dtype)) {
+      /* an integer constant written as a float: it must be a whole number in range (the
+       * conversion of inf, nan or 1e300 to int64 is undefined) */
+      if (!(fv >= -0x1p63 && fv < 0x1p63) || fv != trunc(fv))
+        fail(ps, "constant %g is not an integer of type %s", fv, ir_dtype_name((ir_dtype)t->dtype));
+      iv = (int64_t)fv;
+    }
     uint32_t op = ir_build(&b, IR_CONST, NULL, 0, &rtype, 1);
     if (ir_dtype_is_float(t->dtype))
       f->ops.v[op].f = fv;
