@@ -216,9 +216,13 @@ static ir_type_id parse_tile_type(struct parser *ps) {
   int rank = 0;
   while (s < ps->end && isspace((unsigned char)*s)) s++;
   while (s < ps->end && isdigit((unsigned char)*s)) {
-    long d = strtol(s, (char **)&s, 10);
+    /* the text is not NUL-terminated: no strtol, which would read past its end */
+    const char *d0 = s;
+    int64_t d = 0;
+    for (; s < ps->end && isdigit((unsigned char)*s); s++)
+      if (d <= (1 << 24)) d = d * 10 + (*s - '0');
     if (rank == IR_MAX_RANK) fail(ps, "tile rank exceeds %d", IR_MAX_RANK);
-    if (d <= 0 || d > (1 << 24)) fail(ps, "bad tile dimension %ld", d);
+    if (d <= 0 || d > (1 << 24)) fail(ps, "bad tile dimension %.*s", (int)TL_MIN(s - d0, 32), d0);
     dims[rank++] = (int32_t)d;
     if (s >= ps->end || *s != 'x') fail(ps, "expected 'x' in tile type");
     s++;

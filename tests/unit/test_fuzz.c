@@ -76,3 +76,21 @@ Test(fuzz, ir_const_float_literal_to_int) {
   }
   arena_free(&fx.a);
 }
+
+/* parse_tile_type read a tile dimension with strtol, which reads on past the end of text that
+ * is not NUL-terminated (ASan: heap-buffer-overflow on input ending in "tile<6"). */
+Test(fuzz, ir_tile_dimension_at_end_of_input) {
+  struct fixture fx;
+  fx_init(&fx);
+  cr_assert_null(parse_exact(&fx, HEAD "  %1 = const 1.0 : tile<6"));
+  cr_assert(strstr(sb_str(&fx.err), "expected 'x' in tile type"), "%s", sb_str(&fx.err));
+  sb_init(&fx.err, &fx.a);
+  cr_assert_null(parse_exact(&fx, HEAD "  %1 = const 1.0 : tile<99999999999999999999999x4xf32>\n}\n"));
+  cr_assert(strstr(sb_str(&fx.err), "bad tile dimension 99999999999999999999999"), "%s", sb_str(&fx.err));
+  sb_init(&fx.err, &fx.a);
+  cr_assert_null(parse_exact(&fx, HEAD "  %1 = const 1.0 : tile<0x4xf32>\n}\n"));
+  cr_assert(strstr(sb_str(&fx.err), "bad tile dimension 0"), "%s", sb_str(&fx.err));
+  struct ir_func *f = parse_exact(&fx, KERNEL("  %1 = const 1.0 : tile<16777216xf32>\n"));
+  cr_assert(f, "%s", sb_str(&fx.err));
+  arena_free(&fx.a);
+}
