@@ -64,23 +64,24 @@ esac
 SECONDS_=$WHAT
 LOGF=$OUT/fuzz-$TARGET.log
 echo "run.sh: fuzz_$TARGET for ${SECONDS_}s (log: $LOGF)"
+t0=$(date +%s)
 "$BIN" -max_total_time="$SECONDS_" -max_len=$MAXLEN -timeout=$TIMEOUT -rss_limit_mb=4096 \
   -dict="$ROOT/tests/fuzz/$DICT" -artifact_prefix="$OUT/artifacts/$TARGET-" -print_final_stats=1 \
   "$@" "$OUT/corpus-$TARGET" "$CORPUS" >"$LOGF" 2>&1
 rc=$?
+elapsed=$(($(date +%s) - t0))
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$LOGF" | tail -1)
-secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$LOGF" | awk '{print $5}' | tail -1)
 if [ $rc -eq 0 ]; then
   result="ok: no crash, hang, leak or sanitizer report"
 else
   # the failure's kind and the reproducer
-  kind=$(grep -m1 -oE "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer): [a-z-]+[a-z -]*|runtime error: .*|fuzz_[a-z]+: .*" "$LOGF" || echo "exit status $rc")
+  kind=$(grep -m1 -oE "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer): [a-z-]+|runtime error: .*|^fuzz_[a-z]+: .*" "$LOGF" || echo "exit status $rc")
   art=$(sed -n 's/.*Test unit written to \(.*\)/\1/p' "$LOGF" | tail -1)
   result="FAILED ($kind)${art:+, reproducer $art}"
   grep -E -A40 "^==[0-9]+==ERROR|runtime error|^fuzz_[a-z]+:" "$LOGF" | head -60
 fi
-echo "run.sh: fuzz_$TARGET: ${secs:-?} s, ${execs:-?} executions, $result"
+echo "run.sh: fuzz_$TARGET: ${elapsed} s, ${execs:-?} executions, $result"
 if [ -n "${FUZZ_LOG:-}" ]; then
-  echo "| $(date -u +%Y-%m-%d) | $TARGET | ${secs:-$SECONDS_} | ${execs:-?} | $result |" >>"$FUZZ_LOG"
+  echo "| $(date -u +%Y-%m-%d) | $TARGET | ${elapsed} | ${execs:-?} | $result |" >>"$FUZZ_LOG"
 fi
 exit $rc
