@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eval.h"
 #include "ir.h"
 
 enum tok { T_EOF, T_IDENT, T_INT, T_FLOAT, T_VALUE, T_GLOBAL, T_PUNCT, T_ERR };
@@ -505,9 +506,13 @@ static void parse_op(struct parser *ps, uint32_t blk) {
         fail(ps, "constant %g is not an integer of type %s", fv, ir_dtype_name((ir_dtype)t->dtype));
       iv = (int64_t)fv;
     }
+    /* a constant holds a value of its type, as fold computes them (eval.c): an integer that
+     * does not fit is an error, a float is rounded to the type */
+    if (!ir_dtype_is_float(t->dtype) && ir_wrap_int((ir_dtype)t->dtype, iv) != iv)
+      fail(ps, "constant %lld does not fit %s", (long long)iv, ir_dtype_name((ir_dtype)t->dtype));
     uint32_t op = ir_build(&b, IR_CONST, NULL, 0, &rtype, 1);
     if (ir_dtype_is_float(t->dtype))
-      f->ops.v[op].f = fv;
+      f->ops.v[op].f = ir_round_float((ir_dtype)t->dtype, fv);
     else
       f->ops.v[op].i[0] = iv;
     bind_results(ps, &pr, op);

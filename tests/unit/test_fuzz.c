@@ -10,6 +10,7 @@
 
 #include "ir.h"
 #include "passes.h"
+#include "testfiles.h"
 
 struct fixture {
   struct arena a;
@@ -55,7 +56,7 @@ static const char *print(struct fixture *fx, const struct ir_func *f) {
 Test(fuzz, ir_const_float_literal_to_int) {
   struct fixture fx;
   fx_init(&fx);
-  const char *ok_text = KERNEL("  %1 = const -inf : f32\n  %2 = const nan : tile<4xf16>\n  %3 = const 1e+300 : f32\n");
+  const char *ok_text = KERNEL("  %1 = const -inf : f32\n  %2 = const nan : tile<4xf16>\n  %3 = const 1e+300 : f64\n");
   struct ir_func *f = parse_exact(&fx, ok_text);
   cr_assert(f, "%s", sb_str(&fx.err));
   cr_assert(ir_verify(f, NULL, &fx.err), "%s", sb_str(&fx.err));
@@ -92,5 +93,45 @@ Test(fuzz, ir_tile_dimension_at_end_of_input) {
   cr_assert(strstr(sb_str(&fx.err), "bad tile dimension 0"), "%s", sb_str(&fx.err));
   struct ir_func *f = parse_exact(&fx, KERNEL("  %1 = const 1.0 : tile<16777216xf32>\n"));
   cr_assert(f, "%s", sb_str(&fx.err));
+  arena_free(&fx.a);
+}
+
+/* The verifier judged slot and phase operands only when written as `const`; fold and
+ * canonicalize make more operands constant, so an out-of-range slot `mul %one, %c32`
+ * passed the verifier and failed it after folding ("internal compiler error" on accepted
+ * input; fuzz_ir). The verifier now judges the value an operand folds to: such input is
+ * refused up front (tests/golden/ir-invalid/folded_*.ir), and in-range folded operands pass
+ * the generic pipeline with the verifier after every pass. */
+Test(fuzz, ir_verifier_judges_folded_constants) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/golden/ir-invalid/valid_base.ir", test_source_dir());
+  char *base = test_read_file(path, NULL);
+  cr_assert(base, "cannot read %s", path);
+  /* tma_load's slot and the consumer's phase through mul, select, if and cast */
+  const char *edits[][2] = {
+      {"  %4 = local_alloc", "  %11 = mul %2, %2 : i32\n  %12 = const true : bool\n  %13 = select %12, %1, %3 : i32\n"
+                             "  %14 = if %12 -> (i32) {\n    yield %2\n  } else {\n    yield %3\n  }\n"
+                             "  %15 = const 1.0 : f32\n  %16 = cast %15 : i32\n  %4 = local_alloc"},
+      {"tma_load %4, %1,", "tma_load %4, %11,"},
+      {"mbar_wait %5, %1, %1", "mbar_wait %5, %14, %13"},
+      {"mbar_wait %6, %1, %2", "mbar_wait %6, %1, %16"},
+  };
+  char text[8192];
+  snprintf(text, sizeof text, "%s", base);
+  free(base);
+  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+    char *at = strstr(text, edits[i][0]);
+    cr_assert(at, "valid_base.ir lacks '%s'", edits[i][0]);
+    char rest[8192];
+    snprintf(rest, sizeof rest, "%s", at + strlen(edits[i][0]));
+    snprintf(at, sizeof text - (size_t)(at - text), "%s%s", edits[i][1], rest);
+  }
+  struct fixture fx;
+  fx_init(&fx);
+  struct ir_func *f = parse_exact(&fx, text);
+  cr_assert(f, "%s", sb_str(&fx.err));
+  cr_assert(ir_verify(f, NULL, &fx.err), "%s", sb_str(&fx.err));
+  struct pass_options po = {.verify_each = true};
+  cr_assert(pass_pipeline_generic(f, &po, &fx.err), "%s", sb_str(&fx.err));
   arena_free(&fx.a);
 }
