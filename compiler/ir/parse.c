@@ -35,6 +35,7 @@ struct parser {
   jmp_buf fail;
   struct ir_func *f;
   VEC(struct binding) binds;
+  int depth; /* regions being parsed, nested */
 };
 
 static void TL_PRINTF(2, 3) fail(struct parser *ps, const char *fmt, ...) {
@@ -563,8 +564,14 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   bind_results(ps, &pr, op);
 }
 
+/* Regions nest at most this deep: the parser, the verifier, the passes and codegen recurse
+ * once per level (the front end allows 256 levels of blocks; the GPU passes add a few). */
+enum { MAX_NESTING = 512 };
+
 static void parse_block(struct parser *ps, uint32_t blk) {
+  if (++ps->depth > MAX_NESTING) fail(ps, "regions are nested too deeply (more than %d levels)", MAX_NESTING);
   while (ps->tok != T_EOF && !is(ps, "}") && !is(ps, "body")) parse_op(ps, blk);
+  ps->depth--;
 }
 
 static int parse_list(struct parser *ps, const char *name, uint8_t *out, int max) {

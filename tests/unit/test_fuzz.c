@@ -135,3 +135,35 @@ Test(fuzz, ir_verifier_judges_folded_constants) {
   cr_assert(pass_pipeline_generic(f, &po, &fx.err), "%s", sb_str(&fx.err));
   arena_free(&fx.a);
 }
+
+/* ir_parse recursed once per nested region without a limit: IR with 200000 nested `if`s
+ * overflowed the stack (a segfault in tilec opt, or in a program compiling IR text through
+ * the API). Regions may now nest 512 deep; deeper is a parse error. */
+static char *nested_ifs(int n) {
+  static const char head[] = "kernel @k() warps=4 {\ngrid:\n  %0 = const 1 : i32\n  grid %0, %0, %0\nbody:\n"
+                             "  %c = const true : bool\n";
+  size_t cap = sizeof head + (size_t)n * 24 + 8;
+  char *s = malloc(cap), *p = s;
+  p += sprintf(p, "%s", head);
+  for (int i = 0; i < n; i++) p += sprintf(p, "if %%c{");
+  for (int i = 0; i < n; i++) p += sprintf(p, "yield}else{yield}");
+  sprintf(p, "}\n");
+  return s;
+}
+
+Test(fuzz, ir_nesting_depth_is_bounded) {
+  struct fixture fx;
+  fx_init(&fx);
+  char *deep = nested_ifs(200000);
+  cr_assert_null(parse_exact(&fx, deep));
+  cr_assert(strstr(sb_str(&fx.err), "nested too deeply"), "%s", sb_str(&fx.err));
+  free(deep);
+  char *ok = nested_ifs(511); /* with the body: 512 levels */
+  struct ir_func *f = parse_exact(&fx, ok);
+  cr_assert(f, "%s", sb_str(&fx.err));
+  cr_assert(ir_verify(f, NULL, &fx.err), "%s", sb_str(&fx.err));
+  struct pass_options po = {.verify_each = true};
+  cr_assert(pass_pipeline_generic(f, &po, &fx.err), "%s", sb_str(&fx.err));
+  free(ok);
+  arena_free(&fx.a);
+}
