@@ -295,6 +295,7 @@ static bool check_buffer(struct verifier *v, uint32_t id, ir_val buf, ir_val slo
     bad(v, id, "buffer operand is not a local_alloc");
     return false;
   }
+  if (t->rank < 2 || t->rank > 3) return false; /* reported at the local_alloc; callers index its last two dims */
   check_slot(v, id, slot, buffer_slots(t), "buffer");
   return true;
 }
