@@ -22,6 +22,14 @@
 
 #include "tile.h"
 
+#ifdef FUZZ_IR_INPUT
+#define NAME "fuzz_ir_ptx"
+#define INPUT "fuzz.ir"
+#else
+#define NAME "fuzz_pipeline"
+#define INPUT "fuzz.tile"
+#endif
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -30,7 +38,7 @@ static int verbose; /* FUZZ_VERBOSE=1: one line per input (arch, status, message
 static unsigned long runs, ptx[2]; /* inputs; those compiled to PTX for sm_80-89 and for sm_90/sm_90a */
 
 static void report(void) {
-  fprintf(stderr, "fuzz_pipeline: %lu inputs, %lu compiled to PTX (%lu for sm_80..sm_89, %lu for sm_90/sm_90a)\n", runs,
+  fprintf(stderr, NAME ": %lu inputs, %lu compiled to PTX (%lu for sm_80..sm_89, %lu for sm_90/sm_90a)\n", runs,
           ptx[0] + ptx[1], ptx[0], ptx[1]);
 }
 
@@ -76,20 +84,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   co.defines = defs;
   co.ndefines = ndefs;
   tile_emit_options eo = {.what = TILE_EMIT_PTX};
+#ifdef FUZZ_IR_INPUT
+  eo.input_is_ir = 1; /* fuzz_ir_ptx: Tile IR text to PTX (tile_emit's IR input) */
+#endif
   runs++;
   char *out = NULL;
   size_t len = 0;
-  tile_status st = tile_emit(ctx, "fuzz.tile", (const char *)data, size, &co, &eo, &out, &len);
+  tile_status st = tile_emit(ctx, INPUT, (const char *)data, size, &co, &eo, &out, &len);
   const char *msg = tile_errmsg(ctx);
   if (verbose)
-    fprintf(stderr, "fuzz_pipeline: %s %s %s: %.*s\n", co.arch, co.kernel ? co.kernel : "-", tile_status_name(st),
+    fprintf(stderr, NAME ": %s %s %s: %.*s\n", co.arch, co.kernel ? co.kernel : "-", tile_status_name(st),
             st ? (int)strcspn(msg, "\n") : 0, msg);
   switch (st) {
   case TILE_OK:
-    if (verbose) fprintf(stderr, "fuzz_pipeline: %zu bytes of PTX\n", len);
+    if (verbose) fprintf(stderr, NAME ": %zu bytes of PTX\n", len);
     ptx[strncmp(co.arch, "sm_9", 4) == 0]++;
     if (!out || strlen(out) != len || !strstr(out, ".entry")) {
-      fprintf(stderr, "fuzz_pipeline: %s: PTX without an entry:\n%s\n", co.arch, out ? out : "(null)");
+      fprintf(stderr, NAME ": %s: PTX without an entry:\n%s\n", co.arch, out ? out : "(null)");
       abort();
     }
     break;
@@ -98,12 +109,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case TILE_UNSUPPORTED:
   case TILE_INVALID_ARGUMENT:
     if (!msg[0]) {
-      fprintf(stderr, "fuzz_pipeline: %s: %s without a message\n", co.arch, tile_status_name(st));
+      fprintf(stderr, NAME ": %s: %s without a message\n", co.arch, tile_status_name(st));
       abort();
     }
     break;
   default:
-    fprintf(stderr, "fuzz_pipeline: %s: %s: %s\n", co.arch, tile_status_name(st), msg);
+    fprintf(stderr, NAME ": %s: %s: %s\n", co.arch, tile_status_name(st), msg);
     abort();
   }
   tile_free(out);

@@ -2,8 +2,9 @@
 # run.sh - builds the fuzz targets if needed and runs one for a while on its corpus.
 #
 #   tests/fuzz/run.sh TARGET SECONDS [LIBFUZZER-ARGS...]
-#       TARGET: frontend | ir | pipeline. Runs one process on one core for SECONDS, reading
-#       the repository's corpus (tests/fuzz/corpus, corpus-ir, corpus-pipeline) and writing
+#       TARGET: frontend | ir | pipeline | ir_ptx. Runs one process on one core for SECONDS,
+#       reading the repository's corpus (tests/fuzz/corpus, corpus-ir, corpus-pipeline,
+#       corpus-ir-ptx; ir_ptx reads corpus-ir too) and writing
 #       new inputs to $FUZZ_OUT/corpus-TARGET (not into the repository). Prints the number of
 #       executions; exits non-zero on a crash, leak, timeout (a hang), out-of-memory or
 #       sanitizer report, whose reproducer is left in $FUZZ_OUT/artifacts/.
@@ -19,20 +20,23 @@
 # Reproduce a failure: $FUZZ_OUT/fuzz_TARGET $FUZZ_OUT/artifacts/crash-...
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-TARGET=${1:?usage: run.sh frontend|ir|pipeline SECONDS|merge|minimize [ARGS...]}
-WHAT=${2:?usage: run.sh frontend|ir|pipeline SECONDS|merge|minimize [ARGS...]}
+TARGET=${1:?usage: run.sh frontend|ir|pipeline|ir_ptx SECONDS|merge|minimize [ARGS...]}
+WHAT=${2:?usage: run.sh frontend|ir|pipeline|ir_ptx SECONDS|merge|minimize [ARGS...]}
 shift 2
 OUT=${FUZZ_OUT:-$ROOT/build-fuzz}
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
 # per target: corpus, dictionary, the largest input, the per-input time limit (the hang
-# criterion, seconds)
+# criterion, seconds); SEEDS: another corpus read too (fuzz_ir_ptx starts from fuzz_ir's)
+SEEDS=
 case $TARGET in
 frontend) CORPUS=$ROOT/tests/fuzz/corpus DICT=tile.dict MAXLEN=4096 TIMEOUT=10 ;;
 ir) CORPUS=$ROOT/tests/fuzz/corpus-ir DICT=ir.dict MAXLEN=12288 TIMEOUT=10 ;;
 pipeline) CORPUS=$ROOT/tests/fuzz/corpus-pipeline DICT=tile.dict MAXLEN=3072 TIMEOUT=20 ;;
-*) echo "run.sh: unknown target '$TARGET' (frontend, ir, pipeline)" >&2; exit 2 ;;
+ir_ptx) CORPUS=$ROOT/tests/fuzz/corpus-ir-ptx SEEDS=$ROOT/tests/fuzz/corpus-ir DICT=ir.dict MAXLEN=12288 TIMEOUT=20 ;;
+*) echo "run.sh: unknown target '$TARGET' (frontend, ir, pipeline, ir_ptx)" >&2; exit 2 ;;
 esac
+mkdir -p "$CORPUS"
 BIN=$OUT/fuzz_$TARGET
 
 mkdir -p "$OUT/corpus-$TARGET" "$OUT/artifacts"
@@ -67,7 +71,7 @@ echo "run.sh: fuzz_$TARGET for ${SECONDS_}s (log: $LOGF)"
 t0=$(date +%s)
 "$BIN" -max_total_time="$SECONDS_" -max_len=$MAXLEN -timeout=$TIMEOUT -rss_limit_mb=4096 \
   -dict="$ROOT/tests/fuzz/$DICT" -artifact_prefix="$OUT/artifacts/$TARGET-" -print_final_stats=1 \
-  "$@" "$OUT/corpus-$TARGET" "$CORPUS" >"$LOGF" 2>&1
+  "$@" "$OUT/corpus-$TARGET" "$CORPUS" $SEEDS >"$LOGF" 2>&1
 rc=$?
 elapsed=$(($(date +%s) - t0))
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$LOGF" | tail -1)
