@@ -27,12 +27,13 @@ OUT=${FUZZ_OUT:-$ROOT/build-fuzz}
 case $OUT in /*) ;; *) OUT=$PWD/$OUT ;; esac
 
 # per target: corpus, dictionary, the largest input, the per-input time limit (the hang
-# criterion, seconds); SEEDS: another corpus read too (fuzz_ir_ptx starts from fuzz_ir's)
-SEEDS=
+# criterion, seconds); SEEDS: another corpus read too (fuzz_ir_ptx starts from fuzz_ir's);
+# EXTRA: more options (fuzz_pipeline: one token mutation per input, tile_mutator.h)
+SEEDS= EXTRA=
 case $TARGET in
 frontend) CORPUS=$ROOT/tests/fuzz/corpus DICT=tile.dict MAXLEN=4096 TIMEOUT=10 ;;
 ir) CORPUS=$ROOT/tests/fuzz/corpus-ir DICT=ir.dict MAXLEN=12288 TIMEOUT=10 ;;
-pipeline) CORPUS=$ROOT/tests/fuzz/corpus-pipeline DICT=tile.dict MAXLEN=3072 TIMEOUT=20 ;;
+pipeline) CORPUS=$ROOT/tests/fuzz/corpus-pipeline DICT=tile.dict MAXLEN=3072 TIMEOUT=20 EXTRA=-mutate_depth=1 ;;
 ir_ptx) CORPUS=$ROOT/tests/fuzz/corpus-ir-ptx SEEDS=$ROOT/tests/fuzz/corpus-ir DICT=ir.dict MAXLEN=12288 TIMEOUT=20 ;;
 *) echo "run.sh: unknown target '$TARGET' (frontend, ir, pipeline, ir_ptx)" >&2; exit 2 ;;
 esac
@@ -70,7 +71,7 @@ LOGF=$OUT/fuzz-$TARGET.log
 echo "run.sh: fuzz_$TARGET for ${SECONDS_}s (log: $LOGF)"
 t0=$(date +%s)
 "$BIN" -max_total_time="$SECONDS_" -max_len=$MAXLEN -timeout=$TIMEOUT -rss_limit_mb=4096 \
-  -dict="$ROOT/tests/fuzz/$DICT" -artifact_prefix="$OUT/artifacts/$TARGET-" -print_final_stats=1 \
+  -dict="$ROOT/tests/fuzz/$DICT" -artifact_prefix="$OUT/artifacts/$TARGET-" -print_final_stats=1 $EXTRA \
   "$@" "$OUT/corpus-$TARGET" "$CORPUS" $SEEDS >"$LOGF" 2>&1
 rc=$?
 elapsed=$(($(date +%s) - t0))
@@ -84,6 +85,8 @@ else
   result="FAILED ($kind)${art:+, reproducer $art}"
   grep -E -A40 "^==[0-9]+==ERROR|runtime error|^fuzz_[a-z]+:" "$LOGF" | head -60
 fi
+ptx=$(sed -n 's/^fuzz_[a-z_]*: [0-9]* inputs, \([0-9]*\) compiled to PTX.*/\1/p' "$LOGF" | tail -1)
+[ -n "$ptx" ] && execs="${execs:-?} ($ptx compiled to PTX)"
 echo "run.sh: fuzz_$TARGET: ${elapsed} s, ${execs:-?} executions, $result"
 if [ -n "${FUZZ_LOG:-}" ]; then
   echo "| $(date -u +%Y-%m-%d) | $TARGET | ${elapsed} | ${execs:-?} | $result |" >>"$FUZZ_LOG"
