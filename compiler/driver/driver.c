@@ -85,11 +85,18 @@ enum tl_result tl_gpu_lower(struct ir_func *f, const struct tl_target *target, c
   e->code = e->brief = NULL;
   struct strbuf err;
   sb_init(&err, e->msg.arena);
-  /* a tile too large for the warps holding it: refused before LLVM unrolls it */
-  for (uint32_t i = 1; i < f->ops.n && f->stage == IR_STAGE_GENERIC; i++) {
+  for (uint32_t i = 1; i < f->ops.n; i++) {
     const struct ir_op *op = &f->ops.v[i];
     if (!op->block || !op->nres) continue;
     const struct ir_type *t = ir_vtype(f, op->res);
+    /* fp8 is a storage type the interpreter converts; codegen has no conversion yet */
+    if (t->kind == IR_TY_TILE && (t->dtype == DT_F8E4M3 || t->dtype == DT_F8E5M2))
+      return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_DTYPE,
+                  "%s: line %u: %s values are not supported by the CUDA code generator yet (the CPU "
+                  "interpreter converts them)",
+                  f->name, op->loc.line, ir_dtype_name((ir_dtype)t->dtype));
+    /* a tile too large for the warps holding it: refused before LLVM unrolls it */
+    if (f->stage != IR_STAGE_GENERIC) continue;
     int64_t per_thread = ir_type_numel(t) / (32 * f->warps);
     if (t->kind == IR_TY_TILE && t->rank > 0 && per_thread > TL_MAX_VALUE_REGS)
       return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_REGISTERS,

@@ -34,6 +34,7 @@ enum tl_result {
 /* The codes of failures that are not front-end diagnostics. */
 #define TL_CODE_REGISTERS "REGISTER_LIMIT" /* a tile needs more registers per thread than allowed */
 #define TL_CODE_SMEM "SMEM_LIMIT"          /* more shared memory than the device allows */
+#define TL_CODE_DTYPE "UNSUPPORTED_DTYPE"  /* a dtype the target's code generator cannot handle */
 #define TL_CODE_IR "IR_INVALID"            /* textual IR that does not parse or verify */
 #define TL_CODE_INTERNAL "INTERNAL"
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eval.h"
 #include "ir.h"
 
 enum tok { T_EOF, T_IDENT, T_INT, T_FLOAT, T_VALUE, T_GLOBAL, T_PUNCT, T_ERR };
@@ -35,6 +36,7 @@ struct parser {
   struct ir_func *f;
   VEC(struct binding) binds; /* the visible names; scopes end by truncating it */
   struct ptrmap where;       /* name -> 1 + its index in binds (stale once truncated away) */
+  int depth;                 /* regions being parsed, nested */
 };
 
 static void TL_PRINTF(2, 3) fail(struct parser *ps, const char *fmt, ...) {
@@ -223,9 +225,13 @@ static ir_type_id parse_tile_type(struct parser *ps) {
   int rank = 0;
   while (s < ps->end && isspace((unsigned char)*s)) s++;
   while (s < ps->end && isdigit((unsigned char)*s)) {
-    long d = strtol(s, (char **)&s, 10);
+    /* the text is not NUL-terminated: no strtol, which would read past its end */
+    const char *d0 = s;
+    int64_t d = 0;
+    for (; s < ps->end && isdigit((unsigned char)*s); s++)
+      if (d <= (1 << 24)) d = d * 10 + (*s - '0');
     if (rank == IR_MAX_RANK) fail(ps, "tile rank exceeds %d", IR_MAX_RANK);
-    if (d <= 0 || d > (1 << 24)) fail(ps, "bad tile dimension %ld", d);
+    if (d <= 0 || d > (1 << 24)) fail(ps, "bad tile dimension %.*s", (int)TL_MIN(s - d0, 32), d0);
     dims[rank++] = (int32_t)d;
     if (s >= ps->end || *s != 'x') fail(ps, "expected 'x' in tile type");
     s++;
@@ -480,7 +486,7 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   if (code == IR_CONST) {
     double fv = 0;
     int64_t iv = 0;
-    bool isbool = false;
+    bool isbool = false, isfloat = false;
     if (is(ps, "true") || is(ps, "false")) {
       iv = is(ps, "true");
       isbool = true;
@@ -490,15 +496,26 @@ static void parse_op(struct parser *ps, uint32_t blk) {
       fv = (double)iv;
     } else {
       fv = parse_number(ps);
-      iv = (int64_t)fv;
+      isfloat = true;
     }
     expect(ps, ":");
     rtype = parse_type(ps, false);
     const struct ir_type *t = ir_type(f, rtype);
     if (isbool && t->dtype != DT_BOOL) fail(ps, "boolean constant of non-bool type");
+    if (isfloat && !ir_dtype_is_float(t->dtype)) {
+      /* an integer constant written as a float: it must be a whole number in range (the
+       * conversion of inf, nan or 1e300 to int64 is undefined) */
+      if (!(fv >= -0x1p63 && fv < 0x1p63) || fv != trunc(fv))
+        fail(ps, "constant %g is not an integer of type %s", fv, ir_dtype_name((ir_dtype)t->dtype));
+      iv = (int64_t)fv;
+    }
+    /* a constant holds a value of its type, as fold computes them (eval.c): an integer that
+     * does not fit is an error, a float is rounded to the type */
+    if (!ir_dtype_is_float(t->dtype) && ir_wrap_int((ir_dtype)t->dtype, iv) != iv)
+      fail(ps, "constant %lld does not fit %s", (long long)iv, ir_dtype_name((ir_dtype)t->dtype));
     uint32_t op = ir_build(&b, IR_CONST, NULL, 0, &rtype, 1);
     if (ir_dtype_is_float(t->dtype))
-      f->ops.v[op].f = fv;
+      f->ops.v[op].f = ir_round_float((ir_dtype)t->dtype, fv);
     else
       f->ops.v[op].i[0] = iv;
     bind_results(ps, &pr, op);
@@ -541,8 +558,14 @@ static void parse_op(struct parser *ps, uint32_t blk) {
   bind_results(ps, &pr, op);
 }
 
+/* Regions nest at most this deep: the parser, the verifier, the passes and codegen recurse
+ * once per level (the front end allows 256 levels of blocks; the GPU passes add a few). */
+enum { MAX_NESTING = 512 };
+
 static void parse_block(struct parser *ps, uint32_t blk) {
+  if (++ps->depth > MAX_NESTING) fail(ps, "regions are nested too deeply (more than %d levels)", MAX_NESTING);
   while (ps->tok != T_EOF && !is(ps, "}") && !is(ps, "body")) parse_op(ps, blk);
+  ps->depth--;
 }
 
 static int parse_list(struct parser *ps, const char *name, uint8_t *out, int max) {

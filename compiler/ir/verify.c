@@ -20,6 +20,7 @@
  * invariant.                                                                             */
 #include <string.h>
 
+#include "eval.h"
 #include "ir.h"
 
 struct verifier {
@@ -30,6 +31,8 @@ struct verifier {
   uint8_t *pending; /* value -> an in-flight wgmma accumulator (see pending_values) */
   uint8_t *outside; /* value -> defined outside the warp_specialize op being verified */
   int nerrors;
+  uint8_t *known;   /* value -> folds to the constant kval[value] (see fold_values) */
+  ir_scalar *kval;
   bool in_grid;
   uint32_t ws;      /* the warp_specialize op whose region is being verified (0: none) */
   int role;         /* 0: producer region, 1: consumer region */
@@ -199,20 +202,108 @@ static void check_region_end(struct verifier *v, uint32_t id, uint32_t blk, cons
 
 /* ---- GPU ops ---- */
 
+/* ---- constants as the generic passes see them ----
+ * A rule about a constant operand (a slot in range, a phase parity of 0 or 1) must also hold
+ * for operands that fold and canonicalize turn into constants, or a kernel the verifier
+ * accepts (say with a slot `mul %one, %c32` in a two-slot buffer) would be rejected after
+ * folding: an internal compiler error on input that was accepted. fold_values computes,
+ * before verification, the uniform value every scalar or tile folds to, with the passes'
+ * semantics: eval.c on constant operands (fold.c: elementwise ops, casts, min/max
+ * reductions), splat, broadcast, expand_dims and trans of a constant, and canonicalize.c's
+ * select and if on a constant condition and integer x * 0. Values the passes leave
+ * non-constant stay unknown (0 in known[]). */
+static bool folded(const struct verifier *v, ir_val x, ir_scalar *out) {
+  if (x == 0 || x >= v->f->values.n || !v->known[x]) return false;
+  *out = v->kval[x];
+  return true;
+}
+
+static void fold_block(struct verifier *v, uint32_t blk);
+
+static void fold_op(struct verifier *v, uint32_t id) {
+  const struct ir_func *f = v->f;
+  const struct ir_op *op = &f->ops.v[id];
+  for (uint32_t r = 0; r < op->nregions; r++)
+    if (op->region + r < f->blocks.n) fold_block(v, op->region + r);
+  if (op->nres == 0 || op->res == 0 || op->res + op->nres > f->values.n) return;
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (op->args[k] == 0 || op->args[k] >= f->values.n) return;
+  const struct ir_type *rt = ir_vtype(f, op->res);
+  ir_scalar a[3], r;
+  switch (op->code) {
+  case IR_CONST:
+    if (ir_dtype_is_float(rt->dtype)) r.f = op->f;
+    else r.i = op->i[0];
+    break;
+  case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_TRANS: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
+    if (op->nargs != 1 || !folded(v, op->args[0], &r)) return;
+    break;
+  case IR_CAST:
+    if (op->nargs != 1 || !folded(v, op->args[0], &a[0])) return;
+    r = ir_eval_cast(ir_vtype(f, op->args[0])->dtype, rt->dtype, a[0]);
+    break;
+  case IR_SELECT:
+    if (op->nargs != 3 || !folded(v, op->args[0], &a[0]) || !folded(v, op->args[a[0].i ? 1 : 2], &r)) return;
+    break;
+  case IR_IF: {
+    if (op->nargs != 1 || !folded(v, op->args[0], &a[0])) return;
+    uint32_t blk = op->region + (a[0].i ? 0 : 1);
+    if (op->nregions != 2 || blk >= f->blocks.n || !f->blocks.v[blk].ops.n) return;
+    const struct ir_op *y = &f->ops.v[VEC_LAST(f->blocks.v[blk].ops)];
+    for (uint32_t k = 0; y->code == IR_YIELD && k < op->nres && k < y->nargs; k++)
+      if (folded(v, y->args[k], &r)) {
+        v->known[op->res + k] = 1;
+        v->kval[op->res + k] = r;
+      }
+    return;
+  }
+  default: {
+    if (!(ir_ops[op->code].flags & OPF_ELEM) || op->nargs == 0 || op->nargs > 3 || op->nres != 1) return;
+    ir_dtype in = ir_vtype(f, op->args[0])->dtype;
+    bool all = true;
+    for (uint32_t k = 0; k < op->nargs; k++) all &= folded(v, op->args[k], &a[k]);
+    if (all) {
+      if (!ir_eval_elem((ir_opcode)op->code, in, a, &r)) return;
+    } else if (op->code == IR_MUL && op->nargs == 2 && ir_dtype_is_int(in) &&
+               ((folded(v, op->args[0], &a[0]) && a[0].i == 0) || (folded(v, op->args[1], &a[1]) && a[1].i == 0))) {
+      r.i = 0; /* canonicalize: integer x * 0 -> 0 */
+    } else {
+      return;
+    }
+    break;
+  }
+  }
+  v->known[op->res] = 1;
+  v->kval[op->res] = r;
+}
+
+static void fold_block(struct verifier *v, uint32_t blk) {
+  const struct ir_block *b = &v->f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++)
+    if (b->ops.v[i] && b->ops.v[i] < v->f->ops.n) fold_op(v, b->ops.v[i]);
+}
+
+static bool folded_int(const struct verifier *v, ir_val x, int64_t *out) {
+  ir_scalar s;
+  if (!folded(v, x, &s) || ir_dtype_is_float(vt((struct verifier *)v, x)->dtype)) return false;
+  *out = s.i;
+  return true;
+}
+
 static uint32_t def_code(struct verifier *v, ir_val x) {
   uint32_t d = ir_def_op(v->f, x);
   return d ? v->f->ops.v[d].code : IR_NONE;
 }
 
 /* A slot operand of a buffer or barrier array with `n` entries: an integer scalar, in range
- * when constant. */
+ * when it folds to a constant. */
 static void check_slot(struct verifier *v, uint32_t id, ir_val slot, int64_t n, const char *what) {
   if (!is_int_scalar(vt(v, slot))) {
     bad(v, id, "%s slot is not an integer scalar", what);
     return;
   }
   int64_t c;
-  if (ir_value_const_int(v->f, slot, &c) && (c < 0 || c >= n))
+  if (folded_int(v, slot, &c) && (c < 0 || c >= n))
     bad(v, id, "%s slot %lld is out of range (%lld slots)", what, (long long)c, (long long)n);
 }
 
@@ -225,6 +316,7 @@ static bool check_buffer(struct verifier *v, uint32_t id, ir_val buf, ir_val slo
     bad(v, id, "buffer operand is not a local_alloc");
     return false;
   }
+  if (t->rank < 2 || t->rank > 3) return false; /* reported at the local_alloc; callers index its last two dims */
   check_slot(v, id, slot, buffer_slots(t), "buffer");
   return true;
 }
@@ -330,7 +422,7 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     check_mbar(v, id, op->args[0], op->args[1]);
     int64_t c;
     if (!is_int_scalar(vt(v, op->args[2]))) bad(v, id, "the phase is not an integer scalar");
-    else if (ir_value_const_int(f, op->args[2], &c) && c != 0 && c != 1) bad(v, id, "the phase parity is %lld", (long long)c);
+    else if (folded_int(v, op->args[2], &c) && c != 0 && c != 1) bad(v, id, "the phase parity is %lld", (long long)c);
     break;
   }
   case IR_MBAR_ARRIVE:
@@ -691,7 +783,10 @@ bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err) {
   arena_init_child(&scratch, f->arena);
   struct verifier v = {f, after, err, ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
                        ARENA_NEWN(&scratch, uint8_t, f->values.n + 1), ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
-                       0, false, 0, 0};
+                       0, ARENA_NEWN(&scratch, uint8_t, f->values.n + 1), ARENA_NEWN(&scratch, ir_scalar, f->values.n + 1),
+                       false, 0, 0};
+  fold_block(&v, IR_GRID_BLOCK);
+  fold_block(&v, IR_BODY_BLOCK);
   if (f->stage > IR_STAGE_GENERIC && !f->target) bad_func(&v, "GPU IR without a target");
   if (f->threads && (f->threads % 32 || f->threads > 1024 || f->threads < 32 * f->warps))
     bad_func(&v, "threads=%d for warps=%d", f->threads, f->warps);

@@ -164,7 +164,8 @@ TILE_API const char *tile_errmsg(const tile_context *ctx);
  * there is none to give): for a compile error, the code of its first error diagnostic
  * ("CONSTRAINT": the options violate a `where` clause); "REGISTER_LIMIT": a tile needs more
  * registers per thread than a kernel may use; "SMEM_LIMIT": more shared memory than the
- * device allows; "IR_INVALID": textual IR that does not parse or verify; "INTERNAL": a
+ * device allows; "UNSUPPORTED_DTYPE": a dtype the target's code generator cannot handle
+ * yet (fp8 on CUDA); "IR_INVALID": textual IR that does not parse or verify; "INTERNAL": a
  * bug in the compiler. Valid until the next call. */
 TILE_API const char *tile_errcode(const tile_context *ctx);
 

@@ -1,18 +1,18 @@
 #!/bin/sh
-# Builds the front-end fuzzer with clang's libFuzzer, AddressSanitizer and UBSan:
+# Builds the libFuzzer targets (fuzz_frontend, fuzz_ir, fuzz_pipeline) with clang, ASan and
+# UBSan, from the CMake project next to this file, into their own build directory:
 #   tests/fuzz/build.sh [OUTDIR]        (default OUTDIR: build-fuzz in the repository root)
-# then run it, e.g. for five minutes on the seed corpus (new inputs go to OUTDIR/corpus):
-#   OUTDIR/fuzz_frontend -max_total_time=300 -max_len=4096 OUTDIR/corpus tests/fuzz/corpus
+# A second run only rebuilds what changed. JOBS (default 2) sets the build's parallelism;
+# CC and CXX (default clang, clang++) the compilers: Debian 12's clang 14 is what CI uses.
+# Then run one, e.g. tests/fuzz/run.sh ir 60 (see README.md next to this file).
 set -e
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$ROOT/build-fuzz}
 CC=${CC:-clang}
-mkdir -p "$OUT/corpus"
-bison -Wall -o "$OUT/parser.c" --header="$OUT/parser.h" "$ROOT/lang/parser.y"
-flex -o "$OUT/lexer.c" "$ROOT/lang/lexer.l"
-$CC -std=c17 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$ROOT/compiler/util" -I"$ROOT/compiler/target" -I"$ROOT/compiler/ir" -I"$ROOT/lang" -I"$OUT" \
-  "$ROOT/compiler/util/util.c" "$ROOT/compiler/target/target.c" "$ROOT/compiler/ir/ir.c" "$ROOT/compiler/ir/print.c" \
-  "$ROOT/compiler/ir/verify.c" "$ROOT"/lang/*.c "$OUT/parser.c" "$OUT/lexer.c" \
-  "$ROOT/tests/fuzz/fuzz_frontend.c" -lm -o "$OUT/fuzz_frontend"
-echo "built $OUT/fuzz_frontend"
+CXX=${CXX:-clang++}
+case "$CC" in *clang*) ;; *) CC=clang CXX=clang++ ;; esac # a gcc CC from the environment cannot link libFuzzer
+if [ ! -f "$OUT/build.ninja" ]; then
+  cmake -S "$ROOT/tests/fuzz" -B "$OUT" -G Ninja -DCMAKE_C_COMPILER="$CC" -DCMAKE_CXX_COMPILER="$CXX" >/dev/null
+fi
+cmake --build "$OUT" -j "${JOBS:-2}"
+echo "built $OUT/fuzz_frontend $OUT/fuzz_ir $OUT/fuzz_pipeline"
