@@ -685,28 +685,21 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
   po.dump = dump_hook;
   po.dump_ud = (void *)eo;
   po.time = eo->time_passes != 0;
-  struct strbuf sb, err;
+  struct strbuf sb;
   sb_init(&sb, &k->arena);
-  sb_init(&err, &k->arena);
   double t0 = tl_now_ms();
 
+  struct tl_error e;
+  sb_init(&e.msg, &k->arena);
+  enum tl_result r = TL_OK;
   if (eo->input_is_ir) {
     struct ir_module m;
-    if (!ir_parse(k->filename, src, len, &k->arena, &k->strs, &m, &err)) {
-      st = rt_error(ctx, TILE_COMPILE, "%s", sb_str(&err));
-      goto done;
-    }
+    r = tl_parse_ir_module(k->filename, src, len, &k->arena, &k->strs, &m, &e);
     po.parse_ms = tl_now_ms() - t0;
-    for (uint32_t i = 0; i < m.funcs.n; i++) {
+    for (uint32_t i = 0; !r && i < m.funcs.n; i++) {
       struct ir_func *f = m.funcs.v[i];
-      if (!ir_verify(f, NULL, &err)) {
-        st = rt_error(ctx, TILE_COMPILE, "%s", sb_str(&err));
-        goto done;
-      }
-      if (eo->passes && !pass_run_list(eo->passes, f, &po, &err)) {
-        st = rt_error(ctx, TILE_COMPILE, "%s", sb_str(&err));
-        goto done;
-      }
+      if (eo->passes) r = tl_run_passes(f, eo->passes, &po, &e);
+      if (r) break;
       if (eo->what == TILE_EMIT_IR) {
         if (i) sb_putc(&sb, '\n');
         ir_print_func(&sb, f, 0);
@@ -716,27 +709,26 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
       }
     }
   } else if (eo->what == TILE_EMIT_AST) {
-    struct lang_ctx *lc = lang_ctx_new(&k->arena, &k->strs);
-    struct ast_file *ast = lang_parse(lc, k->filename, src, len);
+    struct tl_source ts = {k->filename, src, len, false, NULL, NULL, 0};
+    struct lang_ctx *lc;
+    struct ast_file *ast;
+    r = tl_parse_ast(&ts, &k->arena, &k->strs, &lc, &ast, &e);
     copy_diags(ctx, lc, &k->arena);
-    if (lang_error_count(lc) || !ast) {
-      st = rt_error(ctx, TILE_COMPILE, "%s", lang_diag_text(lc));
-      goto done;
-    }
-    lang_print_ast(&sb, ast);
+    if (!r) lang_print_ast(&sb, ast);
   } else {
     st = front_end(ctx, k, &co, true, &po);
     if (st) goto done;
     if (eo->what == TILE_EMIT_IR) {
       ir_print_func(&sb, k->ir, 0);
     } else {
-      if (eo->passes && !pass_run_list(eo->passes, k->ir, &po, &err)) {
-        st = rt_error(ctx, TILE_COMPILE, "%s", sb_str(&err));
-        goto done;
-      }
-      st = rt_gpu_emit(ctx, k->ir, target, &sched, eo->what, eo, &po, &sb);
+      if (eo->passes) r = tl_run_passes(k->ir, eo->passes, &po, &e);
+      if (!r) st = rt_gpu_emit(ctx, k->ir, target, &sched, eo->what, eo, &po, &sb);
       if (st) goto done;
     }
+  }
+  if (r) {
+    st = rt_fail(ctx, r, &e);
+    goto done;
   }
   report_times(eo, &po, &k->arena);
   *out = tl_malloc(&ctx->alloc, sb.len + 1);

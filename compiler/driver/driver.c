@@ -80,6 +80,33 @@ enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct s
   return TL_OK;
 }
 
+enum tl_result tl_parse_ir_module(const char *name, const char *text, size_t len, struct arena *a,
+                                  struct strtab *strs, struct ir_module *out, struct tl_error *e) {
+  e->code = e->brief = NULL;
+  struct strbuf err;
+  sb_init(&err, a);
+  if (!ir_parse(name, text, len, a, strs, out, &err)) return fail(e, TL_ERR_PROGRAM, TL_CODE_IR, "%s", sb_str(&err));
+  for (uint32_t i = 0; i < out->funcs.n; i++)
+    if (!ir_verify(out->funcs.v[i], NULL, &err)) return fail(e, TL_ERR_PROGRAM, TL_CODE_IR, "%s", sb_str(&err));
+  return TL_OK;
+}
+
+enum tl_result tl_parse_ast(const struct tl_source *s, struct arena *a, struct strtab *strs,
+                            struct lang_ctx **lang, struct ast_file **ast, struct tl_error *e) {
+  e->code = e->brief = NULL;
+  *lang = lang_ctx_new(a, strs);
+  *ast = lang_parse(*lang, s->name, s->text, s->len);
+  return lang_error_count(*lang) || !*ast ? lang_fail(e, TL_ERR_PROGRAM, *lang) : TL_OK;
+}
+
+enum tl_result tl_run_passes(struct ir_func *f, const char *list, struct pass_options *po, struct tl_error *e) {
+  e->code = e->brief = NULL;
+  struct strbuf err;
+  sb_init(&err, e->msg.arena);
+  if (!pass_run_list(list, f, po, &err)) return fail(e, TL_ERR_PROGRAM, TL_CODE_IR, "%s", sb_str(&err));
+  return TL_OK;
+}
+
 enum tl_result tl_gpu_lower(struct ir_func *f, const struct tl_target *target, const struct tl_schedule *sched,
                             struct pass_options *po, struct tl_error *e) {
   e->code = e->brief = NULL;

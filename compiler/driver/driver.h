@@ -67,6 +67,18 @@ struct tl_front_result {
 enum tl_result tl_front_end(const struct tl_source *src, struct arena *a, struct strtab *strs,
                             struct pass_options *po, struct tl_front_result *out, struct tl_error *e);
 
+/* Parses textual IR holding any number of kernels and verifies each (tilec opt). */
+enum tl_result tl_parse_ir_module(const char *name, const char *text, size_t len, struct arena *a,
+                                  struct strtab *strs, struct ir_module *out, struct tl_error *e);
+
+/* Parses .tile source into its AST only (tilec --emit=ast); diagnostics in *lang. */
+enum tl_result tl_parse_ast(const struct tl_source *src, struct arena *a, struct strtab *strs,
+                            struct lang_ctx **lang, struct ast_file **ast, struct tl_error *e);
+
+/* Runs the comma-separated list of passes on f (tilec opt --passes); unknown names are
+ * errors in the request. */
+enum tl_result tl_run_passes(struct ir_func *f, const char *list, struct pass_options *po, struct tl_error *e);
+
 /* Lowers generic IR (stage generic) to placed GPU IR for the target and schedule; GPU IR
  * read from text (stage gpu) is only placed. Refuses tiles that would need more than
  * TL_MAX_VALUE_REGS registers per thread before LLVM would unroll them. */
