@@ -929,9 +929,12 @@ static tile_status plan_params(struct tuner *T, const tile_compile_options *uco,
   if (!(T->co.flags & TILE_SOURCE_IR)) {
     struct strtab *strs = ARENA_NEW(T->a, struct strtab);
     strtab_init(strs, T->a);
-    struct lang_ctx *lc = lang_ctx_new(T->a, strs);
-    struct ast_file *ast = lang_parse(lc, T->name, T->src, T->len);
-    if (!ast || lang_error_count(lc)) {
+    struct tl_source ts = {T->name, T->src, T->len, false, NULL, NULL, 0};
+    struct lang_ctx *lc;
+    struct ast_file *ast;
+    struct tl_error e;
+    sb_init(&e.msg, T->a);
+    if (tl_parse_ast(&ts, T->a, strs, &lc, &ast, &e)) {
       *front_end_error = true;
       return TILE_COMPILE;
     }
