@@ -148,41 +148,50 @@ void cg_gen_tma_load(struct cg *g, const struct ir_op *op) {
 }
 
 /* wgmma_wait: wgmma.wait_group n, with the accumulators passed through it (tied operands)
- * so that nothing reads them before the wait or holds copies across it. */
+ * so that nothing reads them before the wait or holds copies across it. One asm statement
+ * ties at most WAIT_REGS registers; more (two 256x256 f32 accumulators on 4 warps are 1024)
+ * go through several statements of the same wait, of which all but the first return at
+ * once (at most n groups are still pending when the first returns). */
+enum { WAIT_REGS = 512 };
+
 void cg_gen_wgmma_wait(struct cg *g, const struct ir_op *op) {
   uint32_t total = 0;
   for (uint32_t k = 0; k < op->nargs; k++) total += cg_val(g, op->args[k])->n;
   if (g->failed) return;
-  if (total == 0 || total > 512) {
-    cg_fail(g, "wgmma_wait over %u registers", total);
+  if (total == 0) {
+    cg_fail(g, "wgmma_wait over no registers");
     return;
   }
-  char *text = arena_alloc(g->arena, 64), *cons = arena_alloc(g->arena, 16 * total + 16);
-  snprintf(text, 64, "wgmma.wait_group.sync.aligned %d;", (int)op->i[0]);
-  int cn = 0;
-  for (uint32_t i = 0; i < total; i++) cn += snprintf(cons + cn, 16, "=f,");
-  for (uint32_t i = 0; i < total; i++) cn += snprintf(cons + cn, 16, "%u%s", i, i + 1 < total ? "," : "");
-  LLVMValueRef *args = ARENA_NEWN(g->arena, LLVMValueRef, total);
-  LLVMTypeRef *ft = ARENA_NEWN(g->arena, LLVMTypeRef, total);
+  LLVMValueRef *regs = ARENA_NEWN(g->arena, LLVMValueRef, total);
   uint32_t n = 0;
   for (uint32_t k = 0; k < op->nargs; k++) {
     struct cgval *v = cg_val(g, op->args[k]);
     for (uint32_t r = 0; r < v->n; r++) {
-      args[n] = v->r[r];
-      ft[n++] = g->f32;
+      regs[n++] = v->r[r];
       if (LLVMTypeOf(v->r[r]) != g->f32) {
         cg_fail(g, "wgmma_wait: accumulators are f32");
         return;
       }
     }
   }
-  LLVMTypeRef rt = LLVMStructTypeInContext(g->ctx, ft, total, 0);
-  LLVMValueRef res = cg_asm(g, rt, text, cons, args, total, true);
+  char *text = arena_alloc(g->arena, 64), *cons = arena_alloc(g->arena, 16 * WAIT_REGS + 16);
+  snprintf(text, 64, "wgmma.wait_group.sync.aligned %d;", (int)op->i[0]);
+  LLVMTypeRef *ft = ARENA_NEWN(g->arena, LLVMTypeRef, WAIT_REGS);
+  for (uint32_t i = 0; i < WAIT_REGS; i++) ft[i] = g->f32;
+  for (uint32_t c0 = 0; c0 < total; c0 += WAIT_REGS) {
+    uint32_t cnt = TL_MIN(total - c0, (uint32_t)WAIT_REGS);
+    int cn = 0;
+    for (uint32_t i = 0; i < cnt; i++) cn += snprintf(cons + cn, 16, "=f,");
+    for (uint32_t i = 0; i < cnt; i++) cn += snprintf(cons + cn, 16, "%u%s", i, i + 1 < cnt ? "," : "");
+    LLVMTypeRef rt = LLVMStructTypeInContext(g->ctx, ft, cnt, 0);
+    LLVMValueRef res = cg_asm(g, rt, text, cons, regs + c0, cnt, true);
+    for (uint32_t i = 0; i < cnt; i++) regs[c0 + i] = LLVMBuildExtractValue(g->b, res, i, "");
+  }
   n = 0;
   for (uint32_t k = 0; k < op->nargs; k++) {
     uint32_t nr = cg_val(g, op->args[k])->n;
     struct cgval *out = cg_new_val(g, op->res + k, nr);
-    for (uint32_t r = 0; r < nr; r++) out->r[r] = LLVMBuildExtractValue(g->b, res, n++, "");
+    for (uint32_t r = 0; r < nr; r++) out->r[r] = regs[n++];
   }
 }
 

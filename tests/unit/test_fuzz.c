@@ -201,3 +201,34 @@ Test(fuzz, cuda_fp8_is_unsupported_not_internal) {
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
+
+/* Two async wgmma accumulators of 256x256 f32 on 4 warps are 1024 registers per thread in
+ * one wgmma_wait; codegen refused more than 512 in its asm statement, an "internal compiler
+ * error" (fuzz_pipeline: swiglu with BM=BN=256, NW=4 on sm_90a). The wait now goes through
+ * several asm statements of at most 512 registers. */
+Test(fuzz, wgmma_wait_over_1024_registers) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  const char *src =
+      "kernel k(X: f16[M, K], W1: f16[N, K], W3: f16[N, K], Y: out f16[M, N]) grid(cdiv(M, 256), cdiv(N, 256)) warps(4) {\n"
+      "  let m0 = program_id(0) * 256;\n"
+      "  let n0 = program_id(1) * 256;\n"
+      "  var gate = zeros([256, 256], f32);\n"
+      "  var up = zeros([256, 256], f32);\n"
+      "  for k in range(0, K, 32, stages=2) {\n"
+      "    let x = X[m0 : +256, k : +32];\n"
+      "    gate += x @ W1[n0 : +256, k : +32].T;\n"
+      "    up += x @ W3[n0 : +256, k : +32].T;\n"
+      "  }\n"
+      "  Y[m0 : +256, n0 : +256] = silu(gate) * up;\n"
+      "}\n";
+  tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = "sm_90a", .schedule = "persistent=0"};
+  tile_emit_options eo = {.what = TILE_EMIT_PTX};
+  char *out = NULL;
+  tile_status st = tile_emit(ctx, "k.tile", src, strlen(src), &co, &eo, &out, NULL);
+  cr_assert_eq(st, TILE_OK, "%s: %s", tile_status_name(st), tile_errmsg(ctx));
+  cr_expect(strstr(out, "wgmma.wait_group"), "no wgmma wait in the PTX");
+  tile_free(out);
+  tile_context_destroy(ctx);
+}
