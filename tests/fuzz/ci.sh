@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # ci.sh - CI's fuzzing step (.ci/run): installs clang and its libFuzzer runtime when missing
 # (Debian 12: clang 14), builds the fuzz targets and runs each on its corpus for a short
-# while: the front end and the IR parser ~60 s, the pipeline to PTX ~120 s. Any crash, leak,
+# while: a fixed number of executions from a fixed seed (FUZZ_RUNS: front end, IR parser,
+# pipeline to PTX), so that CI explores exactly what `tests/fuzz/ci.sh` explores on a
+# developer's machine with the same clang, and a landing fails only on a defect the
+# developer could have reproduced; FUZZ_SECONDS caps each run's time. Any crash, leak,
 # hang (a unit over the target's timeout) or sanitizer report fails the step; the
-# reproducer is left in $FUZZ_OUT/artifacts/ (default build-fuzz).
-#   FUZZ_SECONDS="60 60 120" tests/fuzz/ci.sh     (frontend, ir, pipeline)
+# reproducer is left in $FUZZ_OUT/artifacts/ (default build-fuzz). Open-ended fuzzing with
+# random seeds is `tests/fuzz/run.sh TARGET SECONDS` (tests/fuzz/LOG.md).
+#   FUZZ_SEED=1 FUZZ_RUNS="100000 300000 2500" FUZZ_SECONDS="120 120 240" tests/fuzz/ci.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -25,8 +29,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-read -r S_FRONTEND S_IR S_PIPELINE <<<"${FUZZ_SECONDS:-60 60 120}"
+read -r S_FRONTEND S_IR S_PIPELINE <<<"${FUZZ_SECONDS:-120 120 240}"
+read -r R_FRONTEND R_IR R_PIPELINE <<<"${FUZZ_RUNS:-100000 300000 2500}"
+SEED=${FUZZ_SEED:-1}
 export JOBS=${JOBS:-$(nproc)}
-bash tests/fuzz/run.sh frontend "$S_FRONTEND"
-bash tests/fuzz/run.sh ir "$S_IR"
-bash tests/fuzz/run.sh pipeline "$S_PIPELINE"
+bash tests/fuzz/run.sh frontend "$S_FRONTEND" -seed="$SEED" -runs="$R_FRONTEND"
+bash tests/fuzz/run.sh ir "$S_IR" -seed="$SEED" -runs="$R_IR"
+bash tests/fuzz/run.sh pipeline "$S_PIPELINE" -seed="$SEED" -runs="$R_PIPELINE"
