@@ -204,6 +204,11 @@ static LLVMValueRef from_bits(struct cg *g, LLVMValueRef bits, ir_dtype dt) {
   return bits;
 }
 
+/* The word size of a vector access of `total` bits to elements of `bits`: 32-bit words,
+ * fewer bits when the whole access is smaller, and whole elements when those are wider
+ * (two i64 are one ld.v2.b64; 32-bit words would hold half an element each). */
+static int word_bits(int bits, int total) { return bits > 32 ? bits : total >= 32 ? 32 : total; }
+
 /* PTX register class and constraint letter for an integer of `bits` (bytes are held in
  * 16-bit registers). */
 static const char *cons_of(int bits) { return bits <= 16 ? "h" : bits == 32 ? "r" : "l"; }
@@ -218,7 +223,7 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
   LLVMValueRef fill_bits = to_bits(g, fill, x.dt);
   if (x.vec > 1) {
     /* one access of v elements = w words of `wbits` */
-    int total = x.vec * bits, wbits = total >= 32 ? 32 : total, w = total / wbits;
+    int total = x.vec * bits, wbits = word_bits(bits, total), w = total / wbits;
     int per_word = wbits / bits;
     LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
     LLVMValueRef fw = LLVMConstInt(wt, 0, 0);
@@ -278,7 +283,7 @@ static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs) {
   struct access x = *xp;
   int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
   if (x.vec > 1) {
-    int total = x.vec * bits, wbits = total >= 32 ? 32 : total, w = total / wbits;
+    int total = x.vec * bits, wbits = word_bits(bits, total), w = total / wbits;
     int per_word = wbits / bits;
     LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
     char text[512], cons[128];

@@ -232,3 +232,30 @@ Test(fuzz, wgmma_wait_over_1024_registers) {
   tile_free(out);
   tile_context_destroy(ctx);
 }
+
+/* A vector load of 64-bit elements (two i64 per thread: 128 bits) was split into 32-bit
+ * words holding half an element each, and no register of the tile was set: codegen then
+ * built a conversion of a null value and crashed inside LLVM (CI's fuzz_pipeline run, an
+ * i64 tensor loaded in a loop). Now one ld.global.v2.b64. */
+Test(fuzz, i64_vector_load_in_loop) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  const char *src = "kernel k(B: i64[M, N], Y: out f32[M, N]) grid(M) warps(1) {\n"
+                    "  let row = program_id(0);\n"
+                    "  for c in range(0, N, 64) {\n"
+                    "    Y[row, c : +64] = f32(load(B[row, c : +64], fill=0)) + f16(B[row, c : +64]);\n"
+                    "  }\n"
+                    "}\n";
+  const char *archs[] = {"sm_80", "sm_90a"};
+  for (int i = 0; i < 2; i++) {
+    tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = archs[i]};
+    tile_emit_options eo = {.what = TILE_EMIT_PTX};
+    char *out = NULL;
+    tile_status st = tile_emit(ctx, "k.tile", src, strlen(src), &co, &eo, &out, NULL);
+    cr_assert_eq(st, TILE_OK, "%s: %s: %s", archs[i], tile_status_name(st), tile_errmsg(ctx));
+    cr_expect(strstr(out, "ld.global.v2.b64"), "%s: no 128-bit load of two i64", archs[i]);
+    tile_free(out);
+  }
+  tile_context_destroy(ctx);
+}
