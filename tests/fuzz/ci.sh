@@ -8,7 +8,7 @@
 # hang (a unit over the target's timeout) or sanitizer report fails the step; the
 # reproducer is left in $FUZZ_OUT/artifacts/ (default build-fuzz). Open-ended fuzzing with
 # random seeds is `tests/fuzz/run.sh TARGET SECONDS` (tests/fuzz/LOG.md).
-#   FUZZ_SEED=1 FUZZ_RUNS="100000 300000 2500" FUZZ_SECONDS="120 120 240" tests/fuzz/ci.sh
+#   FUZZ_SEED=1 FUZZ_RUNS="100000 300000 2500" FUZZ_SECONDS="600 600 900" tests/fuzz/ci.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -29,7 +29,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-read -r S_FRONTEND S_IR S_PIPELINE <<<"${FUZZ_SECONDS:-120 120 240}"
+read -r S_FRONTEND S_IR S_PIPELINE <<<"${FUZZ_SECONDS:-600 600 900}"
 read -r R_FRONTEND R_IR R_PIPELINE <<<"${FUZZ_RUNS:-100000 300000 2500}"
 SEED=${FUZZ_SEED:-1}
 export JOBS=${JOBS:-$(nproc)}
