@@ -52,16 +52,32 @@ for f in "$DEST/tilec" "$DEST/bench_compile" "$DEST"/example_* "$DEST"/bench_gem
   fi
 done
 
+# The Python wheel (pyproject.toml): it holds libtile.so, so the carry keeps only the wheel and
+# tools/gpu_check.sh unpacks the library from it there (the transfer limit is 64 MiB). cffi for
+# the GPU machine's Python goes to wheels/ (that machine cannot download).
+version=$(LD_LIBRARY_PATH="$DEST" "$DEST/tilec" --version)
+if [ -z "${TILE_CARRY_NO_WHEEL:-}" ] && python3 -m pip --version >/dev/null 2>&1; then
+  echo "carry: building the Python wheel (build-wheel/)"
+  if python3 -m pip wheel . -w "$DEST" --no-deps -q >"$BUILD/wheel.log" 2>&1; then
+    rm -f "$DEST/libtile.so"
+    python3 -m pip download -q --only-binary=:all: --python-version "${CARRY_PYTHON_VERSION:-3.12}" \
+      --platform manylinux2014_x86_64 --implementation cp -d "$DEST/wheels" cffi pycparser >/dev/null 2>&1 ||
+      echo "carry: warning: could not download cffi wheels for Python ${CARRY_PYTHON_VERSION:-3.12}" >&2
+  else
+    echo "carry: warning: the wheel did not build (see $BUILD/wheel.log); carrying libtile.so" >&2
+  fi
+fi
+
 {
   echo "built:   $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -m), $(ldd --version 2>/dev/null | head -1)"
   echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)" \
     "($(git status --porcelain 2>/dev/null | wc -l | tr -d ' ') files changed or new)"
-  echo "version: $(LD_LIBRARY_PATH="$DEST" "$DEST/tilec" --version)"
+  echo "version: $version"
   echo "files:   $(cd "$DEST" && echo *)"
 } >"$DEST/MANIFEST"
 
 kb=$(du -sk "$DEST" | cut -f1)
-for f in "$DEST"/*; do printf '  %10d  %s\n' "$(wc -c <"$f")" "${f##*/}"; done
+for f in "$DEST"/* "$DEST"/wheels/*; do [ -f "$f" ] || continue; printf '  %10d  %s\n' "$(wc -c <"$f")" "${f##*/}"; done
 cat "$DEST/MANIFEST"
 echo "carry: $DEST holds $((kb / 1024)) MiB ($kb KiB)"
 if [ "$kb" -gt $((LIMIT_MB * 1024)) ]; then

@@ -43,6 +43,12 @@ CARRY=$(cd "${1:-.carry}" 2>/dev/null && pwd) || {
   echo "gpu_check: no folder '${1:-.carry}': build it with tools/carry.sh" >&2
   exit 2
 }
+# tools/carry.sh carries libtile.so inside the Python wheel only (the transfer limit)
+WHEEL=$(ls "$CARRY"/tile_lang-*.whl 2>/dev/null | head -1)
+if [ ! -e "$CARRY/libtile.so" ] && [ -n "$WHEEL" ]; then
+  python3 -c 'import sys, zipfile; open(sys.argv[2], "wb").write(zipfile.ZipFile(sys.argv[1]).read("tile/libtile.so"))' \
+    "$WHEEL" "$CARRY/libtile.so" && chmod +x "$CARRY/libtile.so"
+fi
 for f in libtile.so tilec bench_compile cuda_smoke; do
   [ -e "$CARRY/$f" ] || { echo "gpu_check: $CARRY/$f is missing: run tools/carry.sh" >&2; exit 2; }
 done
@@ -94,6 +100,9 @@ summarize() {
   # cuda_smoke: "PASS name" / "FAIL name" lines
   [ -z "$s" ] && s=$(printf '%s\n' "$out" | awk '$1 == "PASS" { p++ } $1 == "FAIL" { f++ }
     END { if (p + f) printf "%d of %d smoke checks passed", p, p + f }')
+  # pytest: "12 passed, 1 skipped in 3.1s"; tools/bench_python.py: the ratio line
+  [ -z "$s" ] && s=$(printf '%s\n' "$out" | grep -oE '^[0-9]+ (passed|failed).* in [0-9.]+s' | tail -1)
+  [ -z "$s" ] && s=$(printf '%s\n' "$out" | sed -n 's/^tile \/ triton host time per launch: \([0-9.]*x\).*/tile\/triton launch time \1/p')
   # compute-sanitizer: "ERROR SUMMARY: n errors"
   [ -z "$s" ] && s=$(printf '%s\n' "$out" | grep -o 'ERROR SUMMARY: [0-9]* error[s]*' | head -1)
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then
@@ -433,6 +442,25 @@ if [ "${BENCH:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     "--flops=2*B*H*N*NK*64"
   bench softmax.tile softmax T=f16 M=8192,N=8192 ""
   bench layernorm.tile layernorm T=bf16 M=8192,N=8192 "eps=1e-5"
+fi
+
+# ---- 6. the Python package ------------------------------------------------------------------
+# The carried wheel installed into a fresh folder with pip (no network: cffi from the carried
+# wheels/ when the machine's Python lacks it), then its pytest suite (the interpreter and the
+# torch paths: lib kernels against torch, streams, torch.compile without graph breaks) and
+# the launch-overhead comparison with Triton.
+
+if [ "${PYTHON_CHECK:-1}" != 0 ] && [ -n "$WHEEL" ] && command -v python3 >/dev/null; then
+  PYSITE=$(mktemp -d /tmp/tile_pysite.XXXXXX)
+  # shellcheck disable=SC2016
+  PIP_CMD='python3 -c "import cffi" 2>/dev/null ||
+      python3 -m pip install -q --no-index --find-links "$1/wheels" --target "$2" cffi pycparser || exit 1
+    python3 -m pip install -q --no-index --no-deps --target "$2" "$3" || exit 1
+    PYTHONPATH="$2" python3 -c "import tile; print(\"installed\", tile.version())"'
+  check python "pip install the wheel" - - bash -c "$PIP_CMD" _ "$CARRY" "$PYSITE" "$WHEEL"
+  PYENV=(env PYTHONPATH="$PYSITE" TILE_PY_INSTALLED=1 TILE_LIBRARY= TILE_CACHE_DIR=)
+  check python "pytest tests/python" - - "${PYENV[@]}" python3 -m pytest -q -p no:cacheprovider tests/python
+  [ "$DEVICE" = cuda ] && check python "launch overhead vs triton" - f32 "${PYENV[@]}" python3 tools/bench_python.py
 fi
 
 # ---- the table -------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(cmake ninja-build gcc g++ make llvm-22-dev flex bison libcriterion-dev
-          libzstd-dev zlib1g-dev pkg-config python3-pip)
+          libzstd-dev zlib1g-dev pkg-config python3-pip python3-cffi python3-numpy python3-pytest)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

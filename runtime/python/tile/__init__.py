@@ -47,7 +47,18 @@ typedef struct {
   void *data; tile_py_dldevice device; int ndim; tile_py_dldtype dtype;
   int64_t *shape; int64_t *strides; uint64_t byte_offset;
 } tile_py_dltensor;
+typedef struct { uintptr_t data; int dtype; unsigned rank; int64_t shape[4]; int64_t strides[4]; } tile_py_tensor;
+typedef struct { int kind; union { tile_py_tensor tensor; int64_t i; double f; } u; } tile_py_arg;
 """)
+# tile_py_arg is tile_arg with an integer data pointer, so that an argument array is built in
+# one call from Python ints; the layouts are checked here, against the header's declarations
+for _f in ("kind", "u"):
+    assert ffi.offsetof("tile_py_arg", _f) == ffi.offsetof("tile_arg", _f)
+for _f in ("data", "dtype", "rank", "shape", "strides"):
+    assert ffi.offsetof("tile_py_tensor", _f) == ffi.offsetof("tile_tensor", _f)
+assert ffi.sizeof("tile_py_arg") == ffi.sizeof("tile_arg")
+_ARG_TENSOR, _ARG_INT, _ARG_FLOAT = lib.TILE_ARG_TENSOR, lib.TILE_ARG_INT, lib.TILE_ARG_FLOAT
+_FLOAT_NAMES = frozenset(("f32", "f16", "bf16", "f64"))
 
 
 def _torch_dtypes():
@@ -62,6 +73,18 @@ def _torch_dtypes():
 
 
 _torch_table = None
+_torch_stream_fn = None
+
+
+def _torch_current_stream(index):
+    """torch's current CUDA stream handle on device `index` (the raw getter: a microsecond
+    cheaper than torch.cuda.current_stream(), which builds a Stream object)."""
+    global _torch_stream_fn
+    if _torch_stream_fn is None:
+        import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _torch_stream_fn = raw or (lambda i: torch.cuda.current_stream(i).cuda_stream)
+    return _torch_stream_fn(index)
 
 
 def torch_dtype(dtype_name):
@@ -209,18 +232,23 @@ def _from_dlpack(obj):
     return _Tensor(dev, t.device.device_id, ptr, dt, shape, strides, (obj, cap))
 
 
+_TORCH_TYPES = set()
+
+
 def _as_tensor(obj, name):
-    mod = type(obj).__module__
-    if mod.startswith("torch"):
+    if type(obj) in _TORCH_TYPES or type(obj).__module__.startswith("torch"):
         global _torch_table
         if _torch_table is None:
             _torch_table = _torch_dtypes()
+            import torch
+            _TORCH_TYPES.add(torch.Tensor)
+            _TORCH_TYPES.add(torch.nn.Parameter)
         dt = _torch_table.get(obj.dtype)
         if dt is None:
             raise TypeError("%s: torch dtype %s is not supported" % (name, obj.dtype))
-        dev = obj.device
-        return _Tensor("cuda" if dev.type == "cuda" else "cpu", dev.index or 0, obj.data_ptr(), dt,
-                       tuple(obj.shape), tuple(obj.stride()), obj)
+        if obj.is_cuda:
+            return _Tensor("cuda", obj.get_device(), obj.data_ptr(), dt, obj.shape, obj.stride(), obj)
+        return _Tensor("cpu", 0, obj.data_ptr(), dt, obj.shape, obj.stride(), obj)
     iface = getattr(obj, "__cuda_array_interface__", None)
     if iface is not None:
         return _from_interface(obj, iface, "cuda")
@@ -365,9 +393,11 @@ class Kernel:
 
     # -- arguments
     def _bind(self, args, kwargs):
-        """The call's values in parameter order, and the device they live on."""
+        """The call's arguments as a tile_arg array in parameter order, and the device they
+        live on (that of the first tensor; the CPU interpreter when there is none). The
+        array is built in one cffi call from Python values (the launch overhead matters)."""
         first, first_obj = None, None
-        for a in list(args) + list(kwargs.values()):
+        for a in args if not kwargs else list(args) + list(kwargs.values()):
             if a is None or isinstance(a, (bool, int, float)):
                 continue
             first, first_obj = _as_tensor(a, "argument"), a
@@ -375,9 +405,12 @@ class Kernel:
         device = first.device if first else "cpu"
         index = first.index if first else 0
         ctx, handle, params = self._handle(device, index)
-        if len(args) > len(params):
-            raise TypeError("%s takes %d arguments, got %d" % (self.kernel or "kernel", len(params), len(args)))
-        bound = list(args) + [None] * (len(params) - len(args))
+        n = len(params)
+        if len(args) > n:
+            raise TypeError("%s takes %d arguments, got %d" % (self.kernel or "kernel", n, len(args)))
+        bound = list(args)
+        if len(bound) < n:
+            bound += [None] * (n - len(bound))
         for name, v in kwargs.items():
             idx = next((i for i, p in enumerate(params) if p.name == name), None)
             if idx is None:
@@ -386,19 +419,15 @@ class Kernel:
             if idx < len(args):
                 raise TypeError("parameter %r given twice" % name)
             bound[idx] = v
-        arr = ffi.new("tile_arg[]", max(len(params), 1))
-        keep = []
+        init, keep = [], []
         stream = None
-        for i, (p, v) in enumerate(zip(params, bound)):
-            a = arr[i]
+        for p, v in zip(params, bound):
             if p.is_tensor:
                 if v is None:
                     if p.is_used:
                         raise TypeError("missing tensor argument %r" % p.name)
-                    a.kind = lib.TILE_ARG_TENSOR
-                    a.u.tensor.data = ffi.NULL
-                    a.u.tensor.dtype = _DTYPE_BY_NAME.get(p.dtype, 0)
-                    a.u.tensor.rank = p.rank  # no data: the shape is not checked
+                    # no data: the shape is not checked
+                    init.append((_ARG_TENSOR, {"tensor": (0, _DTYPE_BY_NAME.get(p.dtype, 0), p.rank)}))
                     continue
                 t = first if v is first_obj else _as_tensor(v, p.name)
                 if t.device != device or t.index != index:
@@ -406,15 +435,9 @@ class Kernel:
                                      (p.name, t.device, t.index, device, index))
                 if len(t.shape) > 4:
                     raise ValueError("%s: rank %d (at most 4)" % (p.name, len(t.shape)))
-                if t.strides and all(s == 0 for s in t.strides) and any(d > 1 for d in t.shape):
+                if not any(t.strides) and any(d > 1 for d in t.shape):
                     raise ValueError("%s: a broadcast tensor (all strides 0): pass a contiguous copy" % p.name)
-                a.kind = lib.TILE_ARG_TENSOR
-                a.u.tensor.data = ffi.cast("void *", t.ptr)
-                a.u.tensor.dtype = t.dtype
-                a.u.tensor.rank = len(t.shape)
-                for d in range(len(t.shape)):
-                    a.u.tensor.shape[d] = t.shape[d]
-                    a.u.tensor.strides[d] = t.strides[d]
+                init.append((_ARG_TENSOR, {"tensor": (t.ptr, t.dtype, len(t.shape), t.shape, t.strides)}))
                 keep.append(t.keep)
                 if stream is None and t.stream is not None:
                     stream = t.stream
@@ -423,14 +446,14 @@ class Kernel:
                     if p.is_used:
                         raise TypeError("missing scalar argument %r" % p.name)
                     v = 0  # not used by this specialization (e.g. alpha without SCALED)
-                if p.dtype in ("f32", "f16", "bf16", "f64"):
-                    a.kind = lib.TILE_ARG_FLOAT
-                    a.u.f = float(v)
+                if p.dtype in _FLOAT_NAMES:
+                    init.append((_ARG_FLOAT, {"f": float(v)}))
                 else:
                     if isinstance(v, float) and not v.is_integer():
                         raise TypeError("%s: an integer parameter, got %r" % (p.name, v))
-                    a.kind = lib.TILE_ARG_INT
-                    a.u.i = int(v)
+                    init.append((_ARG_INT, {"i": int(v)}))
+        arr = ffi.cast("tile_arg *", ffi.new("tile_py_arg[]", init or 1))
+        keep.append(arr)
         return ctx, handle, params, arr, keep, device, index, stream, first
 
     def _stream(self, device, index, stream, from_args, first):
@@ -438,9 +461,8 @@ class Kernel:
             return ffi.NULL
         if stream is not None:
             h = _stream_handle(stream)
-        elif first is not None and type(first.keep).__module__.startswith("torch"):
-            import torch
-            h = torch.cuda.current_stream(index).cuda_stream
+        elif first is not None and type(first.keep) in _TORCH_TYPES:
+            h = _torch_current_stream(index)
         else:
             # __cuda_array_interface__'s stream: 1 = legacy default, 2 = per-thread default
             h = (None if from_args == 1 else from_args) if isinstance(from_args, int) else None
