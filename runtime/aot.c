@@ -402,6 +402,7 @@ static const char *const prelude[] = {
     "                      d, (long long)grid[d], d == 0 ? INT32_MAX : 65535);",
     "  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0) return TILE_AOT_OK;",
     "  struct aot_loaded l;",
+    "  memset(&l, 0, sizeof l);",
     "  int st = aot_module(k, aligned, why, &l);",
     "  if (st) return st;",
     "#if AOT_TMA",
