@@ -94,13 +94,14 @@ static tile_status compile_ptx(tile_context *ctx, struct ir_func *f, const struc
   return r ? rt_fail(ctx, r, &e) : TILE_OK;
 }
 
-tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
-                        const struct tl_schedule *sched, tile_emit_kind what, const tile_emit_options *eo,
-                        struct pass_options *po, struct strbuf *out) {
+tile_status rt_gpu_emit_code(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
+                             const struct tl_schedule *sched, enum cg_output out, bool assume_unaligned,
+                             struct pass_options *po, struct arena *a, struct cg_result *res) {
   if (f->stage != IR_STAGE_GENERIC) target = f->target; /* GPU IR names its own target */
   /* ahead of time the arguments are unknown: assume the common case (16-byte aligned
    * bases, contiguous rows, 16-byte multiple strides and sizes); assume_unaligned drops
-   * the strides and sizes (a 4095-wide matrix), not the bases' alignment */
+   * the strides and sizes (a 4095-wide matrix), not the bases' alignment. The launchers
+   * of tilec aot check exactly these facts (aot.c). */
   for (uint32_t i = 0; i < f->params.n; i++) {
     struct ir_param *p = &f->params.v[i];
     if (p->kind == IR_PARAM_TENSOR) {
@@ -108,15 +109,21 @@ tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const struct tl_ta
       p->facts.align = 16; /* any allocator's base pointers */
       for (int d = 0; d < rank; d++) {
         p->facts.stride1[d] = d == rank - 1;
-        p->facts.div16[d] = !eo->assume_unaligned && d != rank - 1;
+        p->facts.div16[d] = !assume_unaligned && d != rank - 1;
       }
     } else if (p->kind == IR_PARAM_SHAPE) {
-      p->div16 = !eo->assume_unaligned;
+      p->div16 = !assume_unaligned;
     }
   }
+  return compile_ptx(ctx, f, target, sched, out, po, a, res);
+}
+
+tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
+                        const struct tl_schedule *sched, tile_emit_kind what, const tile_emit_options *eo,
+                        struct pass_options *po, struct strbuf *out) {
   struct cg_result res;
-  tile_status st =
-      compile_ptx(ctx, f, target, sched, what == TILE_EMIT_LLVM ? CG_OUT_LLVM : CG_OUT_PTX, po, out->arena, &res);
+  tile_status st = rt_gpu_emit_code(ctx, f, target, sched, what == TILE_EMIT_LLVM ? CG_OUT_LLVM : CG_OUT_PTX,
+                                    eo->assume_unaligned != 0, po, out->arena, &res);
   if (st) return st;
   sb_putn(out, res.text, res.len);
   return TILE_OK;
@@ -213,7 +220,7 @@ struct packed {
 };
 
 /* CUtensorMapDataType of an element type (fp8 travels as bytes). */
-static int tmap_dtype(ir_dtype dt) {
+int rt_tmap_dtype(ir_dtype dt) {
   switch (dt) {
   case DT_F16: return 6;   /* CU_TENSOR_MAP_DATA_TYPE_FLOAT16 */
   case DT_BF16: return 9;  /* BFLOAT16 */
@@ -251,7 +258,7 @@ static tile_status encode_tmap(tile_context *ctx, tile_kernel *k, const struct c
   }
   int swz = t->swizzle == 128 ? 3 : t->swizzle == 64 ? 2 : t->swizzle == 32 ? 1 : 0;
   CUtensorMap map;
-  CUresult r = ctx->cuda.cuTensorMapEncodeTiled(&map, tmap_dtype((ir_dtype)t->dtype), (uint32_t)rank, x->data, dim,
+  CUresult r = ctx->cuda.cuTensorMapEncodeTiled(&map, rt_tmap_dtype((ir_dtype)t->dtype), (uint32_t)rank, x->data, dim,
                                                 stride, box, es, 0 /* no interleave */, swz, 2 /* L2 128B */,
                                                 0 /* zeros out of bounds */);
   if (r != CUDA_SUCCESS) {

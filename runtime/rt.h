@@ -189,6 +189,14 @@ struct pass_options;
 tile_status rt_gpu_emit(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
                         const struct tl_schedule *sched, tile_emit_kind what, const tile_emit_options *eo,
                         struct pass_options *po, struct strbuf *out);
+/* The target code of f for ahead-of-time output (tile_emit, tile_emit_aot): f's facts are
+ * set to the common case (16-byte aligned bases, contiguous rows; 16-byte multiple strides
+ * and sizes unless assume_unaligned), then it is compiled in place into res (text in a). */
+tile_status rt_gpu_emit_code(tile_context *ctx, struct ir_func *f, const struct tl_target *target,
+                             const struct tl_schedule *sched, enum cg_output out, bool assume_unaligned,
+                             struct pass_options *po, struct arena *a, struct cg_result *res);
+/* The CUtensorMapDataType of an element type (TMA descriptors; aot.c writes it into code). */
+int rt_tmap_dtype(ir_dtype dt);
 /* Times `o->reps` launches with device events into t[], setting *n. */
 tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args, unsigned nargs,
                          const tile_bench_options *o, double *t, int *n);

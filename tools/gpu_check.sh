@@ -10,7 +10,10 @@
 #
 # What it runs, in order:
 #   1. cuda_smoke: the Driver API layer on its own (no GPU: everything else is skipped);
-#   2. the examples (on the GPU; each compares with its own C loop);
+#   2. the examples (on the GPU; each compares with its own C loop), and the ahead-of-time
+#      GEMM: `tilec aot` launchers built with this machine's cc and -lcuda only
+#      (tools/aot_gemm.c), checked against a double reference, against the JIT kernel's
+#      result on the same inputs, and timed against it in the same process;
 #   3. every lib kernel with `tilec run --device=cuda --check` (the GPU result against the
 #      CPU interpreter on the same random inputs), over ragged and aligned shapes (sizes 1,
 #      7, 33, 1000, 4095 in the relevant dimensions), T=f32/f16/bf16 where the kernel takes
@@ -217,6 +220,49 @@ for ex in "$CARRY"/example_*; do
     check example "$name" default "$dt" "$ex"
   fi
 done
+
+# ---- 2b. the ahead-of-time GEMM (tilec aot) --------------------------------------------------
+# The carried tilec writes gemm_aot.{h,c} (sm_90a and sm_80 PTX; cubins too when ptxas is
+# here); tools/aot_gemm.c is built against them with this machine's cc and -lcuda only (no
+# libtile: ldd must not show it), and again with -DAOT_WITH_JIT and libtile to compare with
+# the JIT kernel. Rows: build, result (against double), AOT vs JIT result, AOT vs JIT time.
+
+AOT_DIR=$LOG_DIR/aot
+# aot_cc OUT EXTRA...: cc with -lcuda; where the driver package has no libcuda.so link, the
+# toolkit's stub, then libcuda.so.1 itself by name
+aot_cc() {
+  local out=$1 try
+  shift
+  for try in "-lcuda" "-L/usr/local/cuda/lib64/stubs -lcuda" \
+    "-L$(dirname "$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')" 2>/dev/null || echo /) -l:libcuda.so.1"; do
+    # shellcheck disable=SC2086 # try holds several words
+    "${CC:-cc}" -std=c11 -O2 -Wall -Wextra -o "$out" "$@" $try -lpthread -lm && return 0
+  done
+  return 1
+}
+# shellcheck disable=SC2016 # expanded by the inner bash
+aot_build='set -e; dir=$1 carry=$2; rm -rf "$dir"; mkdir -p "$dir"
+  "$carry/tilec" aot lib/gemm.tile -k gemm --arch=sm_90a,sm_80 -o "$dir/gemm_aot"
+  grep -c "_cubin\[" "$dir/gemm_aot.c" >/dev/null && echo "cubins embedded" || echo "PTX only (no ptxas here)"
+  aot_cc "$dir/aot_gemm" -I "$dir" tools/aot_gemm.c "$dir/gemm_aot.c"
+  if ldd "$dir/aot_gemm" | grep -E "libtile|LLVM"; then echo "FAIL: links libtile or LLVM"; exit 1; fi
+  aot_cc "$dir/aot_gemm_jit" -DAOT_WITH_JIT -I "$dir" -I runtime/include tools/aot_gemm.c "$dir/gemm_aot.c" \
+    -L "$carry" -ltile -Wl,-rpath,"$carry"
+  echo "built $dir/aot_gemm (cc + -lcuda) and $dir/aot_gemm_jit"'
+if [ "$DEVICE" = cuda ]; then
+  export -f aot_cc
+  check aot_gemm "build: tilec aot + cc -lcuda" - f16 bash -c "$aot_build" aot_build "$AOT_DIR" "$CARRY"
+  if [ -x "$AOT_DIR/aot_gemm" ]; then
+    for s in "1024 1024 1024" "4096 4096 4096" "4096 8192 1024"; do
+      # shellcheck disable=SC2086
+      check aot_gemm "result vs double" "M,N,K=${s// /,}" f16 "$AOT_DIR/aot_gemm" check $s
+      # shellcheck disable=SC2086
+      check aot_gemm "result vs JIT" "M,N,K=${s// /,}" f16 "$AOT_DIR/aot_gemm_jit" compare $s
+    done
+    check aot_gemm "time vs JIT" "M,N,K=4096,4096,4096" f16 "$AOT_DIR/aot_gemm_jit" bench 4096 4096 4096
+    check aot_gemm "time vs JIT" "M,N,K=8192,8192,8192" f16 "$AOT_DIR/aot_gemm_jit" bench 8192 8192 8192
+  fi
+fi
 
 # ---- 3. every lib kernel against the interpreter -------------------------------------------
 

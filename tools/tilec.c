@@ -9,6 +9,9 @@
  *   tilec tune FILE.tile [-k KERNEL] [-D pins...] [--size ...] [-a ...] [--device=...]
  *                   [--budget=SECONDS] [--config-budget=MS] [--max-configs=N] [--threads=N]
  *                   [--params=A,B] [--force] [--no-store] [--flops=EXPR] [--reps=N] [--top=N]
+ *   tilec aot FILE.tile [-k KERNEL[,KERNEL...]] [-D NAME=VALUE]... --arch=sm_90a[,sm_80...]
+ *                   [--unaligned[=also]] [--schedule=...] [--no-cubin] [--ptxas=PATH]
+ *                   [--name=SYMBOL] -o PREFIX            (writes PREFIX.h and PREFIX.c)
  *   tilec cache path | list | clear
  *   tilec cache bench FILE.tile [-k ...] [-D ...] [--size ...] [-a ...] [--reps=N]
  *
@@ -51,6 +54,8 @@ struct options {
   tile_emit_kind emit;
   bool time_passes, verify_each, check, bench, device_auto, unaligned;
   bool autotune, force, no_store, reps_set; /* run --autotune; tune --force, --no-store */
+  bool unaligned_also, no_cubin;             /* aot --unaligned=also, --no-cubin */
+  const char *symbol, *ptxas;                /* aot --name, --ptxas */
   double budget_s, config_budget_ms;
   int64_t max_configs, threads, top;
   const char *params;
@@ -86,6 +91,16 @@ static void usage(FILE *f) {
         "                   [--device=auto|cpu|cuda] [--budget=SECONDS] [--config-budget=MS]\n"
         "                   [--max-configs=N] [--threads=N] [--params=A,B] [--force] [--no-store]\n"
         "                   [--flops=EXPR] [--reps=N] [--top=N]\n"
+        "       tilec aot FILE.tile [-k KERNEL[,KERNEL...]] [-D NAME=VALUE]... --arch=ARCH[,ARCH...]\n"
+        "                   [--unaligned[=also]] [--schedule=KEY=V,...] [--no-cubin] [--ptxas=PATH]\n"
+        "                   [--name=SYMBOL] -o PREFIX\n"
+        "           writes PREFIX.h and PREFIX.c: the kernels' PTX per ARCH (and cubins, assembled by\n"
+        "           ptxas: --ptxas, $PTXAS, /usr/local/cuda/bin/ptxas, PATH) and one typed launcher\n"
+        "           per kernel, SYMBOL_KERNEL(stream, tensors..., scalars...), that checks its\n"
+        "           arguments and launches through the CUDA driver: build it with cc and link\n"
+        "           -lcuda, no LLVM or libtile needed. SYMBOL defaults to PREFIX's file name. The\n"
+        "           code assumes 16-byte multiple strides and sizes; --unaligned drops that,\n"
+        "           --unaligned=also embeds both and picks per launch.\n"
         "       tilec cache path|list|clear\n"
         "       tilec cache bench FILE.tile [-k KERNEL] [-D ...] [--size ...] [-a ...] [--reps=N]\n"
         "       tilec --version\n",
@@ -213,7 +228,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
   o->device_auto = true;
   o->seed = (int64_t)(((uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20)) & INT64_MAX);
   o->reps = 50;
-  if (i < argc && (strcmp(argv[i], "run") == 0 || strcmp(argv[i], "opt") == 0 || strcmp(argv[i], "tune") == 0))
+  if (i < argc && (strcmp(argv[i], "run") == 0 || strcmp(argv[i], "opt") == 0 || strcmp(argv[i], "tune") == 0 ||
+                   strcmp(argv[i], "aot") == 0))
     o->cmd = argv[i++];
   int rc;
   for (; i < argc; i++) {
@@ -256,6 +272,14 @@ static int parse_args(int argc, char **argv, struct options *o) {
       o->verify_each = true;
     } else if (strcmp(a, "--unaligned") == 0) {
       o->unaligned = true;
+    } else if (strcmp(a, "--unaligned=also") == 0) {
+      o->unaligned_also = true;
+    } else if (strcmp(a, "--no-cubin") == 0) {
+      o->no_cubin = true;
+    } else if (starts(a, "--name=")) {
+      o->symbol = a + 7;
+    } else if (starts(a, "--ptxas=")) {
+      o->ptxas = a + 8;
     } else if (starts(a, "--passes=")) {
       o->passes = a + 9;
     } else if (strcmp(a, "--size") == 0 || starts(a, "--size=")) {
@@ -1111,6 +1135,230 @@ static int tune_cmd(tile_context *ctx, struct options *o) {
   return rc;
 }
 
+/* ---- tilec aot ----
+ * The library writes the C text (tile_emit_aot); tilec finds ptxas, assembles each PTX into a
+ * cubin through the library's callback, and writes PREFIX.h and PREFIX.c. */
+
+enum { MAX_AOT_LIST = 16 };
+
+/* Splits a comma-separated list in place into at most MAX_AOT_LIST items; false if longer
+ * or an item is empty. */
+static bool split_list(char *text, const char **items, unsigned *n) {
+  *n = 0;
+  for (char *p = text;;) {
+    char *comma = strchr(p, ',');
+    if (comma) *comma = 0;
+    if (!*p || *n == MAX_AOT_LIST) return false;
+    items[(*n)++] = p;
+    if (!comma) return true;
+    p = comma + 1;
+  }
+}
+
+static bool executable(const char *path) { return path && path[0] && access(path, X_OK) == 0; }
+
+/* ptxas: --ptxas, $PTXAS, the CUDA toolkit's, PATH, or BUILD/ptxas/ptxas next to tilec
+ * (tools/setup.sh fetches it there); NULL when there is none. */
+static const char *find_ptxas(const struct options *o, char *buf, size_t len) {
+  if (o->ptxas) return o->ptxas;
+  const char *env = getenv("PTXAS");
+  if (executable(env)) return env;
+  if (executable("/usr/local/cuda/bin/ptxas")) return "/usr/local/cuda/bin/ptxas";
+  const char *path = getenv("PATH");
+  while (path && *path) {
+    const char *end = strchr(path, ':');
+    size_t n = end ? (size_t)(end - path) : strlen(path);
+    if (n && (size_t)snprintf(buf, len, "%.*s/ptxas", (int)n, path) < len && executable(buf)) return buf;
+    path = end ? end + 1 : NULL;
+  }
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash && (size_t)snprintf(buf, len, "%.*s/ptxas/ptxas", (int)(slash - self), self) < len && executable(buf))
+      return buf;
+  }
+  return NULL;
+}
+
+struct assembler {
+  const char *ptxas;
+  char dir[64]; /* a temporary directory for the PTX, the cubin and ptxas's messages */
+  char *image;  /* the last cubin (handed to the library until the next call) */
+};
+
+static char *read_whole(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap + 1);
+  while (buf) {
+    n += fread(buf + n, 1, cap - n, f);
+    if (n < cap) break;
+    char *bigger = realloc(buf, 2 * cap + 1);
+    if (!bigger) {
+      free(buf);
+      buf = NULL;
+      break;
+    }
+    buf = bigger;
+    cap *= 2;
+  }
+  bool bad = ferror(f);
+  fclose(f);
+  if (!buf || bad) {
+    free(buf);
+    return NULL;
+  }
+  buf[n] = 0;
+  *len = n;
+  return buf;
+}
+
+/* tile_assemble_fn: ptxas -arch=ARCH on the PTX (a whole-program compile, as the driver
+ * loads it). */
+static int assemble_ptx(void *ud, const char *arch, const char *ptx, size_t ptx_len, const void **image,
+                        size_t *image_len, char *err, size_t errlen) {
+  struct assembler *as = ud;
+  char in[128], out[128], log[128], archopt[64];
+  snprintf(in, sizeof in, "%s/kernel.ptx", as->dir);
+  snprintf(out, sizeof out, "%s/kernel.cubin", as->dir);
+  snprintf(log, sizeof log, "%s/ptxas.log", as->dir);
+  snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+  if (write_file(in, ptx, ptx_len)) {
+    snprintf(err, errlen, "cannot write the PTX to %s", in);
+    return 1;
+  }
+  unlink(out);
+  pid_t pid = fork();
+  if (pid == 0) {
+    FILE *l = freopen(log, "w", stderr);
+    if (l && dup2(fileno(stderr), 1) >= 0) execl(as->ptxas, as->ptxas, archopt, "-o", out, in, (char *)NULL);
+    _exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    size_t n = 0;
+    char *text = read_whole(log, &n);
+    snprintf(err, errlen, "%s %s exited with status %d%s%s", as->ptxas, archopt,
+             pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, text && n ? ":\n" : "", text ? text : "");
+    free(text);
+    return 1;
+  }
+  free(as->image);
+  size_t n = 0;
+  as->image = read_whole(out, &n);
+  if (!as->image || !n) {
+    snprintf(err, errlen, "%s wrote no cubin", as->ptxas);
+    return 1;
+  }
+  *image = as->image;
+  *image_len = n;
+  return 0;
+}
+
+static int aot_cmd(tile_context *ctx, struct options *o) {
+  if (!o->out || !o->out[0] || strcmp(o->out, "-") == 0)
+    return die_usage("aot needs -o PREFIX (it writes PREFIX.h and PREFIX.c)");
+  if (!o->arch) return die_usage("aot needs --arch=ARCH[,ARCH...] (e.g. --arch=sm_90a,sm_80)");
+  if (o->unaligned && o->unaligned_also) return die_usage("--unaligned and --unaligned=also exclude each other");
+  char arch_text[256], kernel_text[1024];
+  const char *archs[MAX_AOT_LIST], *kernels[MAX_AOT_LIST];
+  unsigned narchs = 0, nkernels = 0;
+  if ((size_t)snprintf(arch_text, sizeof arch_text, "%s", o->arch) >= sizeof arch_text ||
+      !split_list(arch_text, archs, &narchs))
+    return die_usage("--arch: bad list '%s' (at most %d targets, comma-separated)", o->arch, MAX_AOT_LIST);
+  if (o->kernel && ((size_t)snprintf(kernel_text, sizeof kernel_text, "%s", o->kernel) >= sizeof kernel_text ||
+                    !split_list(kernel_text, kernels, &nkernels)))
+    return die_usage("-k: bad list '%s' (at most %d kernels, comma-separated)", o->kernel, MAX_AOT_LIST);
+  /* the C prefix: --name, else PREFIX's file name with other characters than [A-Za-z0-9_] as _ */
+  const char *base = strrchr(o->out, '/') ? strrchr(o->out, '/') + 1 : o->out;
+  if (!base[0]) return die_usage("-o '%s': PREFIX needs a file name", o->out);
+  char symbol[128];
+  if (o->symbol) {
+    snprintf(symbol, sizeof symbol, "%s", o->symbol);
+  } else {
+    size_t n = 0;
+    if (isdigit((unsigned char)base[0])) symbol[n++] = '_';
+    for (const char *p = base; *p && n < sizeof symbol - 1; p++) symbol[n++] = isalnum((unsigned char)*p) ? *p : '_';
+    symbol[n] = 0;
+  }
+  size_t plen = strlen(o->out);
+  char *hpath = malloc(plen + 3), *cpath = malloc(plen + 3), *hname = malloc(strlen(base) + 3);
+  if (!hpath || !cpath || !hname) {
+    free(hpath), free(cpath), free(hname);
+    fprintf(stderr, "tilec: out of memory\n");
+    return 1;
+  }
+  sprintf(hpath, "%s.h", o->out);
+  sprintf(cpath, "%s.c", o->out);
+  sprintf(hname, "%s.h", base);
+
+  struct assembler as = {0};
+  char ptxas_buf[4096];
+  if (!o->no_cubin) {
+    as.ptxas = find_ptxas(o, ptxas_buf, sizeof ptxas_buf);
+    if (!as.ptxas)
+      fprintf(stderr, "tilec: note: no ptxas found (--ptxas, $PTXAS, /usr/local/cuda/bin/ptxas, PATH): "
+                      "PTX only, the driver compiles it on first load\n");
+    snprintf(as.dir, sizeof as.dir, "/tmp/tilec-aot-XXXXXX");
+    if (as.ptxas && !mkdtemp(as.dir)) {
+      fprintf(stderr, "tilec: cannot make a temporary directory: %s\n", strerror(errno));
+      free(hpath), free(cpath), free(hname);
+      return 1;
+    }
+  }
+  size_t len;
+  char *src = read_source(o->file, &len);
+  int rc = 1;
+  if (src) {
+    tile_compile_options co = {NULL, o->defines, o->ndefines, TILE_DEVICE_CUDA, NULL,
+                               o->verify_each ? TILE_VERIFY_EACH : 0u, o->schedule};
+    if (is_ir_path(o->file)) co.flags |= TILE_SOURCE_IR;
+    co.kernel = nkernels == 1 ? kernels[0] : NULL;
+    tile_aot_options ao = {0};
+    ao.kernels = kernels;
+    ao.nkernels = nkernels;
+    ao.archs = archs;
+    ao.narchs = narchs;
+    ao.specializations = o->unaligned ? TILE_AOT_UNALIGNED
+                         : o->unaligned_also ? TILE_AOT_ALIGNED | TILE_AOT_UNALIGNED : TILE_AOT_ALIGNED;
+    ao.symbol = symbol;
+    ao.header_name = hname;
+    if (as.ptxas) {
+      ao.assemble = assemble_ptx;
+      ao.assemble_ud = &as;
+    }
+    char *h = NULL, *c = NULL;
+    size_t hlen = 0, clen = 0;
+    tile_status st = tile_emit_aot(ctx, o->file, src, len, &co, &ao, &h, &hlen, &c, &clen);
+    free(src);
+    if (st != TILE_OK) {
+      const char *m = tile_errmsg(ctx);
+      fprintf(stderr, "%s%s", m, m[0] && m[strlen(m) - 1] == '\n' ? "" : "\n");
+      rc = st == TILE_INVALID_ARGUMENT ? 2 : 1;
+    } else {
+      rc = write_file(hpath, h, hlen);
+      if (!rc) rc = write_file(cpath, c, clen);
+    }
+    tile_free(h);
+    tile_free(c);
+  }
+  if (as.ptxas) {
+    char path[128];
+    const char *files[] = {"kernel.ptx", "kernel.cubin", "ptxas.log"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+      snprintf(path, sizeof path, "%s/%s", as.dir, files[i]);
+      unlink(path);
+    }
+    rmdir(as.dir);
+  }
+  free(as.image);
+  free(hpath), free(cpath), free(hname);
+  return rc;
+}
+
 /* ---- tilec cache ---- */
 
 static void list_entry(void *ud, const tile_cache_entry *e) {
@@ -1326,12 +1574,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tilec: out of memory\n");
     return 1;
   }
-  if (o.cmd && tile_cache_status(ctx)[0]) /* run and tune use the on-disk cache */
+  if (o.cmd && strcmp(o.cmd, "aot") != 0 && tile_cache_status(ctx)[0]) /* run and tune use the on-disk cache */
     fprintf(stderr, "tilec: note: %s\n", tile_cache_status(ctx));
   if (o.cmd && strcmp(o.cmd, "run") == 0)
     rc = run_cmd(ctx, &o);
   else if (o.cmd && strcmp(o.cmd, "tune") == 0)
     rc = tune_cmd(ctx, &o);
+  else if (o.cmd && strcmp(o.cmd, "aot") == 0)
+    rc = aot_cmd(ctx, &o);
   else
     rc = compile_cmd(ctx, &o);
   tile_context_destroy(ctx);

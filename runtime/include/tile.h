@@ -393,6 +393,53 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
 /* Frees what tile_emit returned; NULL is a no-op. */
 TILE_API void tile_free(void *p);
 
+/* ---- ahead-of-time C launchers (tilec aot) ----------------------------------------------
+ * tile_emit_aot compiles kernels for one or more targets and writes a C header and a C
+ * source that embed the PTX (and, through `assemble`, cubins) and define one typed launcher
+ * per kernel. The generated files need only a C compiler and the CUDA driver (-lcuda); no
+ * LLVM and no libtile at run time. The header documents the launcher; in short:
+ *   int SYMBOL_KERNEL(void *stream, const tile_aot_tensor *A, ..., float alpha, ...);
+ * checks the arguments as tile_launch does (shape relations, fixed sizes, NULL pointers)
+ * plus the facts the code was specialized for, loads the module once per CUDA context
+ * (the cubin for the device's compute capability when there is one, else the PTX),
+ * computes the grid from the sizes and launches on `stream` in the calling thread's current
+ * context; it returns TILE_AOT_OK (0) or an error code with SYMBOL_errmsg() saying why. */
+
+/* Turns PTX into a device image for `arch` (tilec runs ptxas). On success returns 0 and sets
+ * *image / *image_len to memory the callback owns, valid until its next call or until
+ * tile_emit_aot returns; on failure returns nonzero with a message in err. */
+typedef int (*tile_assemble_fn)(void *ud, const char *arch, const char *ptx, size_t ptx_len,
+                                const void **image, size_t *image_len, char *err, size_t errlen);
+
+enum tile_aot_specialization {
+  TILE_AOT_ALIGNED = 1u << 0,   /* strides (but the last, which is 1) and every size a multiple
+                                   of 16 bytes / 16: the fast code, as tile_emit by default */
+  TILE_AOT_UNALIGNED = 1u << 1, /* any strides and sizes (as tile_emit's assume_unaligned) */
+};
+
+typedef struct tile_aot_options {
+  const char *const *kernels; /* the kernels to emit; nkernels 0 = tile_compile_options.kernel
+                                 (NULL: the file's only kernel) */
+  unsigned nkernels;
+  const char *const *archs;   /* targets ("sm_90a", "sm_80", ...), at least one; each gets its
+                                 own PTX and launch parameters, and a cubin with `assemble` */
+  unsigned narchs;
+  unsigned specializations;   /* tile_aot_specialization bits; 0 = TILE_AOT_ALIGNED. With both,
+                                 each launch picks the aligned code when its arguments allow */
+  const char *symbol;         /* C prefix of every generated name (a C identifier) */
+  const char *header_name;    /* what the source #includes, e.g. "gemm_aot.h" */
+  tile_assemble_fn assemble;  /* NULL: PTX only (the driver compiles it on first load) */
+  void *assemble_ud;
+} tile_aot_options;
+
+/* Compiles the kernels of `src` (tile_compile_options: defines, schedule, flags; its device
+ * and arch are ignored) and writes the generated header and source. Both are allocated
+ * through the context's hook: free them with tile_free. */
+TILE_API tile_status tile_emit_aot(tile_context *ctx, const char *name, const char *src, size_t len,
+                                   const tile_compile_options *co, const tile_aot_options *ao,
+                                   char **header, size_t *header_len, char **source,
+                                   size_t *source_len);
+
 /* ---- device memory and timing helpers (for tools, tests and examples) --------------------
  * On TILE_DEVICE_CPU these are plain host memory operations, so a program can be written
  * once for both devices (tile_mem_alloc's host blocks, 256-byte aligned, come from the

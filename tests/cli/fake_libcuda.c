@@ -18,7 +18,14 @@
  *  - calls that need a context fail with CUDA_ERROR_INVALID_CONTEXT on a thread where none
  *    is current (the per-thread current context is tracked), which checks that threads
  *    building code make the context current first.
- * FAKE_CUDA_LOG=FILE appends one line per jit, link, load-cubin and launch.          */
+ * FAKE_CUDA_LOG=FILE appends one line per jit, link, load-cubin and launch. A launch line is
+ *   launch NAME grid=X,Y,Z block=T smem=BYTES code=HASH params=N args=A,B,...
+ * with the kernel's parameters read as its PTX declares them (.ptr: "p", or "null" for 0;
+ * integers in decimal, floats with %g, a 128-byte TMA descriptor as "tmap"), so that tests
+ * can compare what two launchers pass (tests/cli/aot.sh). FAKE_CUDA_CC=MAJOR.MINOR changes
+ * the device's compute capability (default 9.0).
+ * Built with -DFAKE_CUDA_PTXAS_MAIN it is instead a stand-in for ptxas: `fake_ptxas
+ * -arch=sm_XX -o OUT IN.ptx` writes the fake cubin of the PTX.                        */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -100,6 +107,13 @@ API CUresult cuDeviceGetName(char *name, int len, int dev) {
   snprintf(name, (size_t)len, "Fake H200 (tests)");
   return OK;
 }
+/* The compute capability x 10: FAKE_CUDA_CC ("8.6"), else 9.0. */
+static int fake_cc(void) {
+  const char *s = getenv("FAKE_CUDA_CC");
+  int major = 0, minor = 0;
+  if (s && sscanf(s, "%d.%d", &major, &minor) == 2 && major > 0 && minor >= 0 && minor < 10) return major * 10 + minor;
+  return 90;
+}
 API CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
   (void)dev;
   switch (attr) {
@@ -109,8 +123,8 @@ API CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
   case 36: *v = 3201000; break;    /* memory clock */
   case 37: *v = 6144; break;       /* bus width */
   case 38: *v = 50 << 20; break;   /* L2 */
-  case 75: *v = 9; break;          /* cc major */
-  case 76: *v = 0; break;          /* cc minor */
+  case 75: *v = fake_cc() / 10; break; /* cc major */
+  case 76: *v = fake_cc() % 10; break; /* cc minor */
   case 81: *v = 233472; break;     /* smem per SM */
   case 82: *v = 65536; break;      /* regs per SM */
   case 97: *v = 232448; break;     /* opt-in smem per block */
@@ -145,6 +159,11 @@ API CUresult cuCtxPopCurrent_v2(void **ctx) {
   return OK;
 }
 API CUresult cuCtxSynchronize(void) { return current ? OK : INVALID_CONTEXT; }
+API CUresult cuCtxGetDevice(int *dev) {
+  if (!current) return INVALID_CONTEXT;
+  *dev = 0;
+  return OK;
+}
 
 /* ---- memory ---- */
 
@@ -247,7 +266,11 @@ struct function {
   struct function *next; /* the module's functions, freed with it */
   char name[256];
   double cost_ms;
+  uint64_t code_hash; /* of the module's PTX */
   int dyn_smem;
+  int nparams;
+  char param_kind[512]; /* per parameter, from the PTX: p pointer, u/s 8-byte int, i 4-byte int,
+                           f f32, d f64, t 128-byte block, ? other */
 };
 struct module {
   char *ptx;
@@ -374,7 +397,22 @@ API CUresult cuModuleGetFunction(void **fn, void *mod, const char *name) {
   uint64_t h = 1469598103934665603ull;
   for (const char *p = m->ptx; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
   f->cost_ms = 0.05 + (double)(h % 1000) / 1000.0;
+  f->code_hash = h;
   f->dyn_smem = 48 * 1024;
+  /* the parameter list: ".param TYPE ... NAME" lines up to the entry's ")" */
+  const char *p = strstr(m->ptx, want);
+  const char *end = p ? strchr(p, ')') : NULL;
+  while (p && end && (p = strstr(p, ".param")) && p < end && f->nparams < (int)sizeof f->param_kind - 1) {
+    const char *eol = strpbrk(p, ",)");
+    if (!eol) break;
+    char decl[256];
+    snprintf(decl, sizeof decl, "%.*s", (int)(eol - p), p);
+    char kind = strstr(decl, ".ptr") ? 'p' : strstr(decl, "[128]") ? 't' : strstr(decl, ".u64") || strstr(decl, ".s64") || strstr(decl, ".b64") ? 'u'
+                : strstr(decl, ".u32") || strstr(decl, ".s32") || strstr(decl, ".b32") ? 'i' : strstr(decl, ".f32") ? 'f'
+                : strstr(decl, ".f64") ? 'd' : '?';
+    f->param_kind[f->nparams++] = kind;
+    p = eol;
+  }
   *fn = f;
   return OK;
 }
@@ -411,7 +449,34 @@ API CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, uns
   pthread_mutex_lock(&mu);
   clock_ms += f->cost_ms;
   pthread_mutex_unlock(&mu);
-  logf_("launch %s", f->name);
+  /* every parameter is read as declared: a launcher that passes too few reads past its
+   * array (AddressSanitizer reports it) and the values show in the log */
+  char args[4096] = "";
+  size_t n = 0;
+  for (int i = 0; i < f->nparams && params && n < sizeof args - 64; i++) {
+    const void *v = params[i];
+    uint64_t u = 0;
+    int32_t w = 0;
+    float x = 0;
+    double y = 0;
+    const char *sep = i ? "," : "";
+    switch (f->param_kind[i]) {
+    case 'p': memcpy(&u, v, 8); n += (size_t)snprintf(args + n, sizeof args - n, "%s%s", sep, u ? "p" : "null"); break;
+    case 'u': memcpy(&u, v, 8); n += (size_t)snprintf(args + n, sizeof args - n, "%s%lld", sep, (long long)u); break;
+    case 'i': memcpy(&w, v, 4); n += (size_t)snprintf(args + n, sizeof args - n, "%s%d", sep, w); break;
+    case 'f': memcpy(&x, v, 4); n += (size_t)snprintf(args + n, sizeof args - n, "%s%g", sep, (double)x); break;
+    case 'd': memcpy(&y, v, 8); n += (size_t)snprintf(args + n, sizeof args - n, "%s%g", sep, y); break;
+    case 't': {
+      unsigned char map[128];
+      memcpy(map, v, 128);
+      n += (size_t)snprintf(args + n, sizeof args - n, "%stmap", sep);
+      break;
+    }
+    default: n += (size_t)snprintf(args + n, sizeof args - n, "%s?", sep); break;
+    }
+  }
+  logf_("launch %s grid=%u,%u,%u block=%u smem=%u code=%016llx params=%d args=%s", f->name, gx, gy, gz, bx * by * bz,
+        smem, (unsigned long long)f->code_hash, f->nparams, args);
   return OK;
 }
 API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *b, void *fn, int t, size_t s) {
@@ -555,3 +620,36 @@ API CUresult cuStreamIsCapturing(void *stream, int *status) {
   *status = getenv("FAKE_CUDA_CAPTURING") ? 1 : 0;
   return OK;
 }
+
+#ifdef FAKE_CUDA_PTXAS_MAIN
+/* fake_ptxas -arch=sm_XX -o OUT IN.ptx: the fake cubin of IN (refuses text without an entry). */
+int main(int argc, char **argv) {
+  const char *out = NULL, *in = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) out = argv[++i];
+    else if (argv[i][0] != '-') in = argv[i];
+  }
+  FILE *f = in ? fopen(in, "rb") : NULL;
+  if (!f || !out) {
+    fprintf(stderr, "fake_ptxas: usage: fake_ptxas -arch=ARCH -o OUT IN.ptx\n");
+    return 2;
+  }
+  static char ptx[16 << 20];
+  size_t n = fread(ptx, 1, sizeof ptx - 1, f);
+  fclose(f);
+  ptx[n] = 0;
+  if (!is_ptx(ptx, n)) {
+    fprintf(stderr, "fake_ptxas: %s: not PTX with an entry\n", in);
+    return 1;
+  }
+  size_t size = 0;
+  unsigned char *img = make_cubin(ptx, &size);
+  FILE *o = fopen(out, "wb");
+  if (!img || !o || fwrite(img, 1, size, o) != size || fclose(o) != 0) {
+    fprintf(stderr, "fake_ptxas: cannot write %s\n", out);
+    return 1;
+  }
+  free(img);
+  return 0;
+}
+#endif
