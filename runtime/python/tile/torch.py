@@ -60,13 +60,17 @@ class _Plan:
             elif kind == "inout":
                 parts.append("Tensor %s" % p.name)
             else:
-                parts.append("%s %s" % (_SCALAR_TYPE.get(p.dtype, "float"), p.name))
+                ty = _SCALAR_TYPE.get(p.dtype, "float")
+                if p.is_used:
+                    parts.append("%s %s" % (ty, p.name))
+                else:  # unused by this specialization (alpha without SCALED): optional
+                    parts.append("%s %s=%s" % (ty, p.name, {"float": "0.", "int": "0", "bool": "False"}[ty]))
         parts += ["SymInt %s" % s for s in self.extra]
         ret = ["Tensor"] * len(self.outputs)
         rets = ret[0] if len(ret) == 1 else "(%s)" % ", ".join(ret)
         # optional arguments must come last in a schema: keep the kernel's order otherwise
-        req = [a for a in parts if "=None" not in a]
-        opt = [a for a in parts if "=None" in a]
+        req = [a for a in parts if "=" not in a]
+        opt = [a for a in parts if "=" in a]
         return "%s(%s) -> %s" % (opname, ", ".join(req + opt), rets), [a.split()[1].split("=")[0] for a in req + opt]
 
     def sizes(self, values):
