@@ -452,8 +452,9 @@ class Kernel:
                     if isinstance(v, float) and not v.is_integer():
                         raise TypeError("%s: an integer parameter, got %r" % (p.name, v))
                     init.append((_ARG_INT, {"i": int(v)}))
-        arr = ffi.cast("tile_arg *", ffi.new("tile_py_arg[]", init or 1))
-        keep.append(arr)
+        owner = ffi.new("tile_py_arg[]", init or 1)  # freed when `keep` goes
+        keep.append(owner)
+        arr = ffi.cast("tile_arg *", owner)
         return ctx, handle, params, arr, keep, device, index, stream, first
 
     def _stream(self, device, index, stream, from_args, first):
