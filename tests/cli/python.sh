@@ -22,4 +22,6 @@ done
 [ -n "$PY" ] || { echo "SKIP: no python3 with cffi, numpy and pytest"; exit 77; }
 CACHE=$(mktemp -d)
 trap 'rm -rf "$CACHE"' EXIT
-cd "$SRC" && TILE_LIBRARY=$LIB TILE_CACHE_DIR=$CACHE "$PY" -m pytest -q -p no:cacheprovider tests/python
+FAKE=$BUILD/tests/libfake_libcuda.so
+[ -f "$FAKE" ] || FAKE=
+cd "$SRC" && TILE_LIBRARY=$LIB TILE_FAKE_LIBCUDA=$FAKE TILE_CACHE_DIR=$CACHE "$PY" -m pytest -q -p no:cacheprovider tests/python
