@@ -19,6 +19,7 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -659,7 +660,7 @@ static LLVMValueRef make_kernel(struct cg *g, unsigned ntmaps) {
 
 static void gen_block(struct cg *g, uint32_t blk);
 
-static void gen_op(struct cg *g, uint32_t id) {
+static void gen_op_at(struct cg *g, uint32_t id) {
   const struct ir_op *op = &g->f->ops.v[id];
   cg_scratch_at(g, id); /* where this op's scratch may start, if it needs any */
   /* deferred shared-memory stores of synchronous copies land before anything that orders
@@ -772,6 +773,51 @@ static void gen_op(struct cg *g, uint32_t id) {
     }
     cg_fail(g, "op '%s' cannot be lowered", ir_ops[op->code].name);
   }
+}
+
+/* An op's instructions carry its source position (a DILocation in the kernel's subprogram):
+ * the PTX gets .loc lines, so that profilers (Nsight Compute's source view) and
+ * compute-sanitizer map machine code back to .tile lines. An op inside a region restores the
+ * enclosing op's position afterwards. */
+static void gen_op(struct cg *g, uint32_t id) {
+  const struct ir_op *op = &g->f->ops.v[id];
+  if (!g->scope || !op->loc.line) {
+    gen_op_at(g, id);
+    return;
+  }
+  LLVMMetadataRef outer = LLVMGetCurrentDebugLocation2(g->b);
+  LLVMSetCurrentDebugLocation2(g->b, LLVMDIBuilderCreateDebugLocation(g->ctx, op->loc.line, op->loc.col, g->scope, NULL));
+  gen_op_at(g, id);
+  LLVMSetCurrentDebugLocation2(g->b, outer);
+}
+
+/* Line information: a compile unit of the kind that emits only .file/.loc directives
+ * (DebugDirectivesOnly: no DWARF sections and no `.target ..., debug`, which would make
+ * ptxas compile without optimization), and a subprogram for the kernel. */
+static LLVMDIBuilderRef line_info_begin(struct cg *g, LLVMValueRef fn) {
+  const char *path = g->f->file;
+  if (!path || !*path) return NULL;
+  const char *slash = strrchr(path, '/');
+  const char *name = slash ? slash + 1 : path;
+  size_t dirlen = slash ? (size_t)(slash - path) : 0;
+  LLVMDIBuilderRef dib = LLVMCreateDIBuilder(g->mod);
+  LLVMMetadataRef file = LLVMDIBuilderCreateFile(dib, name, strlen(name), dirlen ? path : ".", dirlen ? dirlen : 1);
+  LLVMMetadataRef cu = LLVMDIBuilderCreateCompileUnit(dib, LLVMDWARFSourceLanguageC, file, "tile", 4, 1, "", 0, 0, "", 0,
+                                                      /* DICompileUnit::DebugDirectivesOnly: the C
+                                                         enum stops before it; the value is cast */
+                                                      (LLVMDWARFEmissionKind)(LLVMDWARFEmissionLineTablesOnly + 1),
+                                                      0, 0, 0, "", 0, "", 0);
+  (void)cu;
+  LLVMMetadataRef fty = LLVMDIBuilderCreateSubroutineType(dib, file, NULL, 0, LLVMDIFlagZero);
+  size_t nlen = 0;
+  const char *fname = LLVMGetValueName2(fn, &nlen);
+  unsigned line = g->f->loc.line ? g->f->loc.line : 1;
+  g->scope = LLVMDIBuilderCreateFunction(dib, file, fname, nlen, fname, nlen, file, line, fty, 0, 1, line,
+                                         LLVMDIFlagZero, 1);
+  LLVMSetSubprogram(fn, g->scope);
+  LLVMAddModuleFlag(g->mod, LLVMModuleFlagBehaviorWarning, "Debug Info Version", 18,
+                    LLVMValueAsMetadata(LLVMConstInt(g->i32, LLVMDebugMetadataVersion(), 0)));
+  return dib;
 }
 
 static void gen_block(struct cg *g, uint32_t blk) {
@@ -891,6 +937,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   jmp_buf *outer = a->oom;
   a->oom = &oom;
   if (setjmp(oom)) {
+    if (g->dib) LLVMDisposeDIBuilder(g->dib);
     LLVMDisposeBuilder(g->b);
     LLVMDisposeModule(g->mod);
     LLVMContextDispose(g->ctx);
@@ -930,9 +977,15 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   cg_plan_lazy_loads(g);
   g->prologue_end = LLVMBuildBr(g->b, body);
   LLVMPositionBuilderAtEnd(g->b, body);
+  g->dib = line_info_begin(g, fn);
   gen_block(g, IR_BODY_BLOCK);
   cg_flush_stores(g);
   if (!g->failed) LLVMBuildRetVoid(g->b);
+  if (g->dib) {
+    LLVMDIBuilderFinalize(g->dib);
+    LLVMDisposeDIBuilder(g->dib);
+    g->dib = NULL;
+  }
 
   bool ok = !g->failed && emit(g, tm, out, res);
   res->threads = (unsigned)ir_func_threads(f);

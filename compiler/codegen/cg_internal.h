@@ -45,6 +45,8 @@ struct cg {
   LLVMModuleRef mod;
   LLVMBuilderRef b;
   LLVMValueRef fn;
+  LLVMMetadataRef scope;     /* the kernel's DISubprogram (line info; NULL: none) */
+  void *dib;                 /* its LLVMDIBuilderRef, until finalized */
   LLVMValueRef prologue_end; /* the entry block's terminator: per-kernel values go before it */
   LLVMValueRef coord_point;  /* thread coordinates go before it (NULL: prologue_end;
                                 cg_fresh_thread_coords moves it along top-level loops) */

@@ -2,7 +2,10 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include <stdlib.h>
+
 #include "target.h"
+#include "tile.h"
 
 Test(target, table_rows_and_features) {
   const struct tl_target *a = tl_target_find("sm_80"), *h = tl_target_find("sm_90a"), *p = tl_target_find("sm_90");
@@ -61,4 +64,37 @@ Test(target, schedule_errors) {
   cr_assert(!tl_schedule_parse("ws", &s, err, sizeof err));
   cr_assert(strstr(err, "expected key=value"), "%s", err);
   cr_assert(!tl_schedule_parse("ws=0,,tma=0", &s, err, sizeof err));
+}
+
+/* Line information: every lib kernel's PTX maps its instructions to .tile lines (.file and
+ * .loc directives naming the source file, lines within it), with no `.target ..., debug`
+ * (that would make ptxas compile without optimization). */
+Test(line_info, ptx_has_loc_lines_of_the_tile_source) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  const char *src = "kernel k(X: f32[N], Y: out f32[N]) grid(cdiv(N, 64)) {\n"
+                    "  let i = program_id(0) * 64;\n"
+                    "  let x = X[i : +64];\n"
+                    "  Y[i : +64] = exp(x) * 2.0;\n"
+                    "}\n";
+  const char *archs[] = {"sm_80", "sm_90a"};
+  for (int a = 0; a < 2; a++) {
+    tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = archs[a]};
+    tile_emit_options eo = {.what = TILE_EMIT_PTX};
+    char *ptx = NULL;
+    cr_assert_eq(tile_emit(ctx, "dir/k.tile", src, strlen(src), &co, &eo, &ptx, NULL), TILE_OK, "%s", tile_errmsg(ctx));
+    cr_expect(strstr(ptx, ".file\t1 \"dir/k.tile\""), "%s: no .file directive for the source", archs[a]);
+    int lines[8] = {0};
+    for (const char *p = ptx; (p = strstr(p, ".loc\t1 ")); p++) {
+      int line = atoi(p + 7);
+      if (line >= 0 && line < 8) lines[line]++;
+    }
+    cr_expect(lines[3] > 0 && lines[4] > 0, "%s: no .loc for the load (line 3) or the store (line 4)", archs[a]);
+    const char *target = strstr(ptx, ".target");
+    cr_assert(target);
+    cr_expect(strncmp(target + strcspn(target, ",\n"), ", debug", 7) != 0, "%s: a debug target", archs[a]);
+    tile_free(ptx);
+  }
+  tile_context_destroy(ctx);
 }
