@@ -628,13 +628,15 @@ static bool flops_value(const struct options *o, double *out) {
   return true;
 }
 
-/* Lines "//! key = value" at the top of a lib kernel give defaults for run. */
-static const char *meta(const char *src, const char *key, char *buf, size_t cap) {
+/* Lines "//! key = value" at the top of a kernel file give defaults for run, tune and cache
+ * bench; "//! KERNEL.key = value" gives one kernel of a multi-kernel file its own (it wins
+ * over the plain key for that kernel: `//! bmm.flops = 2*BATCH*M*N*K`). */
+static const char *meta_key(const char *src, const char *key, char *buf, size_t cap) {
   const char *p = src;
+  size_t kl = strlen(key);
   while ((p = strstr(p, "//!"))) {
     p += 3;
     while (*p == ' ') p++;
-    size_t kl = strlen(key);
     if (strncmp(p, key, kl) == 0) {
       const char *q = p + kl;
       while (*q == ' ') q++;
@@ -650,6 +652,15 @@ static const char *meta(const char *src, const char *key, char *buf, size_t cap)
     }
   }
   return NULL;
+}
+
+static const char *meta(const char *src, const char *kernel, const char *key, char *buf, size_t cap) {
+  if (kernel) {
+    char qualified[160];
+    snprintf(qualified, sizeof qualified, "%s.%s", kernel, key);
+    if (meta_key(src, qualified, buf, cap)) return buf;
+  }
+  return meta_key(src, key, buf, cap);
 }
 
 static double tolerance_for(tile_dtype dt) {
@@ -802,13 +813,13 @@ static void free_args(tile_context *ctx, tile_device dev, struct arg_set *as) {
  * or the exit status after saying what is wrong with a `//! sizes` line. */
 static int apply_meta(struct options *o, const char *src, char *flops_buf) {
   char mbuf[256];
-  if (!o->nsizes && meta(src, "sizes", mbuf, sizeof mbuf)) {
+  if (!o->nsizes && meta(src, o->kernel, "sizes", mbuf, sizeof mbuf)) {
     char origin[300];
     snprintf(origin, sizeof origin, "%s: //! sizes", o->file);
     int rc = parse_sizes(o, mbuf, origin);
     if (rc) return rc;
   }
-  if (!o->flops && meta(src, "flops", flops_buf, 256)) {
+  if (!o->flops && meta(src, o->kernel, "flops", flops_buf, 256)) {
     o->flops = flops_buf;
     o->flops_origin = "//! flops";
   }
