@@ -255,5 +255,21 @@ roundtrip gemm.tile gemm -D T=f32 -D TF32=true
 roundtrip attention.tile attention -D D=128 -D CAUSAL=true -D HAS_LSE=true
 roundtrip softmax.tile softmax -D BN=64
 
+# ---- per-kernel //! metadata: bmm takes `//! bmm.sizes` (BATCH) and `//! bmm.flops` -----------
+cat >meta.tile <<'EOF2'
+//! sizes = N=64
+//! flops = N
+//! twice.sizes = N=128
+//! twice.flops = 1000000*N
+kernel once(X: f32[N], Y: out f32[N]) grid(1) { Y[0 : +64] = X[0 : +64]; }
+kernel twice(X: f32[N], Y: out f32[N]) grid(1) { Y[0 : +128] = X[0 : +128] * 2.0; }
+EOF2
+expect 0 "grid [0-9]+x[0-9]+x8" run "$SRC/lib/gemm.tile" -k bmm --device=cpu
+run_tilec run meta.tile -k twice --device=cpu --bench --reps=2
+grep -qE "0\.00[0-9]* TFLOP/s|[0-9.]+ TFLOP/s" out.txt err.txt && grep -q "N=128\|128" out.txt err.txt ||
+  { fail "twice: //! twice.sizes/flops not used"; sed 's/^/  /' out.txt | head -5; }
+run_tilec run meta.tile -k once --device=cpu
+[ "$rc" -eq 0 ] || fail "once: exit status $rc with the plain //! lines"
+
 echo "tilec_errors: $checks tilec runs, $fails failed checks"
 [ "$fails" -eq 0 ]
