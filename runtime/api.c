@@ -147,6 +147,15 @@ tile_status rt_context_create(const tile_context_options *opts, tile_context **o
     rt_cache_note(ctx, "the on-disk cache is off: %s", why);
     ctx->cache_dir[0] = 0;
   }
+  /* profiler ranges and the trace file (trace.c): a trace file that cannot be created fails
+   * the context (TILE_IO), rather than a run that was asked to be traced going untraced */
+  tile_status st = rt_trace_open(ctx, opts ? opts->trace_path : NULL);
+  if (st) {
+    arena_free(&ctx->diag_arena);
+    arena_free(&ctx->cache_arena);
+    tl_free(ctx);
+    return st;
+  }
   *out = ctx;
   return TILE_OK;
 }
@@ -158,6 +167,7 @@ static void context_free(tile_context *ctx) {
     rt_cuda_device_close(&ctx->cuda, &ctx->dev, err, sizeof err);
   }
   if (ctx->cuda_tried) rt_cuda_unload(&ctx->cuda);
+  rt_trace_close(ctx);
   arena_free(&ctx->diag_arena);
   arena_free(&ctx->cache_arena);
   tl_free(ctx);
@@ -334,7 +344,17 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
   struct tl_front_result fr;
   struct tl_error e;
   sb_init(&e.msg, &k->arena);
+  const char *who = co->kernel ? co->kernel : k->filename;
+  struct rt_trace_pass_ud tp = {ctx, who, NULL};
+  if (ctx->trace && !po->event) {
+    po->event = rt_trace_pass;
+    po->event_ud = &tp;
+  }
+  double t0 = rt_trace_begin(ctx, who, NULL, "front end");
   enum tl_result r = tl_front_end(&s, &k->arena, &k->strs, po, &fr, &e);
+  rt_trace_end(ctx, t0, "compile", who, NULL, "front end", "\"file\":\"%s\",\"ok\":%s",
+               k->filename ? k->filename : "", r ? "false" : "true");
+  if (po->event_ud == &tp) po->event = NULL, po->event_ud = NULL;
   if (fr.lang && diags) copy_diags(ctx, fr.lang, &k->arena); /* errors, or warnings on success */
   if (r) return rt_fail(ctx, r, &e);
   k->ir = fr.f;

@@ -153,6 +153,7 @@ static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, con
     return NULL;
   }
   double t0 = tl_now_ms();
+  double tr0 = rt_trace_begin(ctx, k->name, k->config, "compile");
   bool disk = !(k->flags & TILE_NO_CACHE) && ctx->cache_dir[0];
   struct rt_gpu_target t;
   rt_gpu_target_of(ctx, disk, &t);
@@ -173,6 +174,8 @@ static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, con
   if (!*st && disk && !art.from_disk) rt_gpu_store(ctx, k, &art);
   sp.cache_hit = art.from_disk;
   rt_artifact_free(&art);
+  rt_trace_end(ctx, tr0, "compile", k->name, k->config, "compile", "\"target\":\"%s\",\"from_disk_cache\":%s,\"ok\":%s",
+               k->target ? k->target->name : "", sp.cache_hit && !*st ? "true" : "false", *st ? "false" : "true");
   if (*st) return NULL;
   sp.compile_ms = tl_now_ms() - t0;
   VEC_PUSH(&k->arena, k->specs, sp); /* reserved above: allocates nothing */
@@ -406,8 +409,12 @@ tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct
   launch_grid(ctx, sp, b, grid);
   unsigned block[3] = {sp->threads, 1, 1};
   char err[1024];
-  if (rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, (CUstream)stream, pk.ptrs, err, sizeof err))
-    return rt_error(ctx, TILE_CUDA, "launching '%s': %s", k->name, err);
+  double tl = rt_trace_begin(ctx, k->name, k->config, "launch");
+  int rc = rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, (CUstream)stream, pk.ptrs, err, sizeof err);
+  rt_trace_end(ctx, tl, "launch", k->name, k->config, "launch",
+               "\"grid\":\"%u,%u,%u\",\"threads\":%u,\"shared_bytes\":%u,\"stream\":\"%p\"", grid[0], grid[1],
+               grid[2], block[0], sp->smem, stream);
+  if (rc) return rt_error(ctx, TILE_CUDA, "launching '%s': %s", k->name, err);
   return TILE_OK;
 }
 
@@ -637,6 +644,8 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
     char why[200] = "";
     enum rt_cache_result r = rt_cache_load(&ctx->alloc, t->cache_dir, "mod", key, strlen(key), &e, why, sizeof why);
     if (r == RT_CACHE_NOMEM) arena_oom(&scratch);
+    rt_trace_instant(ctx, "cache", k->name, k->config, r == RT_CACHE_HIT ? "cache hit" : r == RT_CACHE_MISS ? "cache miss" : "cache entry ignored",
+                     NULL);
     if (r == RT_CACHE_HIT) {
       bool nomem = false;
       bool ok = artifact_from_entry(&e, k, out, why, sizeof why, &nomem);
@@ -664,7 +673,12 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   struct cg_result res;
   struct pass_options po = {0};
   po.verify_each = (k->flags & TILE_VERIFY_EACH) != 0;
+  struct rt_trace_pass_ud tp = {ctx, k->name, k->config};
+  if (ctx->trace) po.event = rt_trace_pass, po.event_ud = &tp;
+  double tc = rt_trace_begin(ctx, k->name, k->config, "GPU passes and LLVM");
   tile_status st = compile_ptx(ctx, f, k->target, &k->sched, CG_OUT_PTX, &po, &scratch, &res);
+  rt_trace_end(ctx, tc, "compile", k->name, k->config, "GPU passes and LLVM", "\"target\":\"%s\",\"ok\":%s",
+               k->target ? k->target->name : "", st ? "false" : "true");
   if (!st && t->smem_optin > 0 && res.smem_bytes > (unsigned)t->smem_optin)
     st = rt_error_code(ctx, TILE_UNSUPPORTED, TL_CODE_SMEM,
                        "needs %u bytes of shared memory per block; %s allows %d (kernel '%s' [%s])",
@@ -698,11 +712,14 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
     CUcontext cur = NULL;
     char err[512];
     if (t->cuda->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && !cur && t->cuctx) t->cuda->cuCtxSetCurrent(t->cuctx);
+    double tj = rt_trace_begin(ctx, k->name, k->config, "driver JIT");
     int rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, 0, cubin_alloc, &ctx->alloc, &out->cubin,
                               &out->cubin_len, NULL, 0, err, sizeof err);
     if (rc && rc != RT_CUDA_NOMEM && k->target->arch_specific) /* in case the default target refuses sm_90a PTX */
       rc = rt_cuda_link_ptx(t->cuda, out->ptx, out->ptx_len, CU_TARGET_COMPUTE_90A, cubin_alloc, &ctx->alloc,
                             &out->cubin, &out->cubin_len, NULL, 0, err, sizeof err);
+    rt_trace_end(ctx, tj, "compile", k->name, k->config, "driver JIT", "\"ptx_bytes\":%zu,\"ok\":%s", out->ptx_len,
+                 rc ? "false" : "true");
     if (rc == RT_CUDA_NOMEM) {
       rt_artifact_free(out);
       return rt_error(ctx, TILE_NOMEM, "out of memory for the image of '%s'", k->name);

@@ -189,8 +189,11 @@ static tile_status launch(tile_context *ctx, tile_kernel *k, const tile_arg *arg
       if (run) {
         struct strbuf err;
         sb_init(&err, &scratch);
+        double t0 = rt_trace_begin(ctx, k->name, k->config, "run (interpreter)");
         if (!interp_run(k->ir, b.iargs, b.grid, ctx->cpu_threads, &ctx->alloc, &err))
           st = rt_error(ctx, TILE_NOMEM, "%s", sb_str(&err));
+        rt_trace_end(ctx, t0, "launch", k->name, k->config, "run (interpreter)", "\"grid\":\"%lld,%lld,%lld\"",
+                     (long long)b.grid[0], (long long)b.grid[1], (long long)b.grid[2]);
       }
     } else {
       st = rt_gpu_launch(ctx, k, &b, stream, run);

@@ -59,7 +59,29 @@ struct tile_context {
    * released (tile_context_destroy) */
   unsigned live_kernels;
   bool destroyed;
+  struct rt_trace *trace; /* profiler ranges and the trace file (trace.c); NULL: off */
 };
+
+/* ---- trace.c: profiler ranges (NVTX) and the Chrome trace file ----
+ * rt_trace_begin returns the start time for rt_trace_end; both cost one test when tracing
+ * is off. Names are "KERNEL [CONFIG] WHAT"; args_fmt formats extra JSON members
+ * ("\"grid\":\"%u,%u,%u\""), or is NULL. */
+tile_status rt_trace_open(tile_context *ctx, const char *path);
+void rt_trace_close(tile_context *ctx);
+double rt_trace_begin_(tile_context *ctx, const char *kernel, const char *config, const char *what);
+void rt_trace_end_(tile_context *ctx, double t0, const char *cat, const char *kernel, const char *config,
+                   const char *what, const char *args_fmt, ...) TL_PRINTF(7, 8);
+void rt_trace_instant_(tile_context *ctx, const char *cat, const char *kernel, const char *config, const char *what,
+                       const char *args_fmt, ...) TL_PRINTF(6, 7);
+#define rt_trace_begin(ctx, kernel, config, what) ((ctx)->trace ? rt_trace_begin_(ctx, kernel, config, what) : 0.0)
+#define rt_trace_end(ctx, ...) ((ctx)->trace ? rt_trace_end_(ctx, __VA_ARGS__) : (void)0)
+#define rt_trace_instant(ctx, ...) ((ctx)->trace ? rt_trace_instant_(ctx, __VA_ARGS__) : (void)0)
+/* pass_options.event for a compile of one kernel */
+struct rt_trace_pass_ud {
+  tile_context *ctx;
+  const char *kernel, *config;
+};
+double rt_trace_pass(void *ud, const char *pass, bool begin, double t0_ms);
 
 /* A tuning result remembered by the context: the hash of the tuning key and the winner. */
 struct rt_tune_memo {

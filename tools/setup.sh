@@ -32,6 +32,28 @@ if [ ${#missing[@]} -gt 0 ] && [ -z "${TILE_SKIP_INSTALL:-}" ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# the NVTX v3 headers (header-only, for the library's profiler ranges) from PyPI into
+# .deps/nvtx when no CUDA toolkit has them; without them the ranges are compiled out
+NVTX_WHEEL=nvidia-nvtx-cu12==12.9.79
+if [ -z "${TILE_SKIP_INSTALL:-}" ] && [ ! -f .deps/nvtx/include/nvtx3/nvToolsExt.h ] &&
+   [ ! -f /usr/local/cuda/include/nvtx3/nvToolsExt.h ]; then
+  tmp=$(mktemp -d)
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$tmp" "$NVTX_WHEEL" >/dev/null 2>&1 &&
+     python3 -c 'import glob, os, sys, zipfile
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0])
+pre = "nvidia/nvtx/include/"
+for n in z.namelist():
+    if n.startswith(pre + "nvtx3/") and not n.endswith("/"):
+        dst = os.path.join(sys.argv[2], n[len(pre):])
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        open(dst, "wb").write(z.read(n))' "$tmp" .deps/nvtx/include; then
+    echo "setup: NVTX headers from $NVTX_WHEEL in .deps/nvtx"
+  else
+    echo "setup: could not fetch the NVTX headers ($NVTX_WHEEL); profiler ranges are compiled out"
+  fi
+  rm -rf "$tmp"
+fi
+
 BUILD_DIR=${TILE_BUILD_DIR:-build}
 EXTRA=()
 if [ -n "${CI:-}" ]; then EXTRA+=(-DTILE_WERROR=ON); fi

@@ -44,6 +44,10 @@ struct pass_options {
   bool time;                 /* record per-pass times in times_ms */
   double times_ms[PASS__COUNT];
   uint32_t runs[PASS__COUNT];
+  /* called before (begin) and after each pass, with the begin call's return value at the
+   * end (a profiler range: the runtime's trace); NULL for none */
+  double (*event)(void *ud, const char *pass, bool begin, double t0_ms);
+  void *event_ud;
   /* stages outside the pass list, filled by their owners when `time` is set */
   double parse_ms, lower_ms, codegen_ms, emit_ms;
 };

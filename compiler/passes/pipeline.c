@@ -42,7 +42,9 @@ bool pass_run(enum pass_id p, struct ir_func *f, struct pass_options *o, struct 
   arena_init_child(&scratch, f->arena);
   struct pass_ctx pc = {f, &scratch, false};
   double t0 = o && o->time ? tl_now_ms() : 0;
+  double ev0 = o && o->event ? o->event(o->event_ud, pass_table[p].name, true, 0) : 0;
   pass_table[p].fn(&pc);
+  if (o && o->event) o->event(o->event_ud, pass_table[p].name, false, ev0);
   arena_free(&scratch);
   if (o && o->time) {
     o->times_ms[p] += tl_now_ms() - t0;

@@ -138,6 +138,13 @@ typedef struct tile_context_options {
                             cache (as with "") and tile_cache_status says why. */
   tile_alloc_fn alloc;   /* host memory (see tile_alloc_fn); NULL = malloc, realloc, free */
   void *alloc_ud;        /* passed to alloc */
+  const char *trace_path; /* a Chrome/Perfetto trace file (JSON) of this context's compiles
+                            (front end, each pass, code generation, the driver's JIT), cache
+                            lookups, tuning trials and launches, each named by kernel and
+                            configuration; NULL = $TILE_TRACE if set, else none. A file that
+                            cannot be created fails tile_context_create with TILE_IO. The
+                            same events are NVTX ranges (domain "tile") when a profiler
+                            (Nsight Systems, Nsight Compute) is attached at creation. */
 } tile_context_options;
 
 /* Creates a context. opts may be NULL for defaults. The CUDA driver is loaded lazily, on
@@ -149,6 +156,8 @@ typedef struct tile_context_options {
  *   TILE_AUTOTUNE_BUDGET_MS=ms             the time budget of TILE_AUTOTUNE's tuning
  *   TILE_VERIFY_EACH (any value)           as the TILE_VERIFY_EACH flag on every compile
  *   TILE_LIBCUDA=path                      the driver library to load (else libcuda.so.1)
+ *   TILE_TRACE=file.json                   the trace file (trace_path NULL)
+ *   NVTX_INJECTION64_PATH                  set by profilers: NVTX ranges are emitted
  * No environment variable changes the generated code: that is what the compile options
  * (arch, schedule, flags) are for. */
 TILE_API tile_status tile_context_create(const tile_context_options *opts, tile_context **out);
