@@ -142,6 +142,14 @@ TILE_API tile_status tile_device_query(tile_context *ctx, tile_device dev, tile_
   out->smem_per_block_optin = ctx->dev.smem_per_block_optin;
   out->driver_version = ctx->dev.driver_version;
   out->arch = ctx->dev_arch;
+  const struct tl_target *t = ctx->dev_target;
+  out->clock_mhz = ctx->dev.clock_khz / 1000;
+  double ghz_sms = ctx->dev.clock_khz * 1e-6 * ctx->dev.sm_count;
+  if (t) {
+    out->peak_tc_f16_tflops = ghz_sms * t->tc_f16_flop_clk * 1e-3;
+    out->peak_f32_tflops = ghz_sms * t->f32_flop_clk * 1e-3;
+  }
+  out->peak_mem_gbps = ctx->dev.mem_clock_khz * 1e3 * 2.0 * (ctx->dev.bus_width_bits / 8.0) * 1e-9;
   return TILE_OK;
 }
 

@@ -1051,8 +1051,12 @@ static void fmt_num(char *buf, size_t cap, const char *fmt_kind, double v) {
     snprintf(buf, cap, "%.1f", v);
 }
 
+/* The device's dense f16 Tensor Core peak (tile_device_info; TF32 runs at half of it on
+ * A100 and H100), for the "% peak" column; 0 when unknown. */
+static double peak_f16_tflops;
+
 static void print_row(FILE *f, const struct row *r) {
-  char shape[48], t1[16], t2[16], ratio[16], e1[16], e2[16], e3[16], e4[16], rl[24];
+  char shape[48], t1[16], t2[16], ratio[16], e1[16], e2[16], e3[16], e4[16], rl[24], pk[16];
   if (r->B > 1)
     snprintf(shape, sizeof shape, "%lldx%lldx%lldx%lld", (long long)r->B, (long long)r->M, (long long)r->N,
              (long long)r->K);
@@ -1061,6 +1065,8 @@ static void print_row(FILE *f, const struct row *r) {
   double to = r->ours_ok ? tflops(r, r->ours_ms) : NAN, tl = r->lt_ok ? tflops(r, r->lt_ms) : NAN;
   fmt_num(t1, sizeof t1, "1", to);
   fmt_num(t2, sizeof t2, "1", tl);
+  double peak = peak_f16_tflops * (dtypes[r->dt].tile == TILE_F32 ? 0.5 : 1.0);
+  fmt_num(pk, sizeof pk, "1", peak > 0 ? 100 * to / peak : NAN);
   fmt_num(ratio, sizeof ratio, "3", (r->ours_ok && r->lt_ok) ? r->lt_ms / r->ours_ms : NAN);
   fmt_num(e1, sizeof e1, "e", r->rel_l2);
   fmt_num(e2, sizeof e2, "e", r->max_rel);
@@ -1070,16 +1076,16 @@ static void print_row(FILE *f, const struct row *r) {
     snprintf(rl, sizeof rl, "%d/%d", r->regs, r->local_bytes);
   else
     snprintf(rl, sizeof rl, "n/a");
-  fprintf(f, "%-16s %-5s %-9s %8s %9s %7s %9s %9s %9s %9s  %-22s %-8s %s%s%s\n", shape,
-          dtypes[r->dt].name, epi_names[r->epi], t1, t2, ratio, e1, e2, e3, e4, r->config, rl,
+  fprintf(f, "%-16s %-5s %-9s %8s %6s %9s %7s %9s %9s %9s %9s  %-22s %-8s %s%s%s\n", shape,
+          dtypes[r->dt].name, epi_names[r->epi], t1, pk, t2, ratio, e1, e2, e3, e4, r->config, rl,
           r->fail ? "FAIL" : "ok", r->note[0] ? ": " : "", r->note);
 }
 
 static void print_header(FILE *f) {
-  fprintf(f, "%-16s %-5s %-9s %8s %9s %7s %9s %9s %9s %9s  %-22s %-8s %s\n", "shape MxNxK", "dtype",
-          "epilogue", "ours", "cuBLASLt", "ours/", "relL2", "maxdiff/", "ref_err", "ref_err",
+  fprintf(f, "%-16s %-5s %-9s %8s %6s %9s %7s %9s %9s %9s %9s  %-22s %-8s %s\n", "shape MxNxK", "dtype",
+          "epilogue", "ours", "ours", "cuBLASLt", "ours/", "relL2", "maxdiff/", "ref_err", "ref_err",
           "our config", "regs/", "status");
-  fprintf(f, "%-16s %-5s %-9s %8s %9s %7s %9s %9s %9s %9s  %-22s %-8s\n", "", "", "", "TFLOP/s",
+  fprintf(f, "%-16s %-5s %-9s %8s %6s %9s %7s %9s %9s %9s %9s  %-22s %-8s\n", "", "", "", "TFLOP/s", "%peak",
           "TFLOP/s", "cuBLAS", "vs cuBLAS", "max|cuB|", "ours", "cuBLASLt", "BMxBNxBK stages warps group",
           "local B");
 }
@@ -1284,6 +1290,10 @@ int main(int argc, char **argv) {
            " host-clock and meaningless\n");
   printf("device: %s, sm_%d%d, %d SMs, driver %d, target %s\n", info.name, info.cc_major, info.cc_minor,
          info.sm_count, info.driver_version, info.arch);
+  peak_f16_tflops = info.peak_tc_f16_tflops;
+  if (peak_f16_tflops > 0)
+    printf("peaks: dense f16 Tensor Core %.0f TFLOP/s at %d MHz, memory %.0f GB/s (%%peak: ours against it;"
+           " tf32 rows against half)\n", peak_f16_tflops, info.clock_mhz, info.peak_mem_gbps);
 
   int exit_code = 0;
   char err[4096];

@@ -663,6 +663,22 @@ static const char *meta(const char *src, const char *kernel, const char *key, ch
   return meta_key(src, key, buf, cap);
 }
 
+/* The FLOP/s peak a kernel's figure is compared with (tile_device_info): the Tensor Core's
+ * when an input is f16 or bf16, else the CUDA cores' f32 FMA rate. 0 when unknown. */
+static double flop_peak(const tile_kernel *k, const tile_device_info *info, const char **what) {
+  unsigned n = tile_kernel_param_count(k);
+  for (unsigned i = 0; i < n; i++) {
+    tile_param_info p;
+    if (tile_kernel_param(k, i, &p) == TILE_OK && p.is_tensor && !p.is_output &&
+        (p.dtype == TILE_F16 || p.dtype == TILE_BF16)) {
+      *what = "f16 Tensor Core";
+      return info->peak_tc_f16_tflops;
+    }
+  }
+  *what = "f32";
+  return info->peak_f32_tflops;
+}
+
 static double tolerance_for(tile_dtype dt) {
   switch (dt) {
   case TILE_F16: return 3e-3;
@@ -1000,9 +1016,16 @@ static int run_cmd(tile_context *ctx, struct options *o) {
       fprintf(stderr, "tilec: %s\n", tile_errmsg(ctx));
       rc = 1;
     } else {
+      double tflops = flops / (br.median_ms * 1e-3) / 1e12, gbps = bytes_moved / (br.median_ms * 1e-3) / 1e9;
       printf("  time median %.4f ms (min %.4f, %d runs)", br.median_ms, br.min_ms, br.reps);
-      if (have_flops) printf(", %.2f TFLOP/s", flops / (br.median_ms * 1e-3) / 1e12);
-      printf(", %.1f GB/s\n", bytes_moved / (br.median_ms * 1e-3) / 1e9);
+      if (have_flops) printf(", %.2f TFLOP/s", tflops);
+      printf(", %.1f GB/s", gbps);
+      const char *what;
+      double peak = dev == TILE_DEVICE_CUDA ? flop_peak(k, &info, &what) : 0;
+      if (have_flops && peak > 0) printf(" (%.0f%% of the %s peak", 100 * tflops / peak, what);
+      if (dev == TILE_DEVICE_CUDA && info.peak_mem_gbps > 0)
+        printf("%s%.0f%% of memory bandwidth", have_flops && peak > 0 ? ", " : " (", 100 * gbps / info.peak_mem_gbps);
+      printf("%s\n", dev == TILE_DEVICE_CUDA && (info.peak_mem_gbps > 0 || (have_flops && peak > 0)) ? ")" : "");
     }
   }
   free_args(ctx, dev, &as);

@@ -16,12 +16,14 @@
 #define HOPPER (TL_FEAT_MMA_SYNC | TL_FEAT_FP8_MMA | TL_FEAT_TMA | TL_FEAT_CLUSTER | TL_FEAT_STMATRIX)
 
 static const struct tl_target targets[] = {
-    /* name     sm  ptx feature ptx  features                                      optin   dflt   regs  r/t  thr   yz */
-    {"sm_80", 80, "+ptx70", 70, AMPERE, 166912, 49152, 65536, 255, 1024, 65535, false},
-    {"sm_86", 86, "+ptx71", 71, AMPERE, 101376, 49152, 65536, 255, 1024, 65535, false},
-    {"sm_89", 89, "+ptx78", 78, ADA, 101376, 49152, 65536, 255, 1024, 65535, false},
-    {"sm_90", 90, "+ptx78", 78, HOPPER, 232448, 49152, 65536, 255, 1024, 65535, false},
-    {"sm_90a", 90, "+ptx80", 80, HOPPER | TL_FEAT_WGMMA | TL_FEAT_SETMAXNREG, 232448, 49152, 65536, 255, 1024, 65535, true},
+    /* name     sm  ptx feature ptx  features                          optin   dflt   regs  r/t  thr   yz   'a'  TC f16  f32
+     * (the last two: FLOP per multiprocessor per clock; A100 312 TFLOP/s = 108 SMs x 1.41 GHz x
+     * 2048, H100 SXM 989 = 132 x 1.83 x 4096; GA10x and Ada 1024 with f32 accumulation) */
+    {"sm_80", 80, "+ptx70", 70, AMPERE, 166912, 49152, 65536, 255, 1024, 65535, false, 2048, 128},
+    {"sm_86", 86, "+ptx71", 71, AMPERE, 101376, 49152, 65536, 255, 1024, 65535, false, 1024, 256},
+    {"sm_89", 89, "+ptx78", 78, ADA, 101376, 49152, 65536, 255, 1024, 65535, false, 1024, 256},
+    {"sm_90", 90, "+ptx78", 78, HOPPER, 232448, 49152, 65536, 255, 1024, 65535, false, 4096, 256},
+    {"sm_90a", 90, "+ptx80", 80, HOPPER | TL_FEAT_WGMMA | TL_FEAT_SETMAXNREG, 232448, 49152, 65536, 255, 1024, 65535, true, 4096, 256},
 };
 
 const struct tl_target *tl_target_find(const char *name) {

@@ -40,6 +40,11 @@ struct tl_target {
   unsigned max_threads;     /* threads per block */
   unsigned max_grid_yz;     /* grid limit along y and z (x: 2^31 - 1) */
   bool arch_specific;       /* "a" targets: code runs on exactly this compute capability */
+  /* throughput per multiprocessor per clock, for the peak figures benchmarks compare with
+   * (tile_device_info): dense f16/bf16 Tensor Core FLOP (f32 accumulation), and f32 FMA
+   * FLOP on the CUDA cores */
+  unsigned tc_f16_flop_clk;
+  unsigned f32_flop_clk;
 };
 
 /* The most registers one tile value may take per thread: beyond it code generation would take

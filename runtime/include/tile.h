@@ -471,6 +471,15 @@ typedef struct tile_device_info {
   int smem_per_block_optin;
   int driver_version;
   const char *arch; /* the compile target chosen for it, e.g. "sm_90a" */
+  /* Peaks that benchmarks report percentages of (0 when unknown): the maximum SM clock the
+   * driver reports times the multiprocessors times the target table's per-clock throughput,
+   * and the memory clock times the bus width (double data rate). Theoretical: sustained
+   * clocks under load are lower, and a device-to-device copy reaches about 90% of the
+   * bandwidth figure. */
+  int clock_mhz;                /* maximum SM clock */
+  double peak_tc_f16_tflops;    /* dense f16/bf16 Tensor Core FLOP/s (f32 accumulation) */
+  double peak_f32_tflops;       /* f32 FMA on the CUDA cores */
+  double peak_mem_gbps;         /* memory bandwidth, GB/s */
 } tile_device_info;
 TILE_API tile_status tile_device_query(tile_context *ctx, tile_device dev, tile_device_info *out);
 

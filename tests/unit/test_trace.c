@@ -99,3 +99,25 @@ Test(trace, off_by_default) {
   cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
   tile_context_destroy(ctx);
 }
+
+/* The peaks benchmarks compare with: the stand-in driver reports an H200's attributes
+ * (132 SMs, 1980 MHz, a 3201 MHz memory clock on a 6144-bit bus) and compute capability
+ * 9.0, so sm_90a's row gives 4096 f16 Tensor Core FLOP per SM per clock. */
+Test(trace, device_peaks_from_the_target_table) {
+  setenv("TILE_LIBCUDA", TILE_FAKE_LIBCUDA, 1);
+  unsetenv("FAKE_CUDA_CC");
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  tile_device_info d;
+  cr_assert_eq(tile_device_query(ctx, TILE_DEVICE_CUDA, &d), TILE_OK, "%s", tile_errmsg(ctx));
+  cr_expect_eq(d.clock_mhz, 1980);
+  double tc = d.sm_count * 1.98 * 4096 / 1000, f32 = d.sm_count * 1.98 * 256 / 1000;
+  cr_expect(d.peak_tc_f16_tflops > tc * 0.999 && d.peak_tc_f16_tflops < tc * 1.001, "tc %g vs %g", d.peak_tc_f16_tflops, tc);
+  cr_expect(d.peak_f32_tflops > f32 * 0.999 && d.peak_f32_tflops < f32 * 1.001, "f32 %g", d.peak_f32_tflops);
+  cr_expect(d.peak_mem_gbps > 4916 && d.peak_mem_gbps < 4918, "memory %g GB/s", d.peak_mem_gbps);
+  tile_device_info c;
+  cr_assert_eq(tile_device_query(ctx, TILE_DEVICE_CPU, &c), TILE_OK);
+  cr_expect(c.peak_tc_f16_tflops == 0 && c.peak_mem_gbps == 0, "the interpreter has no peaks");
+  tile_context_destroy(ctx);
+}

@@ -741,7 +741,8 @@ def device_info(index=0):
             raise _error(c.ptr, st)
     return {"name": _s(d.name), "cc": (d.cc_major, d.cc_minor), "sm_count": d.sm_count,
             "smem_per_block_optin": d.smem_per_block_optin, "driver_version": d.driver_version,
-            "arch": _s(d.arch)}
+            "arch": _s(d.arch), "clock_mhz": d.clock_mhz, "peak_tc_f16_tflops": d.peak_tc_f16_tflops,
+            "peak_f32_tflops": d.peak_f32_tflops, "peak_mem_gbps": d.peak_mem_gbps}
 
 
 def synchronize(index=0):
