@@ -21,7 +21,9 @@
 #      grouped-query heads, LSE output and other head sizes;
 #   4. every lib kernel under compute-sanitizer memcheck, racecheck and synccheck on ragged
 #      shapes, if compute-sanitizer is installed;
-#   5. bench_compile (cold and cached compile times) and a few `tilec run --bench` timings.
+#   5. bench_compile (cold and cached compile times) and a few `tilec run --bench` timings;
+#   6. the Python wheel: installed with pip, its pytest suite, the launch overhead vs Triton;
+#   7. profiling: a TILE_TRACE file, and ncu's NVTX kernel names and .tile source lines.
 # It takes a few minutes on an H200. Checks that would start after TIME_BUDGET seconds are
 # not run (listed as SKIP), so that the table is printed within a 10-minute command limit.
 #
@@ -103,6 +105,8 @@ summarize() {
   # cuda_smoke: "PASS name" / "FAIL name" lines
   [ -z "$s" ] && s=$(printf '%s\n' "$out" | awk '$1 == "PASS" { p++ } $1 == "FAIL" { f++ }
     END { if (p + f) printf "%d of %d smoke checks passed", p, p + f }')
+  # the profiling checks' last line
+  [ -z "$s" ] && s=$(printf '%s\n' "$out" | grep -E "^(ncu: |[0-9]+ events)" | tail -1)
   # pytest: "12 passed, 1 skipped in 3.1s"; tools/bench_python.py: the ratio line
   [ -z "$s" ] && s=$(printf '%s\n' "$out" | grep -oE '^[0-9]+ (passed|failed).* in [0-9.]+s' | tail -1)
   [ -z "$s" ] && s=$(printf '%s\n' "$out" | sed -n 's/^tile \/ triton host time per launch: \([0-9.]*x\).*/tile\/triton launch time \1/p')
@@ -507,6 +511,31 @@ if [ "${PYTHON_CHECK:-1}" != 0 ] && [ -n "$WHEEL" ] && command -v python3 >/dev/
   PYENV=(env PYTHONPATH="$PYSITE" TILE_PY_INSTALLED=1 TILE_LIBRARY= TILE_CACHE_DIR=)
   check python "pytest tests/python" - - "${PYENV[@]}" python3 -m pytest -q -p no:cacheprovider tests/python
   [ "$DEVICE" = cuda ] && check python "launch overhead vs triton" - f32 "${PYENV[@]}" python3 tools/bench_python.py
+fi
+
+# ---- 7. profiling: the trace file, NVTX ranges and line information under Nsight Compute -------
+# A traced run must write launch and compile events named by kernel and configuration; under
+# ncu, the kernel must be renamed by its NVTX range ("softmax [T=f32,...] launch") and the
+# source view must show lib/softmax.tile's lines (from the PTX's .loc directives).
+
+if [ "${PROFILE_CHECK:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
+  TRACE_OUT=$LOG_DIR/trace.json
+  # shellcheck disable=SC2016
+  TRACE_CMD='TILE_TRACE="$1" "$2" run lib/softmax.tile --device=cuda --size M=64,N=4096 >/dev/null &&
+    grep -q "\"name\":\"softmax \[[^]]*\] launch\",\"cat\":\"launch\"" "$1" &&
+    grep -q "\"cat\":\"pass\"" "$1" && echo "$(grep -c "" "$1") events, launch and passes named by kernel and configuration"'
+  check profile "TILE_TRACE file" - f32 bash -c "$TRACE_CMD" _ "$TRACE_OUT" "$TILEC"
+  if command -v ncu >/dev/null; then
+    # shellcheck disable=SC2016
+    NCU_CMD='ncu --clock-control none --nvtx --print-nvtx-rename kernel -c 1 -k regex:softmax \
+        --section SourceCounters --page source --print-source cuda --csv \
+        "$1" run lib/softmax.tile --device=cuda --size M=64,N=4096 >"$2" 2>&1
+      rc=$?; tail -5 "$2"; [ $rc -eq 0 ] || exit 1
+      grep -q "softmax \[" "$2" || { echo "no NVTX-named kernel"; exit 1; }
+      grep -q "exp2\|LOG2E\|let x" "$2" || { echo "no .tile source lines"; exit 1; }
+      echo "ncu: kernel named by its NVTX range; source view shows lib/softmax.tile lines"'
+    check profile "ncu: NVTX names and .tile lines" - f32 bash -c "$NCU_CMD" _ "$TILEC" "$LOG_DIR/ncu_source.txt"
+  fi
 fi
 
 # ---- the table -------------------------------------------------------------------------------
