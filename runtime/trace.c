@@ -105,22 +105,27 @@ static void name_of(char *buf, size_t cap, const char *kernel, const char *confi
            config && *config ? "]" : "", kernel ? " " : "", what);
 }
 
-double rt_trace_begin_(tile_context *ctx, const char *kernel, const char *config, const char *what) {
-  struct rt_trace *t = ctx->trace;
 #ifdef TILE_HAVE_NVTX
-  if (t->nvtx) {
-    char name[512];
-    name_of(name, sizeof name, kernel, config, what);
-    nvtxEventAttributes_t ev;
-    memset(&ev, 0, sizeof ev);
-    ev.version = NVTX_VERSION;
-    ev.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    ev.messageType = NVTX_MESSAGE_TYPE_ASCII;
-    ev.message.ascii = name;
-    nvtxDomainRangePushEx(t->domain, &ev);
-  }
+/* A range (push) or a point (mark) named "KERNEL [CONFIG] WHAT" in the tile domain. */
+static void nvtx_event(struct rt_trace *t, bool push, const char *kernel, const char *config, const char *what) {
+  char name[512];
+  name_of(name, sizeof name, kernel, config, what);
+  nvtxEventAttributes_t ev;
+  memset(&ev, 0, sizeof ev);
+  ev.version = NVTX_VERSION;
+  ev.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  ev.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  ev.message.ascii = name;
+  if (push) nvtxDomainRangePushEx(t->domain, &ev);
+  else nvtxDomainMarkEx(t->domain, &ev);
+}
+#endif
+
+double rt_trace_begin_(tile_context *ctx, const char *kernel, const char *config, const char *what) {
+#ifdef TILE_HAVE_NVTX
+  if (ctx->trace->nvtx) nvtx_event(ctx->trace, true, kernel, config, what);
 #else
-  (void)t, (void)kernel, (void)config, (void)what;
+  (void)kernel, (void)config, (void)what;
 #endif
   return tl_now_ms();
 }
@@ -157,12 +162,10 @@ void rt_trace_end_(tile_context *ctx, double t0, const char *cat, const char *ke
   if (!t->f) return;
   double t1 = tl_now_ms();
   char args[768] = "";
-  if (args_fmt) {
-    va_list ap;
-    va_start(ap, args_fmt);
-    vsnprintf(args, sizeof args, args_fmt, ap);
-    va_end(ap);
-  }
+  va_list ap;
+  va_start(ap, args_fmt);
+  if (args_fmt) vsnprintf(args, sizeof args, args_fmt, ap);
+  va_end(ap);
   write_event(t, 'X', t0, t1, cat, kernel, config, what, args);
 }
 
@@ -170,26 +173,14 @@ void rt_trace_instant_(tile_context *ctx, const char *cat, const char *kernel, c
                        const char *args_fmt, ...) {
   struct rt_trace *t = ctx->trace;
 #ifdef TILE_HAVE_NVTX
-  if (t->nvtx) {
-    char name[512];
-    name_of(name, sizeof name, kernel, config, what);
-    nvtxEventAttributes_t ev;
-    memset(&ev, 0, sizeof ev);
-    ev.version = NVTX_VERSION;
-    ev.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    ev.messageType = NVTX_MESSAGE_TYPE_ASCII;
-    ev.message.ascii = name;
-    nvtxDomainMarkEx(t->domain, &ev);
-  }
+  if (t->nvtx) nvtx_event(t, false, kernel, config, what);
 #endif
   if (!t->f) return;
   char args[768] = "";
-  if (args_fmt) {
-    va_list ap;
-    va_start(ap, args_fmt);
-    vsnprintf(args, sizeof args, args_fmt, ap);
-    va_end(ap);
-  }
+  va_list ap;
+  va_start(ap, args_fmt);
+  if (args_fmt) vsnprintf(args, sizeof args, args_fmt, ap);
+  va_end(ap);
   double now = tl_now_ms();
   write_event(t, 'i', now, now, cat, kernel, config, what, args);
 }
