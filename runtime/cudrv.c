@@ -325,7 +325,7 @@ int rt_cuda_ctx_sync(const struct rt_cuda *cu, char *err, size_t errlen) {
  * buffer, or a scratch one), our error log for the message, -O4, and one last option that
  * differs (the wall time out, or the target). Scalar values travel cast to void *; the
  * driver writes the OUT values (bytes of log written, wall time) back into their slots. */
-enum { JIT_NOPT = 7 };
+enum { JIT_NOPT = 8 };
 struct jit_opts {
   char scratch_info[1024];
   char error_log[16384];
@@ -345,13 +345,14 @@ static void jit_opts_init(struct jit_opts *j, char *info_log, size_t info_len, C
   const CUjit_option o[JIT_NOPT] = {CU_JIT_INFO_LOG_BUFFER,  CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
                                     CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
                                     CU_JIT_LOG_VERBOSE,      CU_JIT_OPTIMIZATION_LEVEL,
-                                    last};
+                                    CU_JIT_GENERATE_LINE_INFO, last};
   void *const v[JIT_NOPT] = {j->ilog,
                              (void *)(uintptr_t)j->ilen,
                              j->error_log,
                              (void *)(uintptr_t)sizeof j->error_log,
                              (void *)(uintptr_t)1,
                              (void *)(uintptr_t)4,
+                             (void *)(uintptr_t)1, /* line information (no effect on the code) */
                              last_value};
   memcpy(j->options, o, sizeof o);
   memcpy(j->values, v, sizeof v);

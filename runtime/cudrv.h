@@ -117,7 +117,8 @@ enum {
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
   CU_JIT_OPTIMIZATION_LEVEL = 7,
   CU_JIT_TARGET = 9,
-  CU_JIT_LOG_VERBOSE = 12
+  CU_JIT_LOG_VERBOSE = 12,
+  CU_JIT_GENERATE_LINE_INFO = 13 /* keep the PTX's .loc lines: profilers map SASS to .tile lines */
 };
 
 /* enum CUjit_target_enum: the accelerated ("a") targets are CU_COMPUTE_ACCELERATED_TARGET_BASE

@@ -230,9 +230,15 @@ static void analyze_op(struct assign *A, uint32_t id) {
       if (!is_tile(A, init)) continue;
       uint16_t l = A->want[init];
       /* a rematerializable init (zeros) adopts the layout the body yields; until that is
-       * known the carried value stays unassigned, so that body ops take their layouts
-       * from their other operands (the loads and dots inside the loop) */
-      if (rematerializable(A, init)) l = y ? A->want[y->args[k]] : 0;
+       * known the carried value keeps what it has (unassigned at first), so that body ops
+       * take their layouts from their other operands (the loads and dots inside the loop).
+       * So does an init without a layout yet: the block argument of an enclosing loop
+       * carrying the same accumulator, which in turn waits for this loop's result (an
+       * accumulator through two nested loops: the inner body's dot decides for both) */
+      if (rematerializable(A, init) || !l) {
+        uint16_t yl = y ? A->want[y->args[k]] : 0;
+        l = yl ? yl : A->want[body->args + 1 + k];
+      }
       set_want(A, body->args + 1 + k, l);
       set_want(A, op->res + k, l);
     }

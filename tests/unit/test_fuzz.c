@@ -259,3 +259,38 @@ Test(fuzz, i64_vector_load_in_loop) {
   }
   tile_context_destroy(ctx);
 }
+
+/* An accumulator carried through two nested loops (the shape of every group-quantized GEMM)
+ * was an internal error on both GPU tiers: the layout pass let the outer loop wait for the
+ * inner loop's result and the inner loop wait for the outer loop's block argument, so the
+ * carried values kept no layout ("carried value changes type", issue 16). The inner body's
+ * dot now decides for both. */
+Test(fuzz, accumulator_through_two_nested_loops) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  const char *src = "kernel g2(A: f16[M, K], B: i8[K, N], S: f16[KG, N], C: out f16[M, N])\n"
+                    "  grid(cdiv(M, 64), cdiv(N, 64)) {\n"
+                    "  let m0 = program_id(0) * 64;\n"
+                    "  let n0 = program_id(1) * 64;\n"
+                    "  var acc = zeros([64, 64], f32);\n"
+                    "  for g in range(0, K, 128) {\n"
+                    "    let s = S[g / 128, n0 : +64];\n"
+                    "    for k in range(g, g + 128, 32) {\n"
+                    "      acc += A[m0 : +64, k : +32] @ (f16(B[k : +32, n0 : +64]) * s);\n"
+                    "    }\n"
+                    "  }\n"
+                    "  C[m0 : +64, n0 : +64] = f16(acc);\n"
+                    "}\n";
+  const char *archs[] = {"sm_80", "sm_90a"};
+  for (int i = 0; i < 2; i++) {
+    tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = archs[i], .flags = TILE_VERIFY_EACH};
+    tile_emit_options eo = {.what = TILE_EMIT_PTX};
+    char *out = NULL;
+    tile_status st = tile_emit(ctx, "g2.tile", src, strlen(src), &co, &eo, &out, NULL);
+    cr_assert_eq(st, TILE_OK, "%s: %s: %s", archs[i], tile_status_name(st), tile_errmsg(ctx));
+    cr_expect(strstr(out, "mma"), "%s: the dot is not on the Tensor Cores", archs[i]);
+    tile_free(out);
+  }
+  tile_context_destroy(ctx);
+}
