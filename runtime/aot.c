@@ -808,7 +808,7 @@ static tile_status build_kernel(tile_context *ctx, const char *file, const char 
   for (unsigned i = 0; i < ao->narchs; i++) {
     const struct tl_target *target = tl_target_find(ao->archs[i]);
     if (!target)
-      return rt_error(ctx, TILE_UNSUPPORTED, "unknown target architecture '%s' (known: %s)", ao->archs[i],
+      return rt_error(ctx, TILE_INVALID_ARGUMENT, "unknown target architecture '%s' (known: %s)", ao->archs[i],
                       tl_target_names());
     for (int aligned = 1; aligned >= 0; aligned--) {
       if (!(specs & (aligned ? TILE_AOT_ALIGNED : TILE_AOT_UNALIGNED))) continue;

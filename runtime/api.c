@@ -402,7 +402,7 @@ static tile_status resolve_target(tile_context *ctx, const tile_compile_options 
   if (co->arch) {
     *target = tl_target_find(co->arch);
     if (!*target)
-      return rt_error(ctx, TILE_UNSUPPORTED, "unknown target architecture '%s' (known: %s)", co->arch,
+      return rt_error(ctx, TILE_INVALID_ARGUMENT, "unknown target architecture '%s' (known: %s)", co->arch,
                       tl_target_names());
     return TILE_OK;
   }

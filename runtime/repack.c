@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "rt.h"
 
@@ -109,10 +110,17 @@ uint64_t rt_repack_operands(const struct ir_func *f) {
   return mask;
 }
 
+/* TILE_REPACK: 0/off/false/no never, 1/on/true/yes/always always; unset, empty, "auto" or
+ * anything else: auto (an unknown word must not turn repacking on, as "off" once did). */
 int rt_repack_mode_from_env(void) {
   const char *e = getenv("TILE_REPACK");
-  if (!e || !*e || strcmp(e, "auto") == 0) return RT_REPACK_AUTO;
-  return strcmp(e, "0") ? RT_REPACK_ALWAYS : RT_REPACK_NEVER;
+  if (!e) return RT_REPACK_AUTO;
+  static const char *const never[] = {"0", "off", "false", "no"}, *const always[] = {"1", "on", "true", "yes", "always"};
+  for (size_t i = 0; i < TL_ARRAY_LEN(never); i++)
+    if (strcasecmp(e, never[i]) == 0) return RT_REPACK_NEVER;
+  for (size_t i = 0; i < TL_ARRAY_LEN(always); i++)
+    if (strcasecmp(e, always[i]) == 0) return RT_REPACK_ALWAYS;
+  return RT_REPACK_AUTO;
 }
 
 bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,

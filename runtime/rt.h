@@ -311,8 +311,8 @@ bool rt_repack_plan(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
  * repacking). */
 tile_status rt_repack_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
                              const struct rt_repack_plan *plan, void *stream, bool launch);
-/* TILE_REPACK: RT_REPACK_AUTO unset or "auto", RT_REPACK_NEVER "0", else RT_REPACK_ALWAYS
- * (read once, when the context is created). */
+/* TILE_REPACK (repack.c): RT_REPACK_NEVER for 0/off/false/no, RT_REPACK_ALWAYS for
+ * 1/on/true/yes/always, else RT_REPACK_AUTO; read once, at context creation. */
 enum { RT_REPACK_AUTO, RT_REPACK_NEVER, RT_REPACK_ALWAYS };
 int rt_repack_mode_from_env(void);
 /* Destroys the scratch pool (context destruction). */

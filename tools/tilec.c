@@ -446,7 +446,7 @@ static int compile_cmd(tile_context *ctx, struct options *o) {
   if (st != TILE_OK) {
     const char *m = tile_errmsg(ctx);
     fprintf(stderr, "%s%s", m, m[0] && m[strlen(m) - 1] == '\n' ? "" : "\n");
-    return st == TILE_NO_DRIVER ? 77 : st == TILE_INVALID_ARGUMENT || st == TILE_UNSUPPORTED ? 2 : 1;
+    return st == TILE_NO_DRIVER ? 77 : st == TILE_INVALID_ARGUMENT ? 2 : 1;
   }
   int rc = write_out(o, out, out_len);
   tile_free(out);

@@ -119,18 +119,18 @@ enum tl_result tl_gpu_lower(struct ir_func *f, const struct tl_target *target, c
     /* fp8 is a storage type the interpreter converts; codegen has no conversion yet */
     if (t->kind == IR_TY_TILE && (t->dtype == DT_F8E4M3 || t->dtype == DT_F8E5M2))
       return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_DTYPE,
-                  "%s: line %u: %s values are not supported by the CUDA code generator yet (the CPU "
-                  "interpreter converts them)",
-                  f->name, op->loc.line, ir_dtype_name((ir_dtype)t->dtype));
+                  "%s:%u:%u: error: %s values are not supported by the CUDA code generator yet (the CPU "
+                  "interpreter converts them; kernel '%s')",
+                  f->file ? f->file : f->name, op->loc.line, op->loc.col, ir_dtype_name((ir_dtype)t->dtype), f->name);
     /* a tile too large for the warps holding it: refused before LLVM unrolls it */
     if (f->stage != IR_STAGE_GENERIC) continue;
     int64_t per_thread = ir_type_numel(t) / (32 * f->warps);
     if (t->kind == IR_TY_TILE && t->rank > 0 && per_thread > TL_MAX_VALUE_REGS)
       return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_REGISTERS,
-                  "%s: line %u: a tile of %lld elements needs %lld registers per thread with %d warps (at most "
-                  "%d): use more warps or a smaller tile",
-                  f->name, op->loc.line, (long long)ir_type_numel(t), (long long)per_thread, f->warps,
-                  TL_MAX_VALUE_REGS);
+                  "%s:%u:%u: error: a tile of %lld elements needs %lld registers per thread with %d warps (at "
+                  "most %d): use more warps or a smaller tile (kernel '%s')",
+                  f->file ? f->file : f->name, op->loc.line, op->loc.col, (long long)ir_type_numel(t),
+                  (long long)per_thread, f->warps, TL_MAX_VALUE_REGS, f->name);
   }
   if (f->stage == IR_STAGE_GENERIC && !pass_pipeline_gpu(f, target, sched, po, &err))
     return fail(e, TL_ERR_INTERNAL, TL_CODE_INTERNAL, "internal compiler error: %s", sb_str(&err));

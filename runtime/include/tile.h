@@ -152,7 +152,8 @@ typedef struct tile_context_options {
  *
  * The environment is read here, once (TILE_LIBCUDA: when the driver is first loaded):
  *   TILE_CACHE_DIR, XDG_CACHE_HOME, HOME   the cache directory (cache_dir NULL)
- *   TILE_REPACK=0|1|auto                   repacking of unaligned operands (tile_launch)
+ *   TILE_REPACK=0|1|auto                   repacking of unaligned operands (tile_launch;
+ *                                          also off|on, false|true; other values: auto)
  *   TILE_AUTOTUNE_BUDGET_MS=ms             the time budget of TILE_AUTOTUNE's tuning
  *   TILE_VERIFY_EACH (any value)           as the TILE_VERIFY_EACH flag on every compile
  *   TILE_LIBCUDA=path                      the driver library to load (else libcuda.so.1)

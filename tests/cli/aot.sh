@@ -189,7 +189,7 @@ usage() { # LABEL WANT-EXIT FRAGMENT ARGS...
 }
 usage "no -o" 2 "aot needs -o PREFIX" "$SRC/lib/softmax.tile" --arch=sm_80
 usage "no --arch" 2 "aot needs --arch" "$SRC/lib/softmax.tile" -o "$TMP/x"
-usage "unknown arch" 1 "unknown target architecture 'sm_70'" "$SRC/lib/softmax.tile" --arch=sm_80,sm_70 -o "$TMP/x"
+usage "unknown arch" 2 "unknown target architecture 'sm_70'" "$SRC/lib/softmax.tile" --arch=sm_80,sm_70 -o "$TMP/x"
 usage "unknown kernel" 1 "nope" "$SRC/lib/gemm.tile" -k nope --arch=sm_80 -o "$TMP/x"
 usage "several kernels, none chosen" 1 "choose one with -k" "$SRC/lib/gemm.tile" --arch=sm_80 -o "$TMP/x"
 usage "bad define" 1 "has no compile-time parameter" "$SRC/lib/softmax.tile" -D NOPE=1 --arch=sm_80 -o "$TMP/x"

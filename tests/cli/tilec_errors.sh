@@ -255,6 +255,10 @@ roundtrip gemm.tile gemm -D T=f32 -D TF32=true
 roundtrip attention.tile attention -D D=128 -D CAUSAL=true -D HAS_LSE=true
 roundtrip softmax.tile softmax -D BN=64
 
+# ---- a program the target cannot run (a limit): exit status 1 and file:line:col -----------------
+printf 'kernel big(X: f32[N], Y: out f32[N]) grid(1) warps(1) {\n  Y[0 : +65536] = X[0 : +65536] * 2.0;\n}\n' >big.tile
+expect 1 "^big\\.tile:2:19: error: a tile of 65536 elements needs 2048 registers" big.tile --emit=ptx --arch=sm_90a
+
 # ---- per-kernel //! metadata: bmm takes `//! bmm.sizes` (BATCH) and `//! bmm.flops` -----------
 cat >meta.tile <<'EOF2'
 //! sizes = N=64

@@ -191,3 +191,22 @@ Test(hardening, folded_constants_equal_computed) {
   }
   tile_context_destroy(ctx);
 }
+
+/* TILE_REPACK=off turned repacking on (any value but "0" meant always). */
+int rt_repack_mode_from_env(void);
+Test(hardening, repack_env_words) {
+  const char *never[] = {"0", "off", "OFF", "false", "no"}, *always[] = {"1", "on", "true", "yes", "always"},
+             *autos[] = {"", "auto", "sometimes"};
+  for (size_t i = 0; i < 5; i++) {
+    setenv("TILE_REPACK", never[i], 1);
+    cr_expect_eq(rt_repack_mode_from_env(), 1, "TILE_REPACK=%s should turn repacking off", never[i]);
+    setenv("TILE_REPACK", always[i], 1);
+    cr_expect_eq(rt_repack_mode_from_env(), 2, "TILE_REPACK=%s should turn repacking on", always[i]);
+  }
+  for (size_t i = 0; i < 3; i++) {
+    setenv("TILE_REPACK", autos[i], 1);
+    cr_expect_eq(rt_repack_mode_from_env(), 0, "TILE_REPACK=%s should leave it automatic", autos[i]);
+  }
+  unsetenv("TILE_REPACK");
+  cr_expect_eq(rt_repack_mode_from_env(), 0);
+}
