@@ -57,6 +57,8 @@ Test(trace, cuda_compile_cache_tune_and_launch_events) {
   cr_assert_eq(tile_tune(ctx, "vscale.tile", src, strlen(src), &co, args, 2, &to, &tr), TILE_OK, "%s", tile_errmsg(ctx));
   tile_tune_result_free(&tr);
   tile_kernel_release(k);
+  cr_expect_eq(tile_mem_free(ctx, TILE_DEVICE_CUDA, x), TILE_OK);
+  cr_expect_eq(tile_mem_free(ctx, TILE_DEVICE_CUDA, y), TILE_OK);
   tile_context_destroy(ctx);
 
   const char *t = slurp(path);
