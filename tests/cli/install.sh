@@ -18,7 +18,7 @@ SRC=$(cd "${2:?usage: install.sh BUILD_DIR SOURCE_DIR}" && pwd) || exit 1
 CC=${CC:-cc}
 command -v cmake >/dev/null || { echo "SKIP: no cmake"; exit 77; }
 command -v "$CC" >/dev/null || { echo "SKIP: no C compiler"; exit 77; }
-if command -v ldd >/dev/null && [ -f "$BUILD/libtile.so" ] && ldd "$BUILD/libtile.so" | grep -q -E "libasan|libubsan"; then
+if command -v ldd >/dev/null && [ -f "$BUILD/libtile.so" ] && [[ "$(ldd "$BUILD/libtile.so")" =~ libasan|libubsan ]]; then
   echo "SKIP: sanitizer build (the consumers would need the sanitizer runtime preloaded)"; exit 77
 fi
 TMP=$(mktemp -d)

@@ -12,7 +12,7 @@ BUILD=$(cd "${1:?usage: python.sh BUILD_DIR SOURCE_DIR}" && pwd) || exit 1
 SRC=$(cd "${2:?usage: python.sh BUILD_DIR SOURCE_DIR}" && pwd) || exit 1
 LIB=$BUILD/libtile.so
 [ -f "$LIB" ] || { echo "FAIL: $LIB not found"; exit 1; }
-if command -v ldd >/dev/null && ldd "$LIB" | grep -q -E "libasan|libubsan"; then
+if command -v ldd >/dev/null && [[ "$(ldd "$LIB")" =~ libasan|libubsan ]]; then
   echo "SKIP: sanitizer build (libtile.so needs its runtime preloaded)"; exit 77
 fi
 PY=
