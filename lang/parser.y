@@ -259,9 +259,10 @@ dims:
   | dims ',' dim { $$ = ast_append(B, $1, $3); }
   ;
 
+/* a shape symbol or constant name, an int literal, or a constant expression of compile-time
+ * parameters and constants (`D / 2`); sema tells them apart */
 dim:
-    IDENT { $$ = ast_leaf_name(B, $1, @$); }
-  | INT { $$ = ast_leaf_int(B, $1, @$); }
+    expr { $$ = $1; }
   ;
 
 warps_opt:

@@ -15,6 +15,7 @@
  * in several places states that those sizes are equal). A name that is already something
  * else (a parameter, a string parameter) cannot be a dimension. */
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sema.h"
@@ -278,7 +279,21 @@ static bool tensor_dims(struct sema *s, struct ast_node *pn, struct sema_sym *sy
       continue;
     }
     if (dn->kind != AST_NAME) {
-      ok = false;
+      /* a constant expression (`D / 2`, `BM * 2`): compile-time parameters and constants
+       * only; a shape symbol in it is a run-time value, which sema_need_const_int refuses */
+      int64_t v;
+      char what[96];
+      snprintf(what, sizeof what, "dimension %u of `%s`", d + 1, sym->name);
+      if (!sema_need_const_int(s, dn, what, &v)) {
+        ok = false;
+        continue;
+      }
+      if (v < 0 || v > INT32_MAX) {
+        ok = lang_error(s->ctx, dn->loc, D_BAD_DIM, "dimension %u of `%s` is %lld; sizes cannot be negative",
+                        d + 1, sym->name, (long long)v);
+        continue;
+      }
+      sym->ty.dims[d] = (int32_t)v;
       continue;
     }
     struct sema_sym *o = sema_lookup(s, dn->name);
