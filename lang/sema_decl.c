@@ -156,6 +156,20 @@ static void check_cparams(struct lang_ctx *c, struct sema_kernel_decl *kd) {
   }
 }
 
+/* Whether another kernel of the file has a compile-time parameter `name`: a define meant for
+ * that kernel is then no error for this one (one set of -D settings serves a multi-kernel
+ * file); a name no kernel declares still is (a typo must not pass unnoticed). */
+static bool other_kernel_has(struct sema *s, const char *name) {
+  const struct sema_file *d = s->file ? s->file->decls : NULL;
+  for (uint32_t i = 0; d && i < d->kernels.n; i++) {
+    const struct sema_kernel_decl *o = &d->kernels.v[i];
+    if (o == s->kd) continue;
+    for (uint32_t p = 0; p < o->cparams.n; p++)
+      if (strcmp(o->cparams.v[p].name, name) == 0) return true;
+  }
+  return false;
+}
+
 bool sema_apply_defines(struct sema *s, const struct lang_define *defs, uint32_t ndefs) {
   struct lang_ctx *c = s->ctx;
   struct sema_kernel_decl *kd = s->kd;
@@ -177,6 +191,7 @@ bool sema_apply_defines(struct sema *s, const struct lang_define *defs, uint32_t
     const char *text = defs[d].value ? defs[d].value : "";
     uint32_t p = 0;
     while (p < kd->cparams.n && strcmp(kd->cparams.v[p].name, name) != 0) p++;
+    if (p == kd->cparams.n && other_kernel_has(s, name)) continue;
     if (p == kd->cparams.n) {
       struct strbuf names;
       sb_init(&names, c->arena);
