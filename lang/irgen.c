@@ -280,6 +280,74 @@ static ir_val emit_reduce(struct irgen *g, struct ast_node *n, enum builtin_id b
   return x;
 }
 
+/* x with a unit dimension inserted at k (sema type *t updated). */
+static ir_val expand_at(struct irgen *g, ir_val x, struct sty *t, int k) {
+  memmove(t->dims + k + 1, t->dims + k, sizeof(int32_t) * (size_t)(t->rank - k));
+  t->dims[k] = 1;
+  t->rank++;
+  ir_type_id ty = ty_of(g, t);
+  uint32_t op = ir_build(&g->b, IR_EXPAND_DIMS, &x, 1, &ty, 1);
+  ir_op(g->f, op)->i[0] = k;
+  return ir_res(g->f, op, 0);
+}
+
+/* An i32 tile of shape xt holding each element's index along `axis`, or (axis < 0) its
+ * row-major index in the whole tile. */
+static ir_val index_tile(struct irgen *g, const struct sty *xt, int64_t axis) {
+  struct sty full = *xt;
+  full.dt = DT_I32;
+  full.weak = 0;
+  ir_val sum = 0;
+  int64_t stride = 1;
+  for (int d = full.rank - 1; d >= 0; d--) {
+    if (axis >= 0 && d != axis) continue;
+    struct sty a = full;
+    a.rank = 1;
+    a.dims[0] = full.dims[d];
+    for (int e = 1; e < IR_MAX_RANK; e++) a.dims[e] = 0;
+    ir_val v = ir_build1(&g->b, IR_ARANGE, ty_of(g, &a), NULL, 0);
+    for (int e = 0; e < d; e++) v = expand_at(g, v, &a, e);      /* leading unit dims */
+    while (a.rank < full.rank) v = expand_at(g, v, &a, a.rank);   /* trailing ones */
+    v = convert(g, v, &a, &full);                                 /* broadcast */
+    if (stride != 1) v = binary(g, IR_MUL, v, const_num(g, (double)stride, &full));
+    sum = sum ? binary(g, IR_ADD, sum, v) : v;
+    stride *= full.dims[d];
+  }
+  return sum;
+}
+
+/* argmax/argmin (check_argminmax): the extreme value along the axis, broadcast back, compared
+ * with every element; the smallest index among the equal ones is the result (the axis length,
+ * or the tile's size, where none is equal: NaN only). */
+static ir_val emit_argminmax(struct irgen *g, struct ast_node *n, enum builtin_id b, ir_val x,
+                             const struct sty *xt0, int64_t axis) {
+  struct sty xt = *xt0;
+  xt.weak = 0;
+  if (axis < 0 && xt.rank == 1) axis = 0;
+  ir_val m = emit_reduce(g, n, b == BI_ARGMAX ? BI_MAX : BI_MIN, x, xt, axis);
+  struct sty mt = xt;
+  if (axis >= 0) {
+    for (int d = (int)axis; d + 1 < mt.rank; d++) mt.dims[d] = mt.dims[d + 1];
+    mt.rank--;
+    mt.dims[mt.rank] = 0;
+    m = expand_at(g, m, &mt, (int)axis);
+  } else {
+    mt.rank = 0;
+    memset(mt.dims, 0, sizeof mt.dims);
+  }
+  m = convert(g, m, &mt, &xt); /* broadcast (splat for a scalar) */
+  ir_val eq = binary(g, IR_EQ, x, m);
+  struct sty it = xt;
+  it.dt = DT_I32;
+  ir_val idx = index_tile(g, &xt, axis);
+  int64_t none = axis >= 0 ? xt.dims[axis] : 1;
+  if (axis < 0)
+    for (int d = 0; d < xt.rank; d++) none *= xt.dims[d];
+  ir_val sel[3] = {eq, idx, const_num(g, (double)none, &it)};
+  ir_val cand = ir_build1(&g->b, IR_SELECT, ty_of(g, &it), sel, 3);
+  return emit_reduce(g, n, BI_MIN, cand, it, axis);
+}
+
 static ir_val lower_call(struct irgen *g, struct ast_node *n, struct sema_info *i) {
   struct ast_node **args = i->args;
   if (i->builtin == BI_CAST) {
@@ -323,6 +391,13 @@ static ir_val lower_call(struct irgen *g, struct ast_node *n, struct sema_info *
     struct sema_info *xi = sema_info(g->s, args[0]);
     ir_val x = lower(g, args[0]);
     return emit_reduce(g, n, b, x, xi->ty, i->attr);
+  }
+  case BI_ARGMAX:
+  case BI_ARGMIN: {
+    struct sema_info *xi = sema_info(g->s, args[0]);
+    ir_val x = lower(g, args[0]);
+    here(g, n);
+    return emit_argminmax(g, n, b, x, &xi->ty, i->attr);
   }
   case BI_ABS: case BI_EXP: case BI_EXP2: case BI_LOG: case BI_LOG2: case BI_SQRT:
   case BI_RSQRT: case BI_TANH: case BI_ERF: case BI_SIGMOID: case BI_RELU: case BI_GELU:

@@ -181,6 +181,8 @@ struct cval sema_convert_const(struct cval v, ir_dtype from, ir_dtype to);
   X(MIN, "min", "x, y?, axis?")                                            \
   X(MAX, "max", "x, y?, axis?")                                            \
   X(SUM, "sum", "x, axis?")                                                \
+  X(ARGMAX, "argmax", "x, axis?")                                          \
+  X(ARGMIN, "argmin", "x, axis?")                                          \
   X(ABS, "abs", "x")                                                       \
   X(EXP, "exp", "x")                                                       \
   X(EXP2, "exp2", "x")                                                     \

@@ -207,6 +207,48 @@ static bool check_axis(struct sema *s, struct ast_node *an, const char *fname, c
   return true;
 }
 
+/* argmax and argmin: the i32 index of the largest (smallest) element along axis, or of the
+ * whole tile in row-major order without one. Ties go to the smallest index; NaN elements
+ * are skipped as max and min skip them (a row of NaN only gives its length). */
+static struct sema_info *check_argminmax(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                         enum builtin_id b, struct ast_node **args) {
+  const char *fname = builtin_names[b];
+  struct sema_info *x;
+  if (!value_arg(s, args[0], fname, "x", &x)) return poison(i);
+  if (s->in_grid) {
+    lang_error(s->ctx, n->loc, D_GRID_VALUE, "%s() cannot be used in grid(...)", fname);
+    return poison(i);
+  }
+  if (!sema_supported(s, &x->ty, n->loc, fname)) return poison(i);
+  if (x->ty.rank == 0) {
+    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "%s() takes a tile, found the scalar %s", fname,
+               sty_str(s, &x->ty));
+    return poison(i);
+  }
+  if (x->ty.dt == DT_BOOL) {
+    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "%s() of bool values is not supported; convert first, e.g. %s(i32(mask))",
+               fname, fname);
+    return poison(i);
+  }
+  struct sty t = x->ty;
+  t.dt = DT_I32;
+  t.weak = 0;
+  if (args[1]) {
+    int64_t a = 0;
+    if (!check_axis(s, args[1], fname, &x->ty, &a)) return poison(i);
+    for (int d = (int)a; d + 1 < t.rank; d++) t.dims[d] = t.dims[d + 1];
+    t.rank--;
+    t.dims[t.rank] = 0;
+    i->attr = a;
+  } else {
+    t.rank = 0;
+    memset(t.dims, 0, sizeof t.dims);
+    i->attr = -1;
+  }
+  i->ty = t;
+  return i;
+}
+
 /* min, max and sum: elementwise (min/max with two values) or a reduction. */
 static struct sema_info *check_minmax_sum(struct sema *s, struct ast_node *n, struct sema_info *i,
                                           enum builtin_id b, struct ast_node **args) {
@@ -412,6 +454,8 @@ static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struc
   case BI_MIN:
   case BI_MAX:
   case BI_SUM: return check_minmax_sum(s, n, i, b, args);
+  case BI_ARGMAX:
+  case BI_ARGMIN: return check_argminmax(s, n, i, b, args);
   case BI_ABS: case BI_EXP: case BI_EXP2: case BI_LOG: case BI_LOG2: case BI_SQRT:
   case BI_RSQRT: case BI_TANH: case BI_ERF: case BI_SIGMOID: case BI_RELU: case BI_GELU:
   case BI_SILU:

@@ -155,3 +155,53 @@ def test_binding_covers_the_header():
 def test_version_and_cache(tmp_path, monkeypatch):
     assert tile.version().startswith("tile ")
     assert isinstance(tile.cache_entries(), list)
+
+
+ARGSRC = """
+kernel am<BN: 64 = 64>(X: f32[M, N], I: out i32[M], J: out i32[M], W: out i32[1], V: out i32[N])
+  grid(1) warps(2)
+{
+  let x = load(X[0 : +16, 0 : +BN], fill=-inf);
+  I[0 : +16] = argmax(x, axis=1);
+  J[0 : +16] = argmin(load(X[0 : +16, 0 : +BN], fill=inf), axis=-1);
+  W[0 : +1] = full([1], argmax(x), i32);
+  V[0 : +BN] = argmin(load(X[0 : +16, 0 : +BN], fill=inf), axis=0);
+}
+"""
+
+
+@pytest.mark.parametrize("m,n", [(16, 64), (7, 33), (1, 1), (16, 50)])
+def test_argmax_argmin_ties_go_to_the_first(m, n):
+    """argmax/argmin along an axis and over the whole tile (row-major), with many ties
+    (small integers): the smallest index wins, as in NumPy."""
+    k = tile.compile(source=ARGSRC, name="am.tile")
+    x = RNG.integers(-4, 4, size=(m, n)).astype(np.float32)
+    i, j = np.full(m, -7, np.int32), np.full(m, -7, np.int32)
+    w, v = np.full(1, -7, np.int32), np.full(n, -7, np.int32)
+    k(x, i, j, w, v)
+    np.testing.assert_array_equal(i, x.argmax(1))
+    np.testing.assert_array_equal(j, x.argmin(1))
+    hi = np.full((16, 64), -np.inf, np.float32)
+    hi[:m, :n] = x
+    lo = np.full((16, 64), np.inf, np.float32)
+    lo[:m, :n] = x
+    assert w[0] == hi.argmax()
+    np.testing.assert_array_equal(v, lo.argmin(0)[:n])
+
+
+def test_argmax_skips_nan():
+    """NaN elements are skipped, as max skips them; a row of NaN only gives its length."""
+    src = """kernel a(X: f32[M, 8], I: out i32[M]) grid(1) {
+  I[0 : +4] = argmax(X[0 : +4, 0 : +8], axis=1);
+}"""
+    k = tile.compile(source=src, name="nan.tile")
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    x[0, 3] = np.nan
+    x[1, :] = np.nan
+    i = np.zeros(4, np.int32)
+    k(x, i)
+    row0 = x[0].copy()
+    row0[3] = -np.inf
+    assert i[0] == row0.argmax()
+    assert i[1] == 8
+    np.testing.assert_array_equal(i[2:], x[2:].argmax(1))
