@@ -677,6 +677,93 @@ static void lower_block(struct irgen *g, struct ast_node *b) {
   for (uint32_t k = 0; k < b->list.n && !g->failed; k++) lower_stmt(g, b->list.v[k]);
 }
 
+/* ---- return ----
+ * `return` ends the program instance. There is no early exit in Tile IR, so what follows an
+ * `if` that may return is lowered into the branches that may not: lower_seq lowers a block's
+ * statements from `from` on, then its continuation (the rest of the enclosing blocks); at an
+ * `if` that may return, each branch gets the continuation (a statement after it may thus be
+ * lowered more than once, into different regions) and nothing is lowered after the if. Sema
+ * refuses `return` inside loops and statements after a `return` in one block. */
+struct cont {
+  struct ast_node *block;
+  uint32_t from;
+  const struct cont *next;
+};
+
+static bool may_return(const struct ast_node *n) {
+  if (!n) return false;
+  switch (n->kind) {
+  case AST_RETURN: return true;
+  case AST_IF: return may_return(n->b) || may_return(n->c);
+  case AST_BLOCK:
+    for (uint32_t k = 0; k < n->list.n; k++)
+      if (may_return(n->list.v[k])) return true;
+    return false;
+  default: return false;
+  }
+}
+
+static void lower_seq(struct irgen *g, struct ast_node *blk, uint32_t from, const struct cont *k);
+
+/* A branch (a BLOCK, an else-IF, or NULL), then the continuation. */
+static void lower_branch(struct irgen *g, struct ast_node *br, const struct cont *k) {
+  if (!br) {
+    if (k) lower_seq(g, k->block, k->from, k->next);
+  } else if (br->kind == AST_BLOCK) {
+    lower_seq(g, br, 0, k);
+  } else { /* else if: a one-statement sequence */
+    struct ast_node one = {.kind = AST_BLOCK};
+    one.list.v = &br;
+    one.list.n = 1;
+    lower_seq(g, &one, 0, k);
+  }
+}
+
+static void lower_if_cont(struct irgen *g, struct ast_node *n, const struct cont *k) {
+  struct sema_info *ii = sema_info(g->s, n);
+  if (ii->taken == 1 || ii->taken == 0) {
+    lower_branch(g, ii->taken == 1 ? n->b : n->c, k);
+    return;
+  }
+  struct sty b1 = scalar_sty(DT_BOOL);
+  ir_val cond = lower_to(g, n->a, &b1);
+  uint32_t nc = ii->carried.n;
+  ir_type_id *types = ARENA_NEWN(g->ctx->arena, ir_type_id, nc + 1);
+  ir_val *before = ARENA_NEWN(g->ctx->arena, ir_val, nc + 1);
+  for (uint32_t i = 0; i < nc; i++) {
+    before[i] = ii->carried.v[i]->val;
+    types[i] = g->f->values.v[before[i]].type;
+  }
+  here(g, n);
+  uint32_t op = ir_build_if(&g->b, cond, types, nc);
+  struct ir_builder saved = g->b;
+  for (uint32_t r = 0; r < 2 && !g->failed; r++) {
+    ir_builder_at_end(&g->b, g->f, ir_region(g->f, op, r));
+    g->b.loc = saved.loc;
+    for (uint32_t i = 0; i < nc; i++) ii->carried.v[i]->val = before[i];
+    lower_branch(g, r == 0 ? n->b : n->c, k);
+    here(g, n);
+    yield_carried(g, ii); /* nothing after the if reads them: the continuation ran inside */
+  }
+  g->b = saved;
+  for (uint32_t i = 0; i < nc; i++) ii->carried.v[i]->val = ir_res(g->f, op, i);
+}
+
+static void lower_seq(struct irgen *g, struct ast_node *blk, uint32_t from, const struct cont *k) {
+  for (uint32_t i = from; i < blk->list.n && !g->failed; i++) {
+    struct ast_node *st = blk->list.v[i];
+    if (st->kind == AST_RETURN) return; /* the rest of this block and the continuation: not run */
+    if ((st->kind == AST_IF || st->kind == AST_BLOCK) && may_return(st)) {
+      struct cont rest = {blk, i + 1, k};
+      if (st->kind == AST_IF) lower_if_cont(g, st, &rest);
+      else lower_seq(g, st, 0, &rest);
+      return;
+    }
+    lower_stmt(g, st);
+  }
+  if (k && !g->failed) lower_seq(g, k->block, k->from, k->next);
+}
+
 /* ---- the kernel ---- */
 
 static void lower_params(struct irgen *g) {
@@ -740,6 +827,6 @@ struct ir_func *irgen_kernel(struct sema *s) {
   ir_build(&g.b, IR_GRID, grid, 3, NULL, 0);
 
   ir_builder_at_end(&g.b, g.f, IR_BODY_BLOCK);
-  lower_block(&g, k->body);
+  lower_seq(&g, k->body, 0, NULL); /* lower_block, with `return` */
   return g.failed ? NULL : g.f;
 }

@@ -149,6 +149,7 @@ static struct ast_node *mk_binary(struct ast_builder *b, enum ast_op op, struct 
 %token <s> STRING "string"
 %token <dt> DTYPE "dtype"
 %token KERNEL "kernel" CONST "const" LET "let" VAR "var" FOR "for" IN "in" IF "if" ELSE "else"
+%token RETURN "return"
 %token TRUE "true" FALSE "false" NONE "None" INF "inf" GRID "grid" WARPS "warps" WHERE "where"
 %token OROR "||" ANDAND "&&" EQ "==" NE "!=" LE "<=" GE ">=" SHL "<<" SHR ">>"
 %token ADDEQ "+=" SUBEQ "-=" MULEQ "*=" DIVEQ "/="
@@ -296,6 +297,7 @@ stmt:
   | expr DIVEQ expr ';' { $$ = ast_node2(B, AST_ASSIGN, OP_DIV, $1, $3, @$); $$->loc2 = @2; }
   | expr ';' { $$ = ast_node1(B, AST_EXPR_STMT, $1, @$); }
   | FOR IDENT IN expr block { $$ = mk_named(B, AST_FOR, $2, @2, $4, $5, @$); }
+  | RETURN ';' { $$ = ast_new(B, AST_RETURN, @1); }
   | if_stmt
   ;
 

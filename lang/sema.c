@@ -988,7 +988,9 @@ static void check_for(struct sema *s, struct ast_node *n) {
   fi->sym = iv;
   VEC_PUSH(s->ctx->arena, s->constructs, fi);
   VEC_PUSH(s->ctx->arena, s->construct_depth, s->marks.n);
+  s->loops++;
   check_block(s, n->b);
+  s->loops--;
   s->constructs.n--;
   s->construct_depth.n--;
   scope_pop(s);
@@ -1055,6 +1057,13 @@ static void check_stmt(struct sema *s, struct ast_node *n) {
   }
   case AST_ERROR: return;
   case AST_BLOCK: check_block(s, n); return;
+  case AST_RETURN:
+    /* ends the program instance; irgen moves what follows an `if` that may return into its
+     * branches (lower_seq). Inside a loop that would need the loop to stop early. */
+    if (s->loops)
+      lang_error(s->ctx, n->loc, D_RETURN_IN_LOOP,
+                 "`return` inside a for loop is not supported yet; end the loop with a condition instead");
+    return;
   default:
     lang_internal_error(s->ctx, n->loc, "check_stmt: unexpected %s node", ast_kind_names[n->kind]);
   }
@@ -1062,7 +1071,12 @@ static void check_stmt(struct sema *s, struct ast_node *n) {
 
 static void check_block(struct sema *s, struct ast_node *b) {
   scope_push(s);
-  for (uint32_t k = 0; k < b->list.n && !s->ctx->stopped; k++) check_stmt(s, b->list.v[k]);
+  for (uint32_t k = 0; k < b->list.n && !s->ctx->stopped; k++) {
+    if (b->list.v[k]->kind == AST_RETURN && k + 1 < b->list.n)
+      lang_error(s->ctx, b->list.v[k + 1]->loc, D_UNREACHABLE,
+                 "this statement follows a `return` in the same block: it never runs");
+    check_stmt(s, b->list.v[k]);
+  }
   scope_pop(s);
 }
 

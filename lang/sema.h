@@ -126,6 +126,7 @@ struct sema {
   uint32_t ngrid;
   int warps;
   bool in_grid;        /* checking grid(...): host-side scalars only */
+  uint32_t loops;      /* for loops around the statement being checked */
   bool quiet_undeclared; /* the file had syntax errors: names may be missing for that reason */
 };
 

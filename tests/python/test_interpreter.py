@@ -205,3 +205,34 @@ def test_argmax_skips_nan():
     assert i[0] == row0.argmax()
     assert i[1] == 8
     np.testing.assert_array_equal(i[2:], x[2:].argmax(1))
+
+
+def test_return_ends_the_program():
+    """`return` in branches (also an else-if chain that does not return, and a loop after):
+    programs past L store nothing, program 1 stores -1, program 2 adds 100 first."""
+    src = """kernel k(X: f32[N], Y: out f32[N], L: i32) grid(cdiv(N, 64)) {
+  let i = program_id(0) * 64;
+  if i >= L { return; }
+  var acc = X[i : +64];
+  if program_id(0) == 1 {
+    Y[i : +64] = acc * 0.0 - 1.0;
+    return;
+  } else if program_id(0) == 2 {
+    acc = acc + 100.0;
+  }
+  for r in range(0, 3) { acc = acc * 2.0; }
+  Y[i : +64] = acc;
+}"""
+    k = tile.compile(source=src, name="ret.tile")
+    for n, lim in ((500, 320), (7, 1), (4095, 4095)):
+        x = RNG.standard_normal(n).astype(np.float32)
+        y = np.full(n, 7.0, np.float32)
+        k(x, y, lim)
+        exp = np.full(n, 7.0, np.float32)
+        for p in range((n + 63) // 64):
+            i = p * 64
+            if i >= lim:
+                continue
+            sl = slice(i, min(i + 64, n))
+            exp[sl] = -1.0 if p == 1 else ((x[sl] + 100) * 8 if p == 2 else x[sl] * 8)
+        np.testing.assert_allclose(y, exp, rtol=1e-6)
