@@ -176,6 +176,8 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
     }
   }
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+  /* positioning before an instruction takes over its debug location: keep the op's */
+  LLVMMetadataRef loc = LLVMGetCurrentDebugLocation2(g->b);
   LLVMPositionBuilderBefore(g->b, g->coord_point ? g->coord_point : g->prologue_end);
   for (int d = 0; d < l->rank; d++) {
     LLVMValueRef acc = cg_i32(g, 0);
@@ -192,6 +194,7 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
     coord[d] = acc;
   }
   LLVMPositionBuilderAtEnd(g->b, cur);
+  LLVMSetCurrentDebugLocation2(g->b, loc);
   if (g->ncoord_cache < TL_ARRAY_LEN(g->coord_cache)) {
     struct coord_cache *c = &g->coord_cache[g->ncoord_cache++];
     c->l = *l;
@@ -208,6 +211,7 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
  * through it: PERF.md 17). */
 void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before) {
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+  LLVMMetadataRef loc = LLVMGetCurrentDebugLocation2(g->b); /* see cg_thread_coords */
   if (before) LLVMPositionBuilderBefore(g->b, before);
   LLVMValueRef tid = cg_asm(g, g->i32, "mov.u32 $0, %tid.x;", "=r", NULL, 0, true);
   g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
@@ -215,6 +219,7 @@ void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before) {
   if (g->warp_base) g->warp = LLVMBuildSub(g->b, g->warp, cg_i32(g, g->warp_base), "warp"); /* a role's warps */
   if (before) LLVMPositionBuilderAtEnd(g->b, cur);
   else before = LLVMBuildAdd(g->b, g->warp, cg_i32(g, 0), "coords"); /* a place to put them before */
+  LLVMSetCurrentDebugLocation2(g->b, loc);
   g->coord_point = before;
   g->ncoord_cache = 0;
 }

@@ -98,3 +98,45 @@ Test(line_info, ptx_has_loc_lines_of_the_tile_source) {
   }
   tile_context_destroy(ctx);
 }
+
+/* The epilogue's global stores carry the store statement's line: positioning the builder
+ * before an earlier instruction (hoisted thread coordinates) took over that instruction's
+ * line, the loop's, for everything generated after it. */
+Test(line_info, epilogue_stores_carry_their_own_line) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  const char *src = "kernel mm(A: f16[M, K], B: f16[K, N], C: out f16[M, N]) grid(cdiv(M, 128), cdiv(N, 128)) {\n"
+                    "  let m0 = program_id(0) * 128;\n"
+                    "  let n0 = program_id(1) * 128;\n"
+                    "  var acc = zeros([128, 128], f32);\n"
+                    "  for k in range(0, K, 32, stages=3) {\n"
+                    "    acc += A[m0 : +128, k : +32] @ B[k : +32, n0 : +128];\n"
+                    "  }\n"
+                    "  C[m0 : +128, n0 : +128] = f16(acc);\n"
+                    "}\n";
+  const char *archs[] = {"sm_80", "sm_90a"};
+  for (int a = 0; a < 2; a++) {
+    tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = archs[a]};
+    tile_emit_options eo = {.what = TILE_EMIT_PTX};
+    char *ptx = NULL;
+    cr_assert_eq(tile_emit(ctx, "mm.tile", src, strlen(src), &co, &eo, &ptx, NULL), TILE_OK, "%s", tile_errmsg(ctx));
+    int line = 0, stores = 0, wrong = 0;
+    for (const char *p = ptx; *p;) {
+      const char *eol = strchr(p, '\n');
+      size_t n = eol ? (size_t)(eol - p) : strlen(p);
+      const char *loc = strstr(p, ".loc\t1 ");
+      if (loc && loc < p + n) line = atoi(loc + 7);
+      const char *st = strstr(p, "st.global");
+      if (st && st < p + n) {
+        stores++;
+        wrong += line != 8;
+      }
+      p += n + (eol ? 1 : 0);
+    }
+    cr_expect(stores > 0, "%s: no global stores", archs[a]);
+    cr_expect_eq(wrong, 0, "%s: %d of %d global stores not on line 8", archs[a], wrong, stores);
+    tile_free(ptx);
+  }
+  tile_context_destroy(ctx);
+}
