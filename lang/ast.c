@@ -59,8 +59,9 @@ struct ast_node *ast_done(struct ast_builder *b, struct ast_node *n) {
 }
 
 struct ast_node *ast_leaf_int(struct ast_builder *b, int64_t v, struct lang_loc loc) {
-  /* The scanner passes -1 for a literal it has already reported as out of range. */
-  if (v < 0) return ast_new(b, AST_ERROR, loc);
+  /* The scanner passes INT64_MIN for a literal it has already reported as out of range
+   * (hex literals may be negative: 0xFFFFFFFF is -1). */
+  if (v == INT64_MIN) return ast_new(b, AST_ERROR, loc);
   struct ast_node *n = ast_new(b, AST_INT, loc);
   n->ival = v;
   return n;

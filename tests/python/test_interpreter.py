@@ -236,3 +236,19 @@ def test_return_ends_the_program():
             sl = slice(i, min(i + 64, n))
             exp[sl] = -1.0 if p == 1 else ((x[sl] + 100) * 8 if p == 2 else x[sl] * 8)
         np.testing.assert_allclose(y, exp, rtol=1e-6)
+
+
+def test_hex_literals_are_32_bit_patterns():
+    """0x9E3779B9 (above 2^31) is the i32 with those bits; products wrap modulo 2^32, as a
+    multiplicative hash needs; `>>` is arithmetic."""
+    src = """kernel h(Y: out i32[N], Z: out i32[N]) grid(1) {
+  let x = arange(64) * 0x9E3779B9 + 0x7F4A7C15;
+  Y[0 : +64] = x;
+  Z[0 : +64] = (x >> 16) & 0xFFFF;
+}"""
+    k = tile.compile(source=src, name="hex.tile")
+    y, z = np.zeros(64, np.int32), np.zeros(64, np.int32)
+    k(y, z)
+    exp = (np.arange(64, dtype=np.uint64) * 0x9E3779B9 + 0x7F4A7C15) % (1 << 32)
+    np.testing.assert_array_equal(y.view(np.uint32), exp.astype(np.uint32))
+    np.testing.assert_array_equal(z, (exp.astype(np.uint32).view(np.int32) >> 16) & 0xFFFF)
