@@ -610,50 +610,9 @@ static void lower_for(struct irgen *g, struct ast_node *n) {
   for (uint32_t k = 0; k < nc; k++) fi->carried.v[k]->val = ir_res(g->f, op, k);
 }
 
-static void lower_else(struct irgen *g, struct ast_node *e) {
-  if (!e) return;
-  if (e->kind == AST_IF)
-    lower_stmt(g, e);
-  else
-    lower_block(g, e);
-}
-
-static void lower_if(struct irgen *g, struct ast_node *n) {
-  struct sema_info *ii = sema_info(g->s, n);
-  if (ii->taken == 1) {
-    lower_block(g, n->b);
-    return;
-  }
-  if (ii->taken == 0) {
-    lower_else(g, n->c);
-    return;
-  }
-  struct sty b1 = scalar_sty(DT_BOOL);
-  ir_val cond = lower_to(g, n->a, &b1);
-  uint32_t nc = ii->carried.n;
-  ir_type_id *types = ARENA_NEWN(g->ctx->arena, ir_type_id, nc + 1);
-  ir_val *before = ARENA_NEWN(g->ctx->arena, ir_val, nc + 1);
-  for (uint32_t k = 0; k < nc; k++) {
-    before[k] = ii->carried.v[k]->val;
-    types[k] = g->f->values.v[before[k]].type;
-  }
-  here(g, n);
-  uint32_t op = ir_build_if(&g->b, cond, types, nc);
-  struct ir_builder saved = g->b;
-  for (uint32_t r = 0; r < 2; r++) {
-    ir_builder_at_end(&g->b, g->f, ir_region(g->f, op, r));
-    g->b.loc = saved.loc;
-    for (uint32_t k = 0; k < nc; k++) ii->carried.v[k]->val = before[k];
-    if (r == 0)
-      lower_block(g, n->b);
-    else
-      lower_else(g, n->c);
-    here(g, n);
-    yield_carried(g, ii);
-  }
-  g->b = saved;
-  for (uint32_t k = 0; k < nc; k++) ii->carried.v[k]->val = ir_res(g->f, op, k);
-}
+/* An if, with nothing after it to run inside its branches (see lower_seq). */
+struct cont;
+static void lower_if_cont(struct irgen *g, struct ast_node *n, const struct cont *k);
 
 static void lower_stmt(struct irgen *g, struct ast_node *n) {
   if (g->failed) return;
@@ -667,7 +626,7 @@ static void lower_stmt(struct irgen *g, struct ast_node *n) {
   }
   case AST_ASSIGN: lower_assign(g, n); return;
   case AST_FOR: lower_for(g, n); return;
-  case AST_IF: lower_if(g, n); return;
+  case AST_IF: lower_if_cont(g, n, NULL); return;
   case AST_BLOCK: lower_block(g, n); return;
   default: internal(g, n, "unexpected statement kind"); return;
   }
@@ -743,7 +702,7 @@ static void lower_if_cont(struct irgen *g, struct ast_node *n, const struct cont
     for (uint32_t i = 0; i < nc; i++) ii->carried.v[i]->val = before[i];
     lower_branch(g, r == 0 ? n->b : n->c, k);
     here(g, n);
-    yield_carried(g, ii); /* nothing after the if reads them: the continuation ran inside */
+    yield_carried(g, ii); /* what follows the if reads them (with a continuation, nothing does) */
   }
   g->b = saved;
   for (uint32_t i = 0; i < nc; i++) ii->carried.v[i]->val = ir_res(g->f, op, i);
