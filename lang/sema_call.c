@@ -207,35 +207,31 @@ static bool check_axis(struct sema *s, struct ast_node *an, const char *fname, c
   return true;
 }
 
-/* argmax and argmin: the i32 index of the largest (smallest) element along axis, or of the
- * whole tile in row-major order without one. Ties go to the smallest index; NaN elements
- * are skipped as max and min skip them (a row of NaN only gives its length). */
-static struct sema_info *check_argminmax(struct sema *s, struct ast_node *n, struct sema_info *i,
-                                         enum builtin_id b, struct ast_node **args) {
-  const char *fname = builtin_names[b];
-  struct sema_info *x;
-  if (!value_arg(s, args[0], fname, "x", &x)) return poison(i);
+/* The tile x reduced along `axis` (NULL: over every axis, to a scalar) into a result of dtype
+ * dt: the checks a reduction's operand takes (no grid, a supported non-bool tile), and i's
+ * type and attr (the axis, or -1). `what` ends the message for a scalar operand. */
+static struct sema_info *reduce_tile(struct sema *s, struct ast_node *n, struct sema_info *i, const char *fname,
+                                     struct sema_info *x, struct ast_node *xn, struct ast_node *axis, ir_dtype dt,
+                                     const char *what) {
   if (s->in_grid) {
-    lang_error(s->ctx, n->loc, D_GRID_VALUE, "%s() cannot be used in grid(...)", fname);
+    lang_error(s->ctx, n->loc, D_GRID_VALUE, "%s() reductions cannot be used in grid(...)", fname);
     return poison(i);
   }
   if (!sema_supported(s, &x->ty, n->loc, fname)) return poison(i);
   if (x->ty.rank == 0) {
-    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "%s() takes a tile, found the scalar %s", fname,
-               sty_str(s, &x->ty));
+    lang_error(s->ctx, xn->loc, D_ARG_TYPE, "%s() %s, found the scalar %s", fname, what, sty_str(s, &x->ty));
     return poison(i);
   }
   if (x->ty.dt == DT_BOOL) {
-    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "%s() of bool values is not supported; convert first, e.g. %s(i32(mask))",
-               fname, fname);
+    lang_error(s->ctx, xn->loc, D_ARG_TYPE,
+               "%s() of bool values is not supported; convert first, e.g. %s(i32(mask))", fname, fname);
     return poison(i);
   }
   struct sty t = x->ty;
-  t.dt = DT_I32;
-  t.weak = 0;
-  if (args[1]) {
+  t.dt = (uint8_t)dt;
+  if (axis) {
     int64_t a = 0;
-    if (!check_axis(s, args[1], fname, &x->ty, &a)) return poison(i);
+    if (!check_axis(s, axis, fname, &x->ty, &a)) return poison(i);
     for (int d = (int)a; d + 1 < t.rank; d++) t.dims[d] = t.dims[d + 1];
     t.rank--;
     t.dims[t.rank] = 0;
@@ -246,6 +242,19 @@ static struct sema_info *check_argminmax(struct sema *s, struct ast_node *n, str
     i->attr = -1;
   }
   i->ty = t;
+  return i;
+}
+
+/* argmax and argmin: the i32 index of the largest (smallest) element along axis, or of the
+ * whole tile in row-major order without one. Ties go to the smallest index; NaN elements
+ * are skipped as max and min skip them (a row of NaN only gives its length). */
+static struct sema_info *check_argminmax(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                         enum builtin_id b, struct ast_node **args) {
+  const char *fname = builtin_names[b];
+  struct sema_info *x;
+  if (!value_arg(s, args[0], fname, "x", &x)) return poison(i);
+  reduce_tile(s, n, i, fname, x, args[0], args[1], DT_I32, "takes a tile");
+  if (i->ty.kind != STY_ERROR) i->ty.weak = 0;
   return i;
 }
 
@@ -287,37 +296,9 @@ static struct sema_info *check_minmax_sum(struct sema *s, struct ast_node *n, st
     }
     return i;
   }
-  if (s->in_grid) {
-    lang_error(s->ctx, n->loc, D_GRID_VALUE, "%s() reductions cannot be used in grid(...)", fname);
-    return poison(i);
-  }
-  if (!sema_supported(s, &x->ty, n->loc, fname)) return poison(i);
-  if (x->ty.rank == 0) {
-    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "%s() with one value reduces a tile, found the scalar %s",
-               fname, sty_str(s, &x->ty));
-    return poison(i);
-  }
-  if (x->ty.dt == DT_BOOL) {
-    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE,
-               "%s() of bool values is not supported; convert first, e.g. %s(i32(mask))", fname, fname);
-    return poison(i);
-  }
-  struct sty t = x->ty;
-  if (b == BI_SUM && (t.dt == DT_F16 || t.dt == DT_BF16)) t.dt = DT_F32;
-  if (axis) {
-    int64_t a = 0;
-    if (!check_axis(s, axis, fname, &x->ty, &a)) return poison(i);
-    for (int d = (int)a; d + 1 < t.rank; d++) t.dims[d] = t.dims[d + 1];
-    t.rank--;
-    t.dims[t.rank] = 0;
-    i->attr = a;
-  } else {
-    t.rank = 0;
-    memset(t.dims, 0, sizeof t.dims);
-    i->attr = -1;
-  }
-  i->ty = t;
-  return i;
+  ir_dtype dt = (ir_dtype)x->ty.dt;
+  if (b == BI_SUM && (dt == DT_F16 || dt == DT_BF16)) dt = DT_F32;
+  return reduce_tile(s, n, i, fname, x, args[0], axis, dt, "with one value reduces a tile");
 }
 
 static bool shape_arg(struct sema *s, struct ast_node *an, const char *fname, struct sty *t) {
