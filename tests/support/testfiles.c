@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #ifndef TILE_SOURCE_DIR
 #define TILE_SOURCE_DIR "."
@@ -53,3 +54,11 @@ const char TEST_VADD_IR[] =
     "  %12 = add %11, %9 : tile<64xf32>\n"
     "  store %Z[%7], %12 {mask=1}\n"
     "}\n";
+
+tile_status test_emit_ptx(tile_context *ctx, const char *name, const char *src, const char *arch, unsigned flags,
+                          char **out) {
+  tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = arch, .flags = flags};
+  tile_emit_options eo = {.what = TILE_EMIT_PTX};
+  *out = NULL;
+  return tile_emit(ctx, name, src, strlen(src), &co, &eo, out, NULL);
+}

@@ -249,10 +249,8 @@ Test(fuzz, i64_vector_load_in_loop) {
                     "}\n";
   const char *archs[] = {"sm_80", "sm_90a"};
   for (int i = 0; i < 2; i++) {
-    tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = archs[i]};
-    tile_emit_options eo = {.what = TILE_EMIT_PTX};
     char *out = NULL;
-    tile_status st = tile_emit(ctx, "k.tile", src, strlen(src), &co, &eo, &out, NULL);
+    tile_status st = test_emit_ptx(ctx, "k.tile", src, archs[i], 0, &out);
     cr_assert_eq(st, TILE_OK, "%s: %s: %s", archs[i], tile_status_name(st), tile_errmsg(ctx));
     cr_expect(strstr(out, "ld.global.v2.b64"), "%s: no 128-bit load of two i64", archs[i]);
     tile_free(out);
@@ -284,10 +282,8 @@ Test(fuzz, accumulator_through_two_nested_loops) {
                     "}\n";
   const char *archs[] = {"sm_80", "sm_90a"};
   for (int i = 0; i < 2; i++) {
-    tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = archs[i], .flags = TILE_VERIFY_EACH};
-    tile_emit_options eo = {.what = TILE_EMIT_PTX};
     char *out = NULL;
-    tile_status st = tile_emit(ctx, "g2.tile", src, strlen(src), &co, &eo, &out, NULL);
+    tile_status st = test_emit_ptx(ctx, "g2.tile", src, archs[i], TILE_VERIFY_EACH, &out);
     cr_assert_eq(st, TILE_OK, "%s: %s: %s", archs[i], tile_status_name(st), tile_errmsg(ctx));
     cr_expect(strstr(out, "mma"), "%s: the dot is not on the Tensor Cores", archs[i]);
     tile_free(out);

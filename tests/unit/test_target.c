@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "target.h"
+#include "testfiles.h"
 #include "tile.h"
 
 Test(target, table_rows_and_features) {
@@ -80,10 +81,8 @@ Test(line_info, ptx_has_loc_lines_of_the_tile_source) {
                     "}\n";
   const char *archs[] = {"sm_80", "sm_90a"};
   for (int a = 0; a < 2; a++) {
-    tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = archs[a]};
-    tile_emit_options eo = {.what = TILE_EMIT_PTX};
     char *ptx = NULL;
-    cr_assert_eq(tile_emit(ctx, "dir/k.tile", src, strlen(src), &co, &eo, &ptx, NULL), TILE_OK, "%s", tile_errmsg(ctx));
+    cr_assert_eq(test_emit_ptx(ctx, "dir/k.tile", src, archs[a], 0, &ptx), TILE_OK, "%s", tile_errmsg(ctx));
     cr_expect(strstr(ptx, ".file\t1 \"dir/k.tile\""), "%s: no .file directive for the source", archs[a]);
     int lines[8] = {0};
     for (const char *p = ptx; (p = strstr(p, ".loc\t1 ")); p++) {
@@ -117,10 +116,8 @@ Test(line_info, epilogue_stores_carry_their_own_line) {
                     "}\n";
   const char *archs[] = {"sm_80", "sm_90a"};
   for (int a = 0; a < 2; a++) {
-    tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = archs[a]};
-    tile_emit_options eo = {.what = TILE_EMIT_PTX};
     char *ptx = NULL;
-    cr_assert_eq(tile_emit(ctx, "mm.tile", src, strlen(src), &co, &eo, &ptx, NULL), TILE_OK, "%s", tile_errmsg(ctx));
+    cr_assert_eq(test_emit_ptx(ctx, "mm.tile", src, archs[a], 0, &ptx), TILE_OK, "%s", tile_errmsg(ctx));
     int line = 0, stores = 0, wrong = 0;
     for (const char *p = ptx; *p;) {
       const char *eol = strchr(p, '\n');
