@@ -16,21 +16,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(cmake ninja-build gcc g++ make llvm-22-dev flex bison libcriterion-dev
           libzstd-dev zlib1g-dev pkg-config python3-pip python3-cffi python3-numpy python3-pytest)
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ] && [ -z "${TILE_SKIP_INSTALL:-}" ]; then
-  echo "setup: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
-      echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; fi
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+[ -n "${TILE_SKIP_INSTALL:-}" ] || bash tools/install_packages.sh setup "${PACKAGES[@]}"
 
 # the NVTX v3 headers (header-only, for the library's profiler ranges) from PyPI into
 # .deps/nvtx when no CUDA toolkit has them; without them the ranges are compiled out

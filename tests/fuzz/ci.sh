@@ -13,21 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 PACKAGES=(clang libclang-rt-14-dev) # the runtime is only a recommendation of clang-14
-missing=()
-for p in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "fuzz: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
-      echo "fuzz: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; fi
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash tools/install_packages.sh fuzz "${PACKAGES[@]}"
 
 read -r S_FRONTEND S_IR S_PIPELINE <<<"${FUZZ_SECONDS:-600 600 900}"
 read -r R_FRONTEND R_IR R_PIPELINE <<<"${FUZZ_RUNS:-100000 300000 2500}"
