@@ -202,17 +202,10 @@ def _from_interface(obj, iface, device):
             if s % item:
                 raise ValueError("a stride of %d bytes is not a whole number of elements" % s)
             strides.append(s // item)
-    index = 0
-    if device == "cuda":
-        index = _cai_device(iface["data"][0])
-    return _Tensor(device, index, iface["data"][0], dt, shape, tuple(strides), obj,
+    # the interface does not say which GPU holds the pointer: device 0 (users of several GPUs
+    # pass torch tensors, whose device is known)
+    return _Tensor(device, 0, iface["data"][0], dt, shape, tuple(strides), obj,
                    iface.get("stream") if device == "cuda" else None)
-
-
-def _cai_device(ptr):
-    # the device of a CUDA pointer is not in the interface; torch/CuPy users of several GPUs
-    # pass torch tensors or stream= explicitly; assume the current device
-    return 0
 
 
 def _contiguous(shape):

@@ -143,10 +143,8 @@ def custom_op(kernel, name):
     lib.impl(opname, impl, "CPU")
     lib.impl(opname, impl, "CUDA")
     torch.library.register_fake(name, fake, lib=lib)
-    op = getattr(getattr(torch.ops, ns), opname)
-    op._tile_library = lib  # keeps the registration alive as long as the op is referenced
-    _registered.append(lib)
-    return op
+    _registered.append(lib)  # a Library object unregisters its ops when collected
+    return getattr(getattr(torch.ops, ns), opname)
 
 
 _registered = []
