@@ -1020,12 +1020,15 @@ static int run_cmd(tile_context *ctx, struct options *o) {
       printf("  time median %.4f ms (min %.4f, %d runs)", br.median_ms, br.min_ms, br.reps);
       if (have_flops) printf(", %.2f TFLOP/s", tflops);
       printf(", %.1f GB/s", gbps);
-      const char *what;
-      double peak = dev == TILE_DEVICE_CUDA ? flop_peak(k, &info, &what) : 0;
-      if (have_flops && peak > 0) printf(" (%.0f%% of the %s peak", 100 * tflops / peak, what);
-      if (dev == TILE_DEVICE_CUDA && info.peak_mem_gbps > 0)
-        printf("%s%.0f%% of memory bandwidth", have_flops && peak > 0 ? ", " : " (", 100 * gbps / info.peak_mem_gbps);
-      printf("%s\n", dev == TILE_DEVICE_CUDA && (info.peak_mem_gbps > 0 || (have_flops && peak > 0)) ? ")" : "");
+      /* percentages of the device's peaks (all 0 on the interpreter: none printed) */
+      const char *what = "";
+      double peak = have_flops ? flop_peak(k, &info, &what) : 0;
+      char pct[160] = "";
+      int n = peak > 0 ? snprintf(pct, sizeof pct, "%.0f%% of the %s peak", 100 * tflops / peak, what) : 0;
+      if (info.peak_mem_gbps > 0)
+        snprintf(pct + n, sizeof pct - (size_t)n, "%s%.0f%% of memory bandwidth", n ? ", " : "",
+                 100 * gbps / info.peak_mem_gbps);
+      printf(pct[0] ? " (%s)\n" : "%s\n", pct);
     }
   }
   free_args(ctx, dev, &as);
