@@ -47,15 +47,20 @@ static void start(struct verifier *v, struct ir_loc loc) {
 }
 
 /* A broken rule of the function as a whole (reported at its header). */
+/* The message after its location: ": " fmt "\n". */
+static void finish(struct verifier *v, const char *fmt, va_list ap) {
+  sb_puts(v->err, ": ");
+  sb_vprintf(v->err, fmt, ap);
+  sb_putc(v->err, '\n');
+}
+
 static void TL_PRINTF(2, 3) bad_func(struct verifier *v, const char *fmt, ...) {
   if (v->nerrors++ >= 20) return;
   start(v, v->f->loc);
-  sb_puts(v->err, ": ");
   va_list ap;
   va_start(ap, fmt);
-  sb_vprintf(v->err, fmt, ap);
+  finish(v, fmt, ap);
   va_end(ap);
-  sb_putc(v->err, '\n');
 }
 
 static void TL_PRINTF(3, 4) bad(struct verifier *v, uint32_t op, const char *fmt, ...) {
@@ -64,12 +69,10 @@ static void TL_PRINTF(3, 4) bad(struct verifier *v, uint32_t op, const char *fmt
   start(v, o->loc);
   sb_printf(v->err, ": op %u '%s'", op, ir_ops[o->code].name);
   if (o->loc.line && !v->f->file) sb_printf(v->err, " (line %u)", o->loc.line);
-  sb_puts(v->err, ": ");
   va_list ap;
   va_start(ap, fmt);
-  sb_vprintf(v->err, fmt, ap);
+  finish(v, fmt, ap);
   va_end(ap);
-  sb_putc(v->err, '\n');
 }
 
 static const struct ir_type *vt(struct verifier *v, ir_val x) { return ir_vtype(v->f, x); }

@@ -13,17 +13,7 @@
 #include "testfiles.h"
 #include "tile.h"
 
-struct fixture {
-  struct arena a;
-  struct strtab s;
-  struct strbuf err;
-};
-
-static void fx_init(struct fixture *fx) {
-  arena_init(&fx->a, NULL, NULL);
-  strtab_init(&fx->s, &fx->a);
-  sb_init(&fx->err, &fx->a);
-}
+#include "fixture.h"
 
 /* Parses text from an unterminated copy; returns the module's only kernel, or NULL on a parse
  * error (the message in fx->err). */

@@ -12,17 +12,7 @@
 #include "test_seed.h"
 #include "testfiles.h"
 
-struct fixture {
-  struct arena a;
-  struct strtab s;
-  struct strbuf err;
-};
-
-static void fx_init(struct fixture *fx) {
-  arena_init(&fx->a, NULL, NULL);
-  strtab_init(&fx->s, &fx->a);
-  sb_init(&fx->err, &fx->a);
-}
+#include "fixture.h"
 
 static struct ir_func *parse_one(struct fixture *fx, const char *text) {
   struct ir_module m;
