@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "define_line.h"
 #include "internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -33,15 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *end = memchr(data, '\n', size);
     size_t n = end ? (size_t)(end - (const char *)data) : size;
     char *line = arena_strndup(&a, (const char *)data + 3, n - 3);
-    for (char *p = line; *p && ndefs < 8;) {
-      while (*p == ' ') p++;
-      char *name = p;
-      while (*p && *p != ' ' && *p != '=') p++;
-      if (*p != '=') break;
-      *p++ = 0;
-      char *value = p;
-      while (*p && *p != ' ') p++;
-      if (*p) *p++ = 0;
+    char *p = line, *name, *value;
+    while (ndefs < 8 && fuzz_next_define(&p, &name, &value)) {
       defs[ndefs].name = name;
       defs[ndefs].value = value;
       ndefs++;

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "define_line.h"
 #include "tile.h"
 
 #ifdef FUZZ_IR_INPUT
@@ -162,15 +163,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (n >= sizeof line) n = sizeof line - 1;
     memcpy(line, data + 3, n);
     line[n] = 0;
-    for (char *p = line; *p && ndefs < MAX_DEFS;) {
-      while (*p == ' ') p++;
-      char *name = p;
-      while (*p && *p != ' ' && *p != '=') p++;
-      if (*p != '=') break;
-      *p++ = 0;
-      char *value = p;
-      while (*p && *p != ' ') p++;
-      if (*p) *p++ = 0;
+    char *p = line, *name, *value;
+    while (ndefs < MAX_DEFS && fuzz_next_define(&p, &name, &value)) {
       if (strcmp(name, "arch") == 0) co.arch = value;
       else if (strcmp(name, "kernel") == 0) co.kernel = value;
       else if (strcmp(name, "sched") == 0) co.schedule = value;
