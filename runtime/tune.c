@@ -123,7 +123,6 @@ struct tuner {
   struct arena *a;
   double t0, deadline;
   double trace_t;            /* the trace: when the current configuration's event began */
-  const char *trace_name;    /* the kernel's name in the trace */
   /* parameters */
   struct tparam *p;
   uint32_t np;
@@ -746,7 +745,7 @@ static tile_status make_jobs(struct tuner *T, uint64_t seed) {
 static void progress(struct tuner *T, unsigned i) {
   if (T->ctx->trace && T->rows.n) { /* one event per configuration, since the previous one */
     const tile_tune_config *r = &VEC_LAST(T->rows);
-    rt_trace_end(T->ctx, T->trace_t, "tune", T->trace_name, r->config, "tune trial",
+    rt_trace_end(T->ctx, T->trace_t, "tune", T->co.kernel ? T->co.kernel : T->name, r->config, "tune trial",
                  "\"outcome\":\"%s\",\"median_ms\":%.6f,\"compile_ms\":%.3f,\"rel_err\":%.3g",
                  (unsigned)r->outcome < TL_ARRAY_LEN(outcome_names) ? outcome_names[r->outcome] : "?", r->median_ms, r->compile_ms, r->rel_err);
     T->trace_t = tl_now_ms();
@@ -1162,7 +1161,6 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
   T->best_row = -1;
   T->t0 = tl_now_ms();
   T->trace_t = T->t0;
-  T->trace_name = uco.kernel ? uco.kernel : name;
   if (to_in) T->to = *to_in;
   if (uco.flags & TILE_NO_CACHE) T->to.flags |= TILE_TUNE_FORCE | TILE_TUNE_NO_STORE; /* no stored results */
   if (T->to.budget_ms <= 0) T->to.budget_ms = 120000;
