@@ -95,16 +95,20 @@ static void check(tile_status st, const char *arch, const char *out, size_t len,
  * 90000 LLVM instructions and 10 s of O3 and PTX emission (20 s and more under ASan), which
  * the fuzzer would report as a hang. The harness skips such inputs (the library compiles
  * them; nothing is refused). The estimate, from the Tile IR text: the per-thread registers
- * of every op's result plus a 64th of the per-thread multiply-adds of every dot. Calibration
- * (native compile times): that attention 14800 (10 s), with two warps 7400 (2.7 s); the lib
- * kernels' largest configurations at most 9400 (attention D=256, BM=BN=128, 1.9 s), GEMM
- * 256x256x128 3100, softmax BN=4096 on one warp 4500. */
-enum { MAX_COST = 10000 };
+ * of every op's result plus a 64th of the per-thread multiply-adds of every dot, plus the
+ * square of the largest single value's per-thread registers over 50 (register allocation
+ * and scheduling grow faster than linearly with one huge live tile: a 128x1024 f32
+ * accumulator on 4 warps, 1024 registers per thread, costs 5900 by the linear terms but
+ * took 9 s). Calibration (native compile times): that attention 14800 + 5200 (10 s), with
+ * two warps 7400 + 1300 (2.7 s); the lib kernels' largest configurations at most 9400 + 1300
+ * (attention D=256, BM=BN=128, 1.9 s), GEMM 256x256x128 3100 + 1300, softmax BN=4096 on one
+ * warp 4500 + 320; two 256x256 accumulators on 4 warps 6000 + 5200 (5 s, skipped). */
+enum { MAX_COST = 11000 };
 
 static double llvm_cost(const char *ir, size_t n) {
   enum { MAXV = 1 << 16 };
   static int32_t lastdim[MAXV]; /* numbered value -> the last dimension of its tile type */
-  double cost = 0;
+  double cost = 0, maxregs = 0;
   int warps = 0;
   const char *end = ir + n;
   for (const char *line = ir; line < end;) {
@@ -135,8 +139,9 @@ static double llvm_cost(const char *ir, size_t n) {
         if (q < eol && *q == 'x') q++;
       }
       int wide = q + 3 <= eol && (memcmp(q, "i64", 3) == 0 || memcmp(q, "f64", 3) == 0);
-      double threads = 32.0 * warps;
-      cost += numel * (wide ? 2 : 1) / threads;
+      double threads = 32.0 * warps, regs = numel * (wide ? 2 : 1) / threads;
+      cost += regs;
+      if (regs > maxregs) maxregs = regs;
       if (e > p + 1 && v >= 0 && v < MAXV && rank) lastdim[v] = (int32_t)dims[rank - 1];
       const char *op = p;
       while (op + 8 <= eol && memcmp(op, " = ", 3) != 0) op++;
@@ -147,7 +152,7 @@ static double llvm_cost(const char *ir, size_t n) {
     }
     line = eol + 1;
   }
-  return cost;
+  return cost + maxregs * maxregs / 50;
 }
 
 
@@ -216,6 +221,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   st = tile_emit(ctx, INPUT, (const char *)data, size, &co, &eo, &out, &len);
   clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (verbose) fprintf(stderr, NAME ": %s: cost %.0f\n", co.arch, cost);
   check(st, co.arch, out, len, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
   if (st == TILE_OK) ptx[strncmp(co.arch, "sm_9", 4) == 0]++;
   tile_free(out);
