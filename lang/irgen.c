@@ -190,6 +190,67 @@ static void lower_indices(struct irgen *g, struct ast_node *idx, ir_val *args, i
   }
 }
 
+/* v (type vt, rank k) placed at dimensions pos .. pos+k-1 of shape `to` and broadcast. */
+static ir_val place(struct irgen *g, ir_val v, const struct sty *vt, int pos, const struct sty *to) {
+  struct sty cur = *vt;
+  cur.weak = 0;
+  while (cur.rank < to->rank - pos) { /* trailing size-1 dimensions */
+    cur.dims[cur.rank] = 1;
+    cur.rank++;
+    uint32_t op = ir_build(&g->b, IR_EXPAND_DIMS, &v, 1, (ir_type_id[]){ty_of(g, &cur)}, 1);
+    ir_op(g->f, op)->i[0] = cur.rank - 1;
+    v = ir_res(g->f, op, 0);
+  }
+  struct sty t = *to;
+  t.dt = cur.dt;
+  return convert(g, v, &cur, &t); /* leading ones, then the broadcast */
+}
+
+/* The per-element index tiles of a gather subscript (sema's gather_shape): one i32 tile of
+ * the result's shape per tensor dimension. Index tiles broadcast to the index shape B and
+ * sit at B's position; a slice `s : +N` is s + arange(N) at its own position. */
+static void lower_gather_indices(struct irgen *g, struct ast_node *idx, ir_val *args) {
+  struct sema_info *i = sema_info(g->s, idx);
+  struct sema_sym *t = sema_info(g->s, idx->a)->sym;
+  struct sty rt = i->ty, i32 = scalar_sty(DT_I32);
+  rt.dt = DT_I32;
+  rt.weak = 0;
+  struct sty b = i->opnd;
+  int bpos = (int)i->attr, slice_pos = 0;
+  args[0] = t->val;
+  for (uint32_t d = 0; d < idx->list.n; d++) {
+    struct ast_node *e = idx->list.v[d];
+    switch (i->kinds[d]) {
+    case SLICE_INDEX:
+      args[1 + d] = lower_to(g, e, &rt); /* a scalar: splat */
+      break;
+    case SLICE_GATHER: {
+      struct sty bt = b;
+      bt.dt = DT_I32;
+      ir_val v = lower_to(g, e, &bt);
+      here(g, e);
+      args[1 + d] = place(g, v, &bt, bpos, &rt);
+      break;
+    }
+    default: {
+      /* slices: the result position skips B when B comes before */
+      int pos = slice_pos < bpos ? slice_pos : slice_pos + b.rank;
+      slice_pos++;
+      int32_t len = i->lens[d];
+      struct sty at = i32;
+      at.rank = 1;
+      at.dims[0] = len;
+      ir_val start = i->kinds[d] == SLICE_RANGE ? lower_to(g, e->a, &at) : 0;
+      here(g, e);
+      ir_val v = ir_build1(&g->b, IR_ARANGE, ty_of(g, &at), NULL, 0);
+      if (start) v = binary(g, IR_ADD, v, start);
+      args[1 + d] = place(g, v, &at, pos, &rt);
+      break;
+    }
+    }
+  }
+}
+
 static ir_val emit_load(struct irgen *g, struct ast_node *idx, const ir_val *args, int64_t mask,
                         double fill) {
   struct sema_info *i = sema_info(g->s, idx);
@@ -201,11 +262,101 @@ static ir_val emit_load(struct irgen *g, struct ast_node *idx, const ir_val *arg
   return ir_res(g->f, op, 0);
 }
 
+static ir_val emit_gather(struct irgen *g, struct ast_node *idx, const ir_val *args, double fill) {
+  struct sema_info *i = sema_info(g->s, idx);
+  here(g, idx);
+  ir_type_id t = ty_of(g, &i->ty);
+  uint32_t op = ir_build(&g->b, IR_GATHER, args, idx->list.n + 1, &t, 1);
+  ir_op(g->f, op)->f = fill;
+  return ir_res(g->f, op, 0);
+}
+
 static ir_val load_slice(struct irgen *g, struct ast_node *idx, double fill) {
   ir_val args[IR_MAX_RANK + 2];
   int64_t mask;
+  if (sema_info(g->s, idx)->gather) {
+    lower_gather_indices(g, idx, args);
+    return emit_gather(g, idx, args, fill);
+  }
   lower_indices(g, idx, args, &mask);
   return emit_load(g, idx, args, mask, fill);
+}
+
+/* The bool predicate mask= of an access of type t (broadcast to its shape), or 0. */
+static ir_val lower_mask(struct irgen *g, struct ast_node *m, const struct sty *t) {
+  if (!m) return 0;
+  struct sty bt = with_dt(t, DT_BOOL);
+  return lower_to(g, m, &bt);
+}
+
+/* load(T[...], fill?, mask?): where the mask is false the fill value, whether or not the
+ * element is inside the tensor (the load itself may read it: that is harmless, it is in
+ * bounds or masked already). */
+static ir_val lower_load_call(struct irgen *g, struct ast_node *n, struct sema_info *i, struct ast_node **args) {
+  ir_val x = load_slice(g, args[0], i->fill);
+  if (!args[2]) return x;
+  struct sty vt = i->ty;
+  vt.weak = 0;
+  ir_val m = lower_mask(g, args[2], &vt);
+  here(g, n);
+  ir_val fill = const_num(g, i->fill, &vt);
+  ir_val sel[3] = {m, x, fill};
+  return ir_build1(&g->b, IR_SELECT, ty_of(g, &vt), sel, 3);
+}
+
+/* A write of v (already of the subscript's type) to the tensor subscript `target`, where
+ * pred (0: everywhere) holds: store, or scatter for a gather subscript. */
+static void emit_write(struct irgen *g, struct ast_node *target, ir_val v, ir_val pred) {
+  struct sema_info *ti = sema_info(g->s, target);
+  ir_val args[IR_MAX_RANK + 3];
+  int64_t mask = 0;
+  if (ti->gather)
+    lower_gather_indices(g, target, args);
+  else
+    lower_indices(g, target, args, &mask);
+  uint32_t nargs = target->list.n + 1;
+  if (pred) args[nargs++] = pred;
+  args[nargs++] = v;
+  here(g, target);
+  uint32_t op = ir_build(&g->b, ti->gather ? IR_SCATTER : IR_STORE, args, nargs, NULL, 0);
+  ir_op(g->f, op)->i[0] = mask;
+}
+
+/* store(T[...], value, mask?) */
+static void lower_store_call(struct irgen *g, struct ast_node **args) {
+  struct sema_info *ti = sema_info(g->s, args[0]);
+  struct sty slice = ti->ty;
+  slice.weak = 0;
+  ir_val v = lower_to(g, args[1], &slice);
+  ir_val m = lower_mask(g, args[2], &slice);
+  emit_write(g, args[0], v, m);
+}
+
+/* atomic_add/max/min(T[...], value, mask?): the old values */
+static ir_val lower_atomic(struct irgen *g, struct ast_node *n, enum builtin_id b, struct ast_node **args) {
+  struct sema_info *ti = sema_info(g->s, args[0]);
+  struct sty slice = ti->ty;
+  slice.weak = 0;
+  ir_val v = lower_to(g, args[1], &slice);
+  ir_val m = lower_mask(g, args[2], &slice);
+  ir_val a[IR_MAX_RANK + 3];
+  if (ti->gather) {
+    lower_gather_indices(g, args[0], a);
+  } else {
+    /* a slice is addressed element by element too: its index tiles */
+    ti->gather = true;
+    ti->opnd = scalar_sty(DT_I32);
+    ti->attr = 0;
+    lower_gather_indices(g, args[0], a);
+    ti->gather = false;
+  }
+  uint32_t nargs = args[0]->list.n + 1;
+  if (m) a[nargs++] = m;
+  a[nargs++] = v;
+  here(g, n);
+  uint32_t op = ir_build(&g->b, IR_ATOMIC, a, nargs, (ir_type_id[]){ty_of(g, &slice)}, 1);
+  ir_op(g->f, op)->i[0] = b == BI_ATOMIC_ADD ? 0 : b == BI_ATOMIC_MAX ? 1 : 2;
+  return ir_res(g->f, op, 0);
 }
 
 /* A unary math function on x of type t (float; f16/bf16 compute in f32). */
@@ -434,7 +585,10 @@ static ir_val lower_call(struct irgen *g, struct ast_node *n, struct sema_info *
     here(g, n);
     return ir_build1(&g->b, IR_TRANS, ty_of(g, &i->ty), &x, 1);
   }
-  case BI_LOAD: return load_slice(g, args[0], i->fill);
+  case BI_LOAD: return lower_load_call(g, n, i, args);
+  case BI_ATOMIC_ADD:
+  case BI_ATOMIC_MAX:
+  case BI_ATOMIC_MIN: return lower_atomic(g, n, (enum builtin_id)i->builtin, args);
   case BI_DOT: {
     ir_val a = lower(g, args[0]), c = lower(g, args[1]);
     return emit_dot(g, n, a, c, i->attr);
@@ -518,16 +672,13 @@ static void lower_store(struct irgen *g, struct ast_node *n) {
   struct ast_node *target = n->a;
   struct sema_info *ti = sema_info(g->s, target);
   struct sty slice = ti->ty;
-  ir_val args[IR_MAX_RANK + 2];
-  int64_t mask;
-  lower_indices(g, target, args, &mask);
   ir_val v;
   if (n->op == OP_NONE) {
     v = lower_to(g, n->b, &slice);
   } else {
     /* Read-modify-write: load the slice, combine, store it back. */
     struct sema_info *r = sema_info(g->s, n);
-    ir_val cur = emit_load(g, target, args, mask, 0.0);
+    ir_val cur = load_slice(g, target, 0.0);
     here(g, n);
     ir_val x = convert(g, cur, &slice, &r->opnd);
     ir_val y = lower_to(g, n->b, &r->opnd);
@@ -536,10 +687,7 @@ static void lower_store(struct irgen *g, struct ast_node *n) {
     v = convert(g, z, &r->ty, &slice);
   }
   here(g, n);
-  uint32_t nargs = target->list.n + 1;
-  args[nargs++] = v;
-  uint32_t op = ir_build(&g->b, IR_STORE, args, nargs, NULL, 0);
-  ir_op(g->f, op)->i[0] = mask;
+  emit_write(g, target, v, 0);
 }
 
 static void lower_assign(struct irgen *g, struct ast_node *n) {
@@ -625,6 +773,14 @@ static void lower_stmt(struct irgen *g, struct ast_node *n) {
     return;
   }
   case AST_ASSIGN: lower_assign(g, n); return;
+  case AST_EXPR_STMT: { /* store(...) and atomics, the only expression statements sema lets through */
+    struct sema_info *i = sema_info(g->s, n->a);
+    if (i->builtin == BI_STORE)
+      lower_store_call(g, i->args);
+    else
+      lower(g, n->a);
+    return;
+  }
   case AST_FOR: lower_for(g, n); return;
   case AST_IF: lower_if_cont(g, n, NULL); return;
   case AST_BLOCK: lower_block(g, n); return;

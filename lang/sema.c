@@ -202,6 +202,8 @@ static bool need_value(struct sema *s, struct sema_info *i, struct ast_node *n) 
   case STY_LIST:
     return lang_error(s->ctx, n->loc, D_ARG_TYPE,
                       "a list like [a, b] can only be the shape argument of zeros(...) or full(...)");
+  case STY_VOID:
+    return lang_error(s->ctx, n->loc, D_VOID_VALUE, "store(...) gives no value; write it as a statement");
   default:
     return false;
   }
@@ -553,6 +555,55 @@ static struct sema_info *check_binary(struct sema *s, struct ast_node *n, struct
   return i;
 }
 
+/* A subscript with tile entries (i->kinds SLICE_GATHER) follows NumPy's advanced
+ * indexing: the index entries (tiles and scalar indices) broadcast to one shape B; when
+ * they are adjacent, B takes their place among the slices' dimensions, otherwise it comes
+ * first. `E[ids, 0 : +D]` with ids [BB] is [BB, D]; `X[r[:, None], c[None, :]]` is a
+ * pointwise [BM, BN] gather. Replaces *r (the slices' dimensions) with the result shape. */
+static bool gather_shape(struct sema *s, struct ast_node *n, struct sema_info *i, struct sty *r) {
+  uint32_t rank = n->list.n;
+  int first = -1, last = -1;
+  bool any = false;
+  for (uint32_t d = 0; d < rank; d++) {
+    if (i->kinds[d] == SLICE_GATHER) any = true;
+    if (i->kinds[d] == SLICE_INDEX || i->kinds[d] == SLICE_GATHER) {
+      if (first < 0) first = (int)d;
+      last = (int)d;
+    }
+  }
+  i->gather = any;
+  if (!any) return true;
+  struct sty b = sty_scalar(DT_I32);
+  for (uint32_t d = 0; d < rank; d++) {
+    if (i->kinds[d] != SLICE_GATHER) continue;
+    struct ast_node *e = n->list.v[d];
+    struct sty t = sema_info(s, e)->ty, nb = b;
+    if (!sema_broadcast(s, &b, &t, &nb, e->loc, "the index tiles of a gather")) return false;
+    b = nb;
+  }
+  bool adjacent = true;
+  for (int d = first; d <= last; d++)
+    if (i->kinds[d] == SLICE_RANGE || i->kinds[d] == SLICE_FULL) adjacent = false;
+  int pos = 0;
+  if (adjacent)
+    for (int d = 0; d < first; d++) pos += i->kinds[d] == SLICE_RANGE || i->kinds[d] == SLICE_FULL;
+  struct sty out = *r;
+  out.rank = 0;
+  uint32_t k = 0; /* next slice dimension of *r */
+  for (int j = 0; j < pos; j++) out.dims[out.rank++] = r->dims[k++];
+  if (b.rank + r->rank > IR_MAX_RANK)
+    return lang_error(s->ctx, n->loc, D_TILE_SHAPE,
+                      "tiles have at most 4 dimensions; this gather's would have %d (%d from the index "
+                      "tiles, %d from slices)",
+                      b.rank + r->rank, b.rank, r->rank);
+  for (int j = 0; j < b.rank; j++) out.dims[out.rank++] = b.dims[j];
+  while (k < r->rank) out.dims[out.rank++] = r->dims[k++];
+  i->opnd = b;
+  i->attr = pos;
+  *r = out;
+  return true;
+}
+
 /* Subscripts of a tensor parameter: a load (or, for a store target, the slice written). */
 static struct sema_info *check_tensor_index(struct sema *s, struct ast_node *n, struct sema_info *i,
                                             struct sema_info *base) {
@@ -622,13 +673,19 @@ static struct sema_info *check_tensor_index(struct sema *s, struct ast_node *n, 
     struct sema_info *si = sema_expr(s, start);
     if (is_err(si)) {
       ok = false;
+    } else if (i->kinds[d] == SLICE_INDEX && si->ty.kind == STY_VAL && si->ty.rank > 0 && si->ty.dt == DT_I32) {
+      i->kinds[d] = SLICE_GATHER; /* a tile of indices */
     } else if (si->ty.kind != STY_VAL || si->ty.rank != 0 ||
                !(si->ty.dt == DT_I32 || (si->ty.weak && is_int(&si->ty)))) {
-      ok = lang_error(s->ctx, start->loc, D_INDEX_TYPE, "a tensor index must be an i32 scalar, found %s",
+      ok = lang_error(s->ctx, start->loc, D_INDEX_TYPE,
+                      i->kinds[d] == SLICE_INDEX
+                          ? "a tensor index must be an i32 scalar, or an i32 tile of indices (a gather), found %s"
+                          : "a slice start must be an i32 scalar, found %s",
                       sty_str(s, &si->ty));
     }
   }
   if (!ok) return poison(i);
+  if (!gather_shape(s, n, i, &r)) return poison(i);
   i->ty = r;
   i->is_load = true;
   if (!sema_check_tile_shape(s, &r, n->loc)) return poison(i);
@@ -838,32 +895,94 @@ static void check_decl(struct sema *s, struct ast_node *n) {
   declare(s, sym);
 }
 
-static void check_store(struct sema *s, struct ast_node *n, struct ast_node *target,
-                        struct sema_info *ti) {
+/* The value `vn` written to the tensor subscript `target` (info ti): the tensor is `out`
+ * and the value broadcasts to the subscript's shape. n: the assignment (with its operator
+ * for `+=`), or the store()/atomic call. Returns false after a diagnostic. */
+static bool check_store_value(struct sema *s, struct ast_node *n, enum ast_op op, struct ast_node *target,
+                              struct sema_info *ti, struct ast_node *vn, const char *verb) {
   struct sema_sym *t = sema_info(s, target->a)->sym;
-  struct sema_info *v = sema_expr(s, n->b);
+  struct sema_info *v = sema_expr(s, vn);
   if (!t->is_out) {
     lang_error(s->ctx, target->loc, D_STORE_NOT_OUT,
-               "cannot store to tensor `%s`: it is an input; declare it `%s: out %s[...]` to write it",
+               "cannot %s tensor `%s`: it is an input; declare it `%s: out %s[...]` to write it", verb,
                t->name, t->name, ir_dtype_name((ir_dtype)t->ty.dt));
     lang_note(s->ctx, t->loc, "`%s` is declared here", t->name);
-    return;
+    return false;
   }
-  if (is_err(ti) || !need_value(s, v, n->b)) return;
+  if (is_err(ti) || !need_value(s, v, vn)) return false;
   struct sty value = v->ty;
-  if (n->op != OP_NONE) {
+  if (op != OP_NONE) {
     struct sema_info *tmp = sema_info(s, n);
     memset(tmp, 0, sizeof *tmp);
-    if (!type_binary(s, n, n->op, ti, v, tmp)) return;
+    if (!type_binary(s, n, op, ti, v, tmp)) return false;
     value = tmp->ty;
   }
-  if (!sema_supported(s, &value, n->loc, "storing")) return;
+  if (!sema_supported(s, &value, n->loc, "storing")) return false;
   struct sty out;
-  if (!sema_broadcast(s, &value, &ti->ty, &out, n->b->loc, "a store")) return;
+  if (!sema_broadcast(s, &value, &ti->ty, &out, vn->loc, "a store")) return false;
   if (out.rank != ti->ty.rank || memcmp(out.dims, ti->ty.dims, sizeof(int32_t) * out.rank) != 0)
-    lang_error(s->ctx, n->b->loc, D_BROADCAST,
-               "a value of shape %s cannot be stored into a slice of shape %s", shape_str(s, &value),
-               shape_str(s, &ti->ty));
+    return lang_error(s->ctx, vn->loc, D_BROADCAST,
+                      "a value of shape %s cannot be stored into a slice of shape %s", shape_str(s, &value),
+                      shape_str(s, &ti->ty));
+  return true;
+}
+
+static void check_store(struct sema *s, struct ast_node *n, struct ast_node *target,
+                        struct sema_info *ti) {
+  check_store_value(s, n, n->op, target, ti, n->b, "store to");
+}
+
+/* mask=: a bool scalar or a bool tile that broadcasts to the access's shape `to`. */
+bool sema_check_mask(struct sema *s, struct ast_node *m, const struct sty *to, const char *fname) {
+  struct sema_info *mi = sema_expr(s, m);
+  if (is_err(mi) || !need_value(s, mi, m)) return false;
+  if (mi->ty.dt != DT_BOOL)
+    return lang_error(s->ctx, m->loc, D_MASK, "the mask of %s() must be bool (a comparison such as `rows < n`), found %s",
+                      fname, sty_str(s, &mi->ty));
+  struct sty out;
+  if (!sema_broadcast(s, &mi->ty, to, &out, m->loc, "a mask")) return false;
+  if (out.rank != to->rank || memcmp(out.dims, to->dims, sizeof(int32_t) * out.rank) != 0)
+    return lang_error(s->ctx, m->loc, D_MASK, "a mask of shape %s does not fit an access of shape %s",
+                      shape_str(s, &mi->ty), shape_str(s, to));
+  return true;
+}
+
+/* store(T[...], value, mask?) and atomic_add/max/min(T[...], value, mask?): the first
+ * argument is a tensor subscript written to. store() is a statement (no value); an atomic
+ * gives the old values. */
+struct sema_info *sema_check_write_call(struct sema *s, struct ast_node *n, struct sema_info *i, int b,
+                                        struct ast_node **args) {
+  const char *fname = builtin_names[b];
+  struct ast_node *target = args[0];
+  struct sema_info *base = target->kind == AST_INDEX ? sema_expr(s, target->a) : NULL;
+  if (!base || base->ty.kind != STY_TENSOR || !base->sym) {
+    if (base && is_err(base)) return poison(i);
+    struct sema_info *x = base ? sema_info(s, target) : sema_expr(s, target);
+    lang_error(s->ctx, target->loc, D_ARG_TYPE, "%s() takes a tensor subscript like T[i : +N] first, found %s",
+               fname, base ? "a subscript of a tile value" : sty_str(s, &x->ty));
+    return poison(i);
+  }
+  struct sema_info *ti = sema_info(s, target);
+  memset(ti, 0, sizeof *ti);
+  check_tensor_index(s, target, ti, base);
+  ti->is_load = false;
+  if (!check_store_value(s, n, OP_NONE, target, ti, args[1], b == BI_STORE ? "store to" : "update"))
+    return poison(i);
+  if (args[2] && !sema_check_mask(s, args[2], &ti->ty, fname)) return poison(i);
+  if (b == BI_STORE) {
+    i->ty = sty_of(STY_VOID);
+    return i;
+  }
+  ir_dtype dt = (ir_dtype)ti->ty.dt;
+  bool ok = dt == DT_I32 || dt == DT_F32 || (b == BI_ATOMIC_ADD && (dt == DT_F16 || dt == DT_BF16));
+  if (!ok)
+    return lang_error(s->ctx, target->loc, D_ATOMIC_TYPE,
+                      "%s() on a tensor of %s is not supported: atomics work on i32 and f32%s", fname,
+                      ir_dtype_name(dt), b == BI_ATOMIC_ADD ? " (add also on f16 and bf16)" : ""),
+           poison(i);
+  i->ty = ti->ty;
+  i->ty.weak = 0;
+  return i;
 }
 
 static void check_assign(struct sema *s, struct ast_node *n) {
@@ -1050,7 +1169,9 @@ static void check_stmt(struct sema *s, struct ast_node *n) {
   case AST_IF: check_if(s, n); return;
   case AST_EXPR_STMT: {
     struct sema_info *v = sema_expr(s, n->a);
-    if (!is_err(v))
+    bool writes = n->a->kind == AST_CALL && (v->builtin == BI_STORE || v->builtin == BI_ATOMIC_ADD ||
+                                             v->builtin == BI_ATOMIC_MAX || v->builtin == BI_ATOMIC_MIN);
+    if (!is_err(v) && !writes)
       lang_error(s->ctx, n->a->loc, D_UNUSED_RESULT,
                  "expression result unused; a statement must assign, store, loop or branch");
     return;

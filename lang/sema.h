@@ -62,7 +62,9 @@ struct sema_sym {
   ir_val val;              /* irgen: the symbol's current IR value */
 };
 
-enum { SLICE_INDEX, SLICE_RANGE, SLICE_FULL };
+/* A tensor subscript entry: an i32 scalar index, `s : +N`, `:`, or an i32 tile of indices
+ * (a gather/scatter subscript, NumPy's advanced indexing). */
+enum { SLICE_INDEX, SLICE_RANGE, SLICE_FULL, SLICE_GATHER };
 /* The most elements a tile may have (SPEC.md 15); larger ones are errors, not minutes in LLVM. */
 enum { LANG_MAX_TILE_ELEMENTS = 1 << 20 };
 
@@ -79,6 +81,9 @@ struct sema_info {
   double fill;              /* CALL load / INDEX load: the fill value */
   int8_t taken;             /* IF: 1 then, 0 else, -1 decided at run time */
   bool is_load;             /* INDEX: a load from a tensor */
+  bool gather;              /* INDEX on a tensor with a tile entry: per-element indices; opnd
+                               is the broadcast shape of the index entries and attr the
+                               position of its first dimension in the result */
   uint8_t kinds[IR_MAX_RANK]; /* INDEX on a tensor: SLICE_* per dimension */
   int32_t lens[IR_MAX_RANK];  /* INDEX on a tensor: slice lengths */
   VEC(struct sema_sym *) carried; /* FOR and run-time IF: the vars they update */
@@ -202,7 +207,11 @@ struct cval sema_convert_const(struct cval v, ir_dtype from, ir_dtype to);
   X(FULL, "full", "shape, value, dtype?")                                  \
   X(ARANGE, "arange", "n")                                                 \
   X(TRANS, "trans", "x")                                                   \
-  X(LOAD, "load", "slice, fill?")                                          \
+  X(LOAD, "load", "slice, fill?, mask?")                                   \
+  X(STORE, "store", "slice, value, mask?")                                 \
+  X(ATOMIC_ADD, "atomic_add", "slice, value, mask?")                       \
+  X(ATOMIC_MAX, "atomic_max", "slice, value, mask?")                       \
+  X(ATOMIC_MIN, "atomic_min", "slice, value, mask?")                       \
   X(DOT, "dot", "a, b, tf32?")
 
 enum builtin_id {
@@ -231,5 +240,8 @@ bool sema_join(struct sema *s, struct sema_info *a, struct sema_info *b, struct 
                struct lang_loc loc, const char *what);
 bool sema_need_const_int(struct sema *s, struct ast_node *n, const char *what, int64_t *out);
 bool sema_supported(struct sema *s, const struct sty *t, struct lang_loc loc, const char *what);
+bool sema_check_mask(struct sema *s, struct ast_node *m, const struct sty *to, const char *fname);
+struct sema_info *sema_check_write_call(struct sema *s, struct ast_node *n, struct sema_info *i, int b,
+                                        struct ast_node **args);
 
 #endif

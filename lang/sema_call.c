@@ -350,6 +350,7 @@ static struct sema_info *check_load(struct sema *s, struct ast_node *n, struct s
   if (is_err(li)) return poison(i);
   i->ty = li->ty;
   i->fill = 0;
+  if (args[2] && !sema_check_mask(s, args[2], &li->ty, "load")) return poison(i);
   if (!args[1]) return i;
   struct sema_info *fi = sema_expr(s, args[1]);
   if (is_err(fi)) return poison(i);
@@ -518,6 +519,10 @@ static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struc
     return i;
   }
   case BI_LOAD: return check_load(s, n, i, args);
+  case BI_STORE:
+  case BI_ATOMIC_ADD:
+  case BI_ATOMIC_MAX:
+  case BI_ATOMIC_MIN: return sema_check_write_call(s, n, i, b, args);
   case BI_DOT: {
     struct sema_info *a, *c;
     bool oka = value_arg(s, args[0], fname, "a", &a), okc = value_arg(s, args[1], fname, "b", &c);

@@ -296,8 +296,13 @@ static void describe_kernel(tile_kernel *k, const struct lang_kernel_info *ki,
     pi->is_used = p->used;
     pi->dtype = (tile_dtype)t->dtype;
     pi->rank = pi->is_tensor ? t->rank : 0;
-    for (uint32_t o = 1; o < f->ops.n && pi->is_tensor; o++)
-      if (f->ops.v[o].block && f->ops.v[o].code == IR_LOAD && f->ops.v[o].args[0] == p->value) pi->is_read = 1;
+    for (uint32_t o = 1; o < f->ops.n && pi->is_tensor; o++) {
+      /* read, or written only in part (what is not written keeps its contents) */
+      const struct ir_op *op = &f->ops.v[o];
+      bool partial = op->code == IR_SCATTER || op->code == IR_ATOMIC || op->code == IR_GATHER ||
+                     (op->code == IR_STORE && op->nargs == (uint32_t)t->rank + 3);
+      if (op->block && (op->code == IR_LOAD || partial) && op->args[0] == p->value) pi->is_read = 1;
+    }
     for (unsigned d = 0; d < pi->rank; d++) {
       if (IR_DIM_IS_SYM(t->dims[d])) {
         pi->dim_symbol[d] = f->values.v[IR_DIM_SYM_VALUE(t->dims[d])].name;

@@ -209,6 +209,7 @@ static void exec_memory(struct frame *fr, const struct ir_op *op) {
   const struct ir_type *tt = vtype(fr, tv);
   int64_t n = ir_type_numel(tt);
   ir_scalar *buf = V(fr, tv);
+  const ir_scalar *pred = store && op->nargs == (uint32_t)rank + 3 ? V(fr, op->args[op->nargs - 2]) : NULL;
   /* tile dim j corresponds to the j-th sliced tensor dim */
   int tdim_of[IR_MAX_RANK];
   for (int d = 0, j = 0; d < rank; d++) tdim_of[d] = (mask >> d & 1) ? j++ : -1;
@@ -231,7 +232,7 @@ static void exec_memory(struct frame *fr, const struct ir_op *op) {
       off += c * t->strides[d];
     }
     if (store) {
-      if (in) interp_store_elem(t->dtype, t->data, off, buf[e]);
+      if (in && (!pred || pred[e].i)) interp_store_elem(t->dtype, t->data, off, buf[e]);
     } else {
       buf[e] = in ? interp_load_elem(t->dtype, t->data, off) : fill;
       if (in && t->dtype != tt->dtype) buf[e] = ir_eval_cast(t->dtype, tt->dtype, buf[e]);
@@ -240,6 +241,103 @@ static void exec_memory(struct frame *fr, const struct ir_op *op) {
       if (++tidx[j] < tt->dims[j]) break;
       tidx[j] = 0;
     }
+  }
+}
+
+/* The float order of max/min as the GPU's integer atomics see it: non-negative floats
+ * compare as signed integers, negative ones as unsigned integers in reverse. */
+static bool float_bits_greater(uint32_t a, uint32_t b) {
+  bool na = a >> 31, nb = b >> 31;
+  if (na != nb) return nb;
+  return na ? a < b : a > b;
+}
+
+/* One atomic read-modify-write of element `off`; returns the old value. Program instances
+ * run on several host threads, so every update is a compare-and-swap on the element's bits
+ * (the same result as the GPU's one-element atomics, in some order). */
+static ir_scalar atomic_update(ir_dtype dt, void *base, int64_t off, int kind, ir_scalar v) {
+  ir_scalar old;
+  if (dt == DT_I32) {
+    int32_t *p = (int32_t *)base + off, x = (int32_t)v.i;
+    int32_t cur = __atomic_load_n(p, __ATOMIC_RELAXED), nv;
+    do {
+      nv = kind == 0 ? (int32_t)((uint32_t)cur + (uint32_t)x) : kind == 1 ? (cur > x ? cur : x) : (cur < x ? cur : x);
+    } while (!__atomic_compare_exchange_n(p, &cur, nv, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    old.i = cur;
+    return old;
+  }
+  if (dt == DT_F32) {
+    uint32_t *p = (uint32_t *)base + off, cur = __atomic_load_n(p, __ATOMIC_RELAXED), nv;
+    float xf = (float)v.f;
+    uint32_t xb;
+    memcpy(&xb, &xf, 4);
+    do {
+      float cf;
+      memcpy(&cf, &cur, 4);
+      if (kind == 0) {
+        float sum = cf + xf;
+        memcpy(&nv, &sum, 4);
+      } else {
+        nv = (kind == 1) == float_bits_greater(xb, cur) ? xb : cur;
+      }
+    } while (!__atomic_compare_exchange_n(p, &cur, nv, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    float of;
+    memcpy(&of, &cur, 4);
+    old.f = of;
+    return old;
+  }
+  /* f16 / bf16: add only */
+  uint16_t *p = (uint16_t *)base + off, cur = __atomic_load_n(p, __ATOMIC_RELAXED), nv;
+  do {
+    float cf = dt == DT_F16 ? tl_f16_to_f32(cur) : tl_bf16_to_f32(cur);
+    float sum = cf + (float)v.f;
+    nv = dt == DT_F16 ? tl_f32_to_f16(sum) : tl_f32_to_bf16(sum);
+  } while (!__atomic_compare_exchange_n(p, &cur, nv, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  old.f = dt == DT_F16 ? tl_f16_to_f32(cur) : tl_bf16_to_f32(cur);
+  return old;
+}
+
+/* gather, scatter, atomic: element e at coordinates (idx0[e], idx1[e], ...). */
+static void exec_indexed(struct frame *fr, const struct ir_op *op) {
+  const struct ir_func *f = fr->f;
+  const struct interp_tensor *t = &fr->args[f->values.v[op->args[0]].index].tensor;
+  int rank = t->rank;
+  bool gather = op->code == IR_GATHER;
+  ir_val dv = gather ? op->res : op->args[op->nargs - 1];
+  const struct ir_type *dt = vtype(fr, dv);
+  int64_t n = ir_type_numel(dt);
+  const ir_scalar *pred = !gather && op->nargs == (uint32_t)rank + 3 ? V(fr, op->args[op->nargs - 2]) : NULL;
+  ir_scalar *data = V(fr, dv), *res = op->code == IR_ATOMIC ? V(fr, op->res) : NULL;
+  ir_scalar fill;
+  if (ir_dtype_is_float(dt->dtype))
+    fill.f = ir_round_float(dt->dtype, op->f);
+  else
+    fill.i = ir_wrap_int(dt->dtype, (int64_t)op->f);
+  for (int64_t e = 0; e < n; e++) {
+    bool in = true;
+    int64_t off = 0;
+    for (int d = 0; d < rank && in; d++) {
+      int64_t c = V(fr, op->args[1 + d])[e].i;
+      if (c < 0 || c >= t->shape[d]) in = false;
+      off += c * t->strides[d];
+    }
+    if (gather) {
+      data[e] = in ? interp_load_elem(t->dtype, t->data, off) : fill;
+      continue;
+    }
+    bool write = in && (!pred || pred[e].i);
+    if (op->code == IR_SCATTER) {
+      if (write) interp_store_elem(t->dtype, t->data, off, data[e]);
+      continue;
+    }
+    /* atomic: a NaN value changes nothing under max and min (the GPU skips it too) */
+    if (write && op->i[0] != 0 && ir_dtype_is_float(dt->dtype) && isnan(data[e].f)) write = false;
+    if (write)
+      res[e] = atomic_update(t->dtype, t->data, off, (int)op->i[0], data[e]);
+    else if (ir_dtype_is_float(dt->dtype))
+      res[e].f = 0;
+    else
+      res[e].i = 0;
   }
 }
 
@@ -332,6 +430,11 @@ static void exec_op(struct frame *fr, uint32_t id) {
   case IR_LOAD:
   case IR_STORE:
     exec_memory(fr, op);
+    return;
+  case IR_GATHER:
+  case IR_SCATTER:
+  case IR_ATOMIC:
+    exec_indexed(fr, op);
     return;
   case IR_FOR:
     exec_for(fr, op);

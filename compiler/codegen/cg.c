@@ -710,6 +710,15 @@ static void gen_op_at(struct cg *g, uint32_t id) {
   case IR_STORE:
     cg_gen_store(g, op);
     return;
+  case IR_GATHER:
+    cg_gen_gather(g, op);
+    return;
+  case IR_SCATTER:
+    cg_gen_scatter(g, op);
+    return;
+  case IR_ATOMIC:
+    cg_gen_atomic(g, op);
+    return;
   case IR_FOR:
     cg_gen_for(g, id);
     return;

@@ -29,18 +29,18 @@ void cg_smem_reserve(struct cg *g, unsigned bytes) {
   if (g->smem_scratch + bytes > g->smem_bytes) g->smem_bytes = g->smem_scratch + bytes;
 }
 
-static int smem_elem_bytes(ir_dtype dt) { return dt == DT_BOOL ? 1 : ir_dtype_bytes(dt); }
+int cg_smem_elem_bytes(ir_dtype dt) { return dt == DT_BOOL ? 1 : ir_dtype_bytes(dt); }
 
-static void smem_store(struct cg *g, LLVMValueRef v, ir_dtype dt, LLVMValueRef elem_index, int64_t base) {
-  int eb = smem_elem_bytes(dt);
+void cg_smem_store_elem(struct cg *g, LLVMValueRef v, ir_dtype dt, LLVMValueRef elem_index, int64_t base) {
+  int eb = cg_smem_elem_bytes(dt);
   LLVMValueRef off = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, elem_index, cg_i32(g, eb), ""), cg_i32(g, base), "");
   if (dt == DT_BOOL) v = LLVMBuildZExt(g->b, v, g->i8, "");
   LLVMValueRef st = LLVMBuildStore(g->b, v, cg_smem_ptr(g, off));
   LLVMSetAlignment(st, (unsigned)eb);
 }
 
-static LLVMValueRef smem_load(struct cg *g, ir_dtype dt, LLVMValueRef elem_index, int64_t base) {
-  int eb = smem_elem_bytes(dt);
+LLVMValueRef cg_smem_load_elem(struct cg *g, ir_dtype dt, LLVMValueRef elem_index, int64_t base) {
+  int eb = cg_smem_elem_bytes(dt);
   LLVMValueRef off = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, elem_index, cg_i32(g, eb), ""), cg_i32(g, base), "");
   LLVMTypeRef t = dt == DT_BOOL ? g->i8 : cg_reg_type(g, dt);
   LLVMValueRef v = LLVMBuildLoad2(g->b, t, cg_smem_ptr(g, off), "");
@@ -50,7 +50,7 @@ static LLVMValueRef smem_load(struct cg *g, ir_dtype dt, LLVMValueRef elem_index
 }
 
 /* Row-major linear index of coordinates within a shape (i32 arithmetic). */
-static LLVMValueRef linear_index(struct cg *g, const LLVMValueRef *c, const int32_t *shape, int rank) {
+LLVMValueRef cg_linear_index(struct cg *g, const LLVMValueRef *c, const int32_t *shape, int rank) {
   LLVMValueRef idx = cg_i32(g, 0);
   for (int d = 0; d < rank; d++) {
     idx = LLVMBuildMul(g->b, idx, cg_i32(g, shape[d]), "");
@@ -118,12 +118,12 @@ void cg_gen_relayout(struct cg *g, const struct ir_op *op) {
   /* through shared memory, in the source's own shape */
   ir_dtype dt = (ir_dtype)at->dtype;
   int64_t numel = ir_type_numel(at);
-  cg_smem_reserve(g, (unsigned)(numel * smem_elem_bytes(dt)));
+  cg_smem_reserve(g, (unsigned)(numel * cg_smem_elem_bytes(dt)));
   cg_barrier(g);
   for (uint32_t r = 0; r < a->n; r++) {
     LLVMValueRef c[IR_MAX_RANK];
     cg_coords(g, &src, r, c);
-    smem_store(g, a->r[r], dt, linear_index(g, c, src.shape, src.rank), 0);
+    cg_smem_store_elem(g, a->r[r], dt, cg_linear_index(g, c, src.shape, src.rank), 0);
   }
   cg_barrier(g);
   for (uint32_t r = 0; r < n; r++) {
@@ -138,7 +138,7 @@ void cg_gen_relayout(struct cg *g, const struct ir_op *op) {
     } else {
       for (int d = 0; d < dst.rank; d++) sc[d] = at->dims[d] == 1 ? cg_i32(g, 0) : c[d];
     }
-    out->r[r] = smem_load(g, dt, linear_index(g, sc, src.shape, src.rank), 0);
+    out->r[r] = cg_smem_load_elem(g, dt, cg_linear_index(g, sc, src.shape, src.rank), 0);
   }
 }
 
@@ -242,7 +242,7 @@ void cg_gen_reduce(struct cg *g, const struct ir_op *op) {
   if (!nw) return;
   int64_t numel = rt->rank == 0 ? 1 : ir_type_numel(rt);
   int64_t groups = 1 << nw;
-  cg_smem_reserve(g, (unsigned)(groups * numel * smem_elem_bytes(dt)));
+  cg_smem_reserve(g, (unsigned)(groups * numel * cg_smem_elem_bytes(dt)));
   LLVMValueRef widx = cg_i32(g, 0);
   for (int j = 0; j < nw; j++) {
     LLVMValueRef bit = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, g->warp, cg_i32(g, wbits[j]), ""), cg_i32(g, 1), "");
@@ -255,18 +255,18 @@ void cg_gen_reduce(struct cg *g, const struct ir_op *op) {
       lin[o] = cg_i32(g, 0);
     } else {
       cg_coords(g, &dst, o, c);
-      lin[o] = linear_index(g, c, dst.shape, dst.rank);
+      lin[o] = cg_linear_index(g, c, dst.shape, dst.rank);
     }
   }
   cg_barrier(g);
   for (uint32_t o = 0; o < n; o++)
-    smem_store(g, out->r[o], dt, LLVMBuildAdd(g->b, LLVMBuildMul(g->b, widx, cg_i32(g, numel), ""), lin[o], ""), 0);
+    cg_smem_store_elem(g, out->r[o], dt, LLVMBuildAdd(g->b, LLVMBuildMul(g->b, widx, cg_i32(g, numel), ""), lin[o], ""), 0);
   cg_barrier(g);
   for (uint32_t o = 0; o < n; o++) {
-    LLVMValueRef acc = smem_load(g, dt, lin[o], 0);
+    LLVMValueRef acc = cg_smem_load_elem(g, dt, lin[o], 0);
     for (int64_t w = 1; w < groups; w++)
       acc = combine(g, (ir_opcode)op->code, dt, acc,
-                    smem_load(g, dt, LLVMBuildAdd(g->b, lin[o], cg_i32(g, w * numel), ""), 0));
+                    cg_smem_load_elem(g, dt, LLVMBuildAdd(g->b, lin[o], cg_i32(g, w * numel), ""), 0));
     out->r[o] = acc;
   }
 }
@@ -296,19 +296,19 @@ void cg_gen_dot(struct cg *g, const struct ir_op *op) {
   if (g->failed || !cg_layout_of(g, op->args[0], &la) || !cg_layout_of(g, op->args[1], &lb) ||
       !cg_layout_of(g, op->res, &lc))
     return;
-  int eb = smem_elem_bytes(adt);
+  int eb = cg_smem_elem_bytes(adt);
   int64_t boff = ((int64_t)M * K * eb + 15) & ~(int64_t)15;
   cg_smem_reserve(g, (unsigned)(boff + (int64_t)K * N * eb));
   cg_barrier(g);
   for (uint32_t r = 0; r < A->n; r++) {
     LLVMValueRef c[IR_MAX_RANK];
     cg_coords(g, &la, r, c);
-    smem_store(g, A->r[r], adt, linear_index(g, c, la.shape, 2), 0);
+    cg_smem_store_elem(g, A->r[r], adt, cg_linear_index(g, c, la.shape, 2), 0);
   }
   for (uint32_t r = 0; r < B->n; r++) {
     LLVMValueRef c[IR_MAX_RANK];
     cg_coords(g, &lb, r, c);
-    smem_store(g, B->r[r], adt, linear_index(g, c, lb.shape, 2), boff);
+    cg_smem_store_elem(g, B->r[r], adt, cg_linear_index(g, c, lb.shape, 2), boff);
   }
   cg_barrier(g);
 
@@ -356,12 +356,12 @@ void cg_gen_dot(struct cg *g, const struct ir_op *op) {
   for (uint32_t i = 0; i < nrows; i++) {
     LLVMValueRef m = LLVMBuildOr(g->b, th[0], cg_i32(g, rows[i]), "");
     LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, m, cg_i32(g, K), ""), k, "");
-    av[i] = to_f32v(g, smem_load(g, adt, idx, 0), adt);
+    av[i] = to_f32v(g, cg_smem_load_elem(g, adt, idx, 0), adt);
   }
   for (uint32_t j = 0; j < ncols; j++) {
     LLVMValueRef c = LLVMBuildOr(g->b, th[1], cg_i32(g, cols[j]), "");
     LLVMValueRef idx = LLVMBuildAdd(g->b, LLVMBuildMul(g->b, k, cg_i32(g, N), ""), c, "");
-    bv[j] = to_f32v(g, smem_load(g, adt, idx, boff), adt);
+    bv[j] = to_f32v(g, cg_smem_load_elem(g, adt, idx, boff), adt);
   }
   LLVMValueRef *nacc = ARENA_NEWN(g->arena, LLVMValueRef, n);
   LLVMTypeRef f32 = g->f32;

@@ -108,6 +108,12 @@ void cg_gen_dot(struct cg *g, const struct ir_op *op);
 LLVMValueRef cg_smem_ptr(struct cg *g, LLVMValueRef byte_offset);
 LLVMValueRef cg_smem_at(struct cg *g, LLVMValueRef byte_offset);
 void cg_smem_reserve(struct cg *g, unsigned bytes);
+/* Scratch elements at base + elem_index (bool as a byte), and the row-major index of
+ * coordinates c within a shape (i32). */
+int cg_smem_elem_bytes(ir_dtype dt);
+void cg_smem_store_elem(struct cg *g, LLVMValueRef v, ir_dtype dt, LLVMValueRef elem_index, int64_t base);
+LLVMValueRef cg_smem_load_elem(struct cg *g, ir_dtype dt, LLVMValueRef elem_index, int64_t base);
+LLVMValueRef cg_linear_index(struct cg *g, const LLVMValueRef *c, const int32_t *shape, int rank);
 
 /* cg_smem.c: buffers, async copies, ldmatrix; cg_mma.c: Tensor Core dots */
 void cg_plan_smem(struct cg *g);
@@ -141,6 +147,9 @@ void cg_gen_warp_specialize(struct cg *g, uint32_t id);
 /* cg_mem.c */
 void cg_gen_load(struct cg *g, const struct ir_op *op);
 void cg_gen_store(struct cg *g, const struct ir_op *op);
+void cg_gen_gather(struct cg *g, const struct ir_op *op);
+void cg_gen_scatter(struct cg *g, const struct ir_op *op);
+void cg_gen_atomic(struct cg *g, const struct ir_op *op);
 
 /* cg_control.c */
 void cg_gen_for(struct cg *g, uint32_t id);

@@ -182,11 +182,14 @@ static void element_address(struct cg *g, struct access *x, uint32_t r, LLVMValu
   *inb = ok;
 }
 
-static LLVMValueRef address(struct cg *g, struct access *x, LLVMValueRef off) {
-  LLVMValueRef byte_off = LLVMBuildMul(g->b, off, cg_i64(g, ir_dtype_bytes(x->dt)), "");
-  LLVMValueRef p = LLVMBuildGEP2(g->b, g->i8, x->t->ptr, &byte_off, 1, "");
+/* The global address (i64) of element `off` of a tensor of dt at ptr. */
+static LLVMValueRef elem_address(struct cg *g, LLVMValueRef ptr, ir_dtype dt, LLVMValueRef off) {
+  LLVMValueRef byte_off = LLVMBuildMul(g->b, off, cg_i64(g, ir_dtype_bytes(dt)), "");
+  LLVMValueRef p = LLVMBuildGEP2(g->b, g->i8, ptr, &byte_off, 1, "");
   return LLVMBuildPtrToInt(g->b, p, g->i64, "");
 }
+
+static LLVMValueRef address(struct cg *g, struct access *x, LLVMValueRef off) { return elem_address(g, x->t->ptr, x->dt, off); }
 
 /* The bits of one element as an integer of its memory width. */
 static LLVMValueRef to_bits(struct cg *g, LLVMValueRef v, ir_dtype dt) {
@@ -212,6 +215,34 @@ static int word_bits(int bits, int total) { return bits > 32 ? bits : total >= 3
 /* PTX register class and constraint letter for an integer of `bits` (bytes are held in
  * 16-bit registers). */
 static const char *cons_of(int bits) { return bits <= 16 ? "h" : bits == 32 ? "r" : "l"; }
+
+/* One element of dt at addr where pred (i1) holds, else the fill (its bits). */
+static LLVMValueRef load_elem(struct cg *g, ir_dtype dt, LLVMValueRef addr, LLVMValueRef pred, LLVMValueRef fill_bits) {
+  int bits = ir_dtype_bytes(dt) * 8, rbits = bits < 16 ? 16 : bits;
+  char text[256], cons[32];
+  snprintf(text, sizeof text,
+           "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n mov.b%d $0, $3;\n @p ld.global.%s%d $0, [$1];\n}", rbits,
+           bits == 8 ? "u" : "b", bits);
+  snprintf(cons, sizeof cons, "=%s,l,r,%s", cons_of(rbits), cons_of(rbits));
+  LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
+  LLVMValueRef fb = LLVMTypeOf(fill_bits) == rt ? fill_bits : LLVMBuildZExt(g->b, fill_bits, rt, "");
+  LLVMValueRef args[3] = {addr, LLVMBuildZExt(g->b, pred, g->i32, ""), fb};
+  return from_bits(g, cg_asm(g, rt, text, cons, args, 3, true), dt);
+}
+
+/* Stores one element (a register of dt) at addr where pred (i1) holds. */
+static void store_elem(struct cg *g, ir_dtype dt, LLVMValueRef addr, LLVMValueRef v, LLVMValueRef pred) {
+  int bits = ir_dtype_bytes(dt) * 8, rbits = bits < 16 ? 16 : bits;
+  char text[256], cons[32];
+  snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n @p st.global.%s%d [$0], $1;\n}",
+           bits == 8 ? "u" : "b", bits);
+  snprintf(cons, sizeof cons, "l,%s,r", cons_of(rbits));
+  LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
+  LLVMValueRef b = to_bits(g, v, dt);
+  if (LLVMTypeOf(b) != rt) b = LLVMBuildZExt(g->b, b, rt, "");
+  LLVMValueRef args[3] = {addr, b, LLVMBuildZExt(g->b, pred, g->i32, "")};
+  cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, 3, true);
+}
 
 void cg_gen_load(struct cg *g, const struct ir_op *op) {
   struct access x;
@@ -261,25 +292,17 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
     }
     return;
   }
-  int rbits = bits < 16 ? 16 : bits;
-  char text[256], cons[32];
-  snprintf(text, sizeof text,
-           "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n mov.b%d $0, $3;\n @p ld.global.%s%d $0, [$1];\n}", rbits,
-           bits == 8 ? "u" : "b", bits);
-  snprintf(cons, sizeof cons, "=%s,l,r,%s", cons_of(rbits), cons_of(rbits));
-  LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
-  LLVMValueRef fb = LLVMTypeOf(fill_bits) == rt ? fill_bits : LLVMBuildZExt(g->b, fill_bits, rt, "");
   for (uint32_t r = 0; r < x.nregs; r++) {
     LLVMValueRef off, inb;
     element_address(g, &x, r, &off, &inb);
-    LLVMValueRef args[3] = {address(g, &x, off), LLVMBuildZExt(g->b, inb, g->i32, ""), fb};
-    LLVMValueRef v = cg_asm(g, rt, text, cons, args, 3, true);
-    out->r[r] = from_bits(g, v, x.dt);
+    out->r[r] = load_elem(g, x.dt, address(g, &x, off), inb, fill_bits);
   }
 }
 
-/* Stores registers r[] (x's layout order) with x's accesses. */
-static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs) {
+/* Stores registers r[] (x's layout order) with x's accesses, where pred[r] (i1 registers
+ * in the same order; NULL: everywhere) holds. A vector whose predicates all hold is one
+ * access; the elements of one where they differ are stored one at a time. */
+static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs, LLVMValueRef *pred) {
   struct access x = *xp;
   int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
   if (x.vec > 1) {
@@ -295,8 +318,19 @@ static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs) {
     n = snprintf(cons, sizeof cons, "l,r");
     for (int i = 0; i < w; i++) n += snprintf(cons + n, sizeof cons - (size_t)n, ",%s", cons_of(wbits));
     for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
-      LLVMValueRef off, inb;
+      LLVMValueRef off, inb, all = NULL;
       element_address(g, &x, r0, &off, &inb);
+      if (pred) {
+        all = pred[r0];
+        for (int i = 1; i < x.vec; i++) all = LLVMBuildAnd(g->b, all, pred[r0 + (uint32_t)i], "");
+        LLVMValueRef some = LLVMBuildAnd(g->b, inb, LLVMBuildNot(g->b, all, ""), "");
+        for (int i = 0; i < x.vec; i++) {
+          LLVMValueRef eoff = LLVMBuildAdd(g->b, off, cg_i64(g, i), ""); /* the run is contiguous */
+          store_elem(g, x.dt, address(g, &x, eoff), regs[r0 + (uint32_t)i],
+                     LLVMBuildAnd(g->b, some, pred[r0 + (uint32_t)i], ""));
+        }
+        inb = LLVMBuildAnd(g->b, inb, all, "");
+      }
       LLVMValueRef args[6];
       args[0] = address(g, &x, off);
       args[1] = LLVMBuildZExt(g->b, inb, g->i32, "");
@@ -312,19 +346,11 @@ static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs) {
     }
     return;
   }
-  int rbits = bits < 16 ? 16 : bits;
-  char text[256], cons[32];
-  snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n @p st.global.%s%d [$0], $1;\n}",
-           bits == 8 ? "u" : "b", bits);
-  snprintf(cons, sizeof cons, "l,%s,r", cons_of(rbits));
-  LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
   for (uint32_t r = 0; r < x.nregs; r++) {
     LLVMValueRef off, inb;
     element_address(g, &x, r, &off, &inb);
-    LLVMValueRef b = to_bits(g, regs[r], x.dt);
-    if (LLVMTypeOf(b) != rt) b = LLVMBuildZExt(g->b, b, rt, "");
-    LLVMValueRef args[3] = {address(g, &x, off), b, LLVMBuildZExt(g->b, inb, g->i32, "")};
-    cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, 3, true);
+    if (pred) inb = LLVMBuildAnd(g->b, inb, pred[r], "");
+    store_elem(g, x.dt, address(g, &x, off), regs[r], inb);
   }
 }
 
@@ -404,7 +430,7 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, str
       regs[r0 + (uint32_t)i] = from_bits(g, bitsv, direct->dt);
     }
   }
-  store_regs(g, &x, regs);
+  store_regs(g, &x, regs, NULL);
   return true;
 }
 
@@ -412,8 +438,256 @@ void cg_gen_store(struct cg *g, const struct ir_op *op) {
   ir_val value = op->args[op->nargs - 1];
   struct access x;
   if (!setup_access(g, op, value, NULL, &x)) return;
-  if (staged_store(g, op, value, &x) || g->failed) return;
+  /* a predicate (store %T[..], %pred, %v) is in the value's layout: the direct path */
+  bool has_pred = op->nargs == (uint32_t)x.rank + 3;
+  if (!has_pred && (staged_store(g, op, value, &x) || g->failed)) return;
   struct cgval *v = cg_val(g, value);
+  struct cgval *p = has_pred ? cg_val(g, op->args[op->nargs - 2]) : NULL;
   if (g->failed) return;
-  store_regs(g, &x, v->r);
+  store_regs(g, &x, v->r, p ? p->r : NULL);
+}
+
+/* ---- gather, scatter, atomic: per-element indices ----
+ * Every operand tile shares the data's layout, so register r of each index tile is the
+ * coordinate of register r of the data. Elements a layout replicates (zero basis vectors:
+ * the same element in several registers, lanes or warps) are written once, by the thread
+ * and register whose replicated bits are zero; an atomic's old values are then handed to
+ * the replicas through shared memory. */
+
+struct indexed {
+  const struct ir_param *param;
+  struct cg_tensor *t;
+  int rank;
+  ir_dtype dt;
+  LLVMValueRef size[IR_MAX_RANK]; /* i64 */
+  struct cgval *idx[IR_MAX_RANK];
+  struct ll l;
+  int data_rank;
+  uint32_t nregs;
+};
+
+static bool setup_indexed(struct cg *g, const struct ir_op *op, ir_val data, struct indexed *x) {
+  struct ir_func *f = g->f;
+  memset(x, 0, sizeof *x);
+  const struct ir_value *tv = &f->values.v[op->args[0]];
+  x->param = &f->params.v[tv->index];
+  x->t = &g->tensors[tv->index];
+  const struct ir_type *tt = ir_vtype(f, op->args[0]);
+  x->rank = tt->rank;
+  x->dt = (ir_dtype)tt->dtype;
+  for (int d = 0; d < x->rank; d++) {
+    x->idx[d] = cg_val(g, op->args[1 + d]);
+    if (g->failed) return false;
+    x->size[d] = dim_size(g, tt, d);
+  }
+  const struct ir_type *dt = ir_vtype(f, data);
+  x->data_rank = dt->rank;
+  x->nregs = 1;
+  if (dt->rank > 0) {
+    if (!cg_layout_of(g, data, &x->l)) return false;
+    x->nregs = ll_num_regs(&x->l);
+  }
+  return true;
+}
+
+/* Element offset (i64) and in-bounds predicate of register r. */
+static void indexed_address(struct cg *g, struct indexed *x, uint32_t r, LLVMValueRef *addr, LLVMValueRef *inb) {
+  LLVMValueRef o = cg_i64(g, 0), ok = LLVMConstInt(g->i1, 1, 0);
+  for (int d = 0; d < x->rank; d++) {
+    LLVMValueRef c = LLVMBuildSExt(g->b, x->idx[d]->r[r], g->i64, "");
+    ok = LLVMBuildAnd(g->b, ok, LLVMBuildICmp(g->b, LLVMIntULT, c, x->size[d], ""), "");
+    o = LLVMBuildAdd(g->b, o, LLVMBuildMul(g->b, c, x->t->stride[d], ""), "");
+  }
+  *addr = elem_address(g, x->t->ptr, x->dt, o);
+  *inb = ok;
+}
+
+/* Masks of the replicated register, lane and warp bits of layout l (rank 0: every lane
+ * and warp holds the value). */
+static void replicated_bits(struct cg *g, const struct indexed *x, uint32_t *reg, uint32_t *lane, uint32_t *warp) {
+  *reg = *lane = *warp = 0;
+  if (x->data_rank == 0) {
+    *lane = 31;
+    *warp = (uint32_t)g->f->warps - 1;
+    return;
+  }
+  const struct ll *l = &x->l;
+  for (int i = 0; i < l->nreg; i++) {
+    bool z = true;
+    for (int d = 0; d < l->rank; d++) z = z && l->reg[i][d] == 0;
+    if (z) *reg |= 1u << i;
+  }
+  for (int i = 0; i < l->nlane; i++) {
+    bool z = true;
+    for (int d = 0; d < l->rank; d++) z = z && l->lane[i][d] == 0;
+    if (z) *lane |= 1u << i;
+  }
+  for (int i = 0; i < l->nwarp; i++) {
+    bool z = true;
+    for (int d = 0; d < l->rank; d++) z = z && l->warp[i][d] == 0;
+    if (z) *warp |= 1u << i;
+  }
+}
+
+/* i1: this thread is the one that writes its (replicated) elements */
+static LLVMValueRef owner(struct cg *g, uint32_t lane_mask, uint32_t warp_mask) {
+  LLVMValueRef own = LLVMConstInt(g->i1, 1, 0);
+  if (lane_mask)
+    own = LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, g->lane, cg_i32(g, lane_mask), ""), cg_i32(g, 0), "");
+  if (warp_mask)
+    own = LLVMBuildAnd(g->b, own, LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, g->warp, cg_i32(g, warp_mask), ""),
+                                                cg_i32(g, 0), ""), "");
+  return own;
+}
+
+void cg_gen_gather(struct cg *g, const struct ir_op *op) {
+  struct indexed x;
+  if (!setup_indexed(g, op, op->res, &x)) return;
+  struct cgval *out = cg_new_val(g, op->res, x.nregs);
+  LLVMValueRef fill = ir_dtype_is_float(x.dt) ? cg_cast(g, cg_const(g, DT_F64, 0, op->f), DT_F64, x.dt)
+                                              : cg_const(g, x.dt, (int64_t)op->f, 0);
+  LLVMValueRef fill_bits = to_bits(g, fill, x.dt);
+  for (uint32_t r = 0; r < x.nregs; r++) {
+    LLVMValueRef addr, inb;
+    indexed_address(g, &x, r, &addr, &inb);
+    out->r[r] = load_elem(g, x.dt, addr, inb, fill_bits);
+  }
+}
+
+void cg_gen_scatter(struct cg *g, const struct ir_op *op) {
+  struct indexed x;
+  if (!setup_indexed(g, op, op->args[op->nargs - 1], &x)) return;
+  struct cgval *v = cg_val(g, op->args[op->nargs - 1]);
+  struct cgval *p = op->nargs == (uint32_t)x.rank + 3 ? cg_val(g, op->args[op->nargs - 2]) : NULL;
+  if (g->failed) return;
+  uint32_t rm, lm, wm;
+  replicated_bits(g, &x, &rm, &lm, &wm);
+  LLVMValueRef own = owner(g, lm, wm);
+  for (uint32_t r = 0; r < x.nregs; r++) {
+    if (r & rm) continue;
+    LLVMValueRef addr, inb;
+    indexed_address(g, &x, r, &addr, &inb);
+    inb = LLVMBuildAnd(g->b, inb, own, "");
+    if (p) inb = LLVMBuildAnd(g->b, inb, p->r[r], "");
+    store_elem(g, x.dt, addr, v->r[r], inb);
+  }
+}
+
+static bool value_used(struct cg *g, ir_val v) {
+  for (uint32_t o = 1; o < g->f->ops.n; o++) {
+    const struct ir_op *op = &g->f->ops.v[o];
+    if (!op->block) continue;
+    for (uint32_t k = 0; k < op->nargs; k++)
+      if (op->args[k] == v) return true;
+  }
+  return false;
+}
+
+/* One atomic on the bits `b` (i32 or i16) at addr where pred holds; returns the old bits
+ * (0 where it did not run) or NULL for a reduction (red) whose result nobody reads. */
+static LLVMValueRef atomic_elem(struct cg *g, const char *op_type, int bits, LLVMValueRef addr, LLVMValueRef b,
+                                LLVMValueRef pred, bool want_old) {
+  char text[256], cons[32];
+  const char *c = cons_of(bits);
+  LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)bits);
+  LLVMValueRef args[3] = {addr, b, LLVMBuildZExt(g->b, pred, g->i32, "")};
+  if (!want_old) {
+    snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n @p red.global.%s [$0], $1;\n}", op_type);
+    snprintf(cons, sizeof cons, "l,%s,r", c);
+    cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, 3, true);
+    return NULL;
+  }
+  snprintf(text, sizeof text,
+           "{\n .reg .pred p;\n setp.ne.b32 p, $3, 0;\n mov.b%d $0, 0;\n @p atom.global.%s $0, [$1], $2;\n}", bits,
+           op_type);
+  snprintf(cons, sizeof cons, "=%s,l,%s,r", c, c);
+  LLVMValueRef a3[3] = {args[0], args[1], args[2]};
+  return cg_asm(g, rt, text, cons, a3, 3, true);
+}
+
+void cg_gen_atomic(struct cg *g, const struct ir_op *op) {
+  ir_val value = op->args[op->nargs - 1];
+  struct indexed x;
+  if (!setup_indexed(g, op, value, &x)) return;
+  struct cgval *v = cg_val(g, value);
+  struct cgval *p = op->nargs == (uint32_t)x.rank + 3 ? cg_val(g, op->args[op->nargs - 2]) : NULL;
+  if (g->failed) return;
+  int kind = (int)op->i[0];
+  bool want_old = value_used(g, op->res);
+  uint32_t rm, lm, wm;
+  replicated_bits(g, &x, &rm, &lm, &wm);
+  LLVMValueRef own = owner(g, lm, wm);
+  struct cgval *out = cg_new_val(g, op->res, x.nregs);
+  int bits = ir_dtype_bytes(x.dt) * 8;
+  for (uint32_t r = 0; r < x.nregs; r++) {
+    if (r & rm) continue;
+    LLVMValueRef addr, inb;
+    indexed_address(g, &x, r, &addr, &inb);
+    inb = LLVMBuildAnd(g->b, inb, own, "");
+    if (p) inb = LLVMBuildAnd(g->b, inb, p->r[r], "");
+    LLVMValueRef val = v->r[r], old = NULL;
+    if (x.dt == DT_F32 && kind != 0) {
+      /* float max/min as integer atomics: a non-negative float orders like its bits as a
+       * signed integer, a negative one in reverse of its bits as an unsigned integer; NaN
+       * values are skipped */
+      LLVMValueRef nan = LLVMBuildFCmp(g->b, LLVMRealUNO, val, val, "");
+      inb = LLVMBuildAnd(g->b, inb, LLVMBuildNot(g->b, nan, ""), "");
+      LLVMValueRef b = LLVMBuildBitCast(g->b, val, g->i32, "");
+      LLVMValueRef neg = LLVMBuildICmp(g->b, LLVMIntSLT, b, cg_i32(g, 0), "");
+      LLVMValueRef o1 = atomic_elem(g, kind == 1 ? "max.s32" : "min.s32", 32, addr, b,
+                                    LLVMBuildAnd(g->b, inb, LLVMBuildNot(g->b, neg, ""), ""), want_old);
+      LLVMValueRef o2 = atomic_elem(g, kind == 1 ? "min.u32" : "max.u32", 32, addr, b, LLVMBuildAnd(g->b, inb, neg, ""),
+                                    want_old);
+      if (want_old) old = LLVMBuildBitCast(g->b, LLVMBuildSelect(g->b, neg, o2, o1, ""), g->f32, "");
+    } else {
+      const char *ty = x.dt == DT_F32    ? (kind == 0 ? "add.f32" : NULL)
+                       : x.dt == DT_F16  ? "add.noftz.f16"
+                       : x.dt == DT_BF16 ? "add.noftz.bf16"
+                       : kind == 0       ? "add.u32"
+                       : kind == 1       ? "max.s32"
+                                         : "min.s32";
+      LLVMValueRef ob = atomic_elem(g, ty, bits, addr, to_bits(g, val, x.dt), inb, want_old);
+      if (want_old) old = from_bits(g, ob, x.dt);
+    }
+    out->r[r] = old;
+  }
+  if (!want_old) {
+    for (uint32_t r = 0; r < x.nregs; r++) out->r[r] = LLVMGetUndef(cg_reg_type(g, x.dt));
+    return;
+  }
+  for (uint32_t r = 0; r < x.nregs; r++)
+    if (r & rm) out->r[r] = out->r[r & ~rm];
+  if (!lm && !wm) return;
+  /* the owners hand the old values to the threads that replicate them */
+  const struct ir_type *vt = ir_vtype(g->f, value);
+  int64_t numel = ir_type_numel(vt);
+  cg_smem_reserve(g, (unsigned)(numel * cg_smem_elem_bytes(x.dt)));
+  cg_barrier(g);
+  for (uint32_t r = 0; r < x.nregs; r++) {
+    if (r & rm) continue;
+    LLVMValueRef c[IR_MAX_RANK], idx = cg_i32(g, 0);
+    if (x.data_rank) {
+      cg_coords(g, &x.l, r, c);
+      idx = cg_linear_index(g, c, x.l.shape, x.l.rank);
+    }
+    /* only the owner stores: the others' registers hold nothing */
+    LLVMBasicBlockRef cur = LLVMGetInsertBlock(g->b);
+    LLVMBasicBlockRef st = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "own"), join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "");
+    LLVMMoveBasicBlockAfter(st, cur);
+    LLVMMoveBasicBlockAfter(join, st);
+    LLVMBuildCondBr(g->b, own, st, join);
+    LLVMPositionBuilderAtEnd(g->b, st);
+    cg_smem_store_elem(g, out->r[r], x.dt, idx, 0);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+  }
+  cg_barrier(g);
+  for (uint32_t r = 0; r < x.nregs; r++) {
+    LLVMValueRef c[IR_MAX_RANK], idx = cg_i32(g, 0);
+    if (x.data_rank) {
+      cg_coords(g, &x.l, r, c);
+      idx = cg_linear_index(g, c, x.l.shape, x.l.rank);
+    }
+    out->r[r] = cg_smem_load_elem(g, x.dt, idx, 0);
+  }
 }

@@ -122,6 +122,12 @@ enum tl_result tl_gpu_lower(struct ir_func *f, const struct tl_target *target, c
                   "%s:%u:%u: error: %s values are not supported by the CUDA code generator yet (the CPU "
                   "interpreter converts them; kernel '%s')",
                   f->file ? f->file : f->name, op->loc.line, op->loc.col, ir_dtype_name((ir_dtype)t->dtype), f->name);
+    /* atomics the target's instruction set lacks */
+    if (op->code == IR_ATOMIC && t->dtype == DT_BF16 && !tl_has(target, TL_FEAT_ATOM_BF16))
+      return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_DTYPE,
+                  "%s:%u:%u: error: atomic add on bf16 needs sm_90 or newer, the target is %s (use f32 or f16; "
+                  "kernel '%s')",
+                  f->file ? f->file : f->name, op->loc.line, op->loc.col, target ? target->name : "?", f->name);
     /* a tile too large for the warps holding it: refused before LLVM unrolls it */
     if (f->stage != IR_STAGE_GENERIC) continue;
     int64_t per_thread = ir_type_numel(t) / (32 * f->warps);

@@ -529,9 +529,10 @@ static void parse_op(struct parser *ps, uint32_t blk) {
         args[nargs++] = use_value(ps);
       } while (accept(ps, ","));
     expect(ps, "]");
-    if (code == IR_STORE) {
+    if (code == IR_STORE) { /* [pred,] value */
       expect(ps, ",");
       args[nargs++] = use_value(ps);
+      if (accept(ps, ",")) args[nargs++] = use_value(ps);
     }
   } else if (ps->tok == T_VALUE && info->nargs != 0 && ps->tline == op_line) {
     /* operands are on the op's line: `barrier` followed by `%5 = ...` has none */

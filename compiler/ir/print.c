@@ -181,9 +181,9 @@ static void print_op(struct printer *p, uint32_t id, int depth) {
     sb_putc(sb, '[');
     print_args(p, op->args + 1, nidx);
     sb_putc(sb, ']');
-    if (op->code == IR_STORE && op->nargs > nidx + 1) {
+    for (uint32_t k = nidx + 1; op->code == IR_STORE && k < op->nargs; k++) { /* [pred,] value */
       sb_puts(sb, ", ");
-      print_value(p, op->args[nidx + 1]);
+      print_value(p, op->args[k]);
     }
     print_attrs(p, op);
     if (op->nres == 1) {

@@ -151,6 +151,52 @@ static void check_elementwise(struct verifier *v, uint32_t id) {
   }
 }
 
+/* A store's, scatter's or atomic's predicate: bool, the value's shape and layout. */
+static void check_predicate(struct verifier *v, uint32_t id, const struct ir_type *p, const struct ir_type *data) {
+  if (!is_tile(p) || p->dtype != DT_BOOL || !same_shape(p, data) || p->layout != data->layout)
+    bad(v, id, "the predicate must be a bool tile of the value's shape and layout");
+}
+
+/* gather, scatter, atomic: a tensor, one i32 index per dimension of the data's shape
+ * (and layout), [a predicate,] the value. */
+static void check_indexed(struct verifier *v, uint32_t id) {
+  const struct ir_op *op = &v->f->ops.v[id];
+  if (op->nargs < 1 || vt(v, op->args[0])->kind != IR_TY_TENSOR) {
+    bad(v, id, "first operand is not a tensor parameter");
+    return;
+  }
+  const struct ir_type *t = vt(v, op->args[0]);
+  uint32_t want = 1 + (uint32_t)t->rank + (op->code != IR_GATHER);
+  bool pred = op->code != IR_GATHER && op->nargs == want + 1;
+  if (op->nargs != want && !pred) {
+    bad(v, id, "expected %u operands for a rank-%d tensor, found %u", want, t->rank, op->nargs);
+    return;
+  }
+  const struct ir_type *data = op->code == IR_GATHER ? vt(v, op->res) : vt(v, op->args[op->nargs - 1]);
+  if (!is_tile(data)) {
+    bad(v, id, "the data is not a tile or scalar");
+    return;
+  }
+  if (data->dtype != t->dtype) bad(v, id, "tile element type differs from the tensor's");
+  for (int d = 0; d < t->rank; d++) {
+    const struct ir_type *x = vt(v, op->args[1 + d]);
+    if (!is_tile(x) || x->dtype != DT_I32 || !same_shape(x, data) || x->layout != data->layout)
+      bad(v, id, "index %d must be an i32 tile of the data's shape and layout", d);
+  }
+  if (pred) check_predicate(v, id, vt(v, op->args[op->nargs - 2]), data);
+  if (op->code == IR_ATOMIC) {
+    if (vt(v, op->res) != data) bad(v, id, "the result (the old values) must have the value's type");
+    if (op->i[0] < 0 || op->i[0] > 2) bad(v, id, "atomic kind %lld is not 0 (add), 1 (max) or 2 (min)", (long long)op->i[0]);
+    bool ok = data->dtype == DT_I32 || data->dtype == DT_F32 ||
+              ((data->dtype == DT_F16 || data->dtype == DT_BF16) && op->i[0] == 0);
+    if (!ok) bad(v, id, "no atomic %s on %s", op->i[0] == 0 ? "add" : op->i[0] == 1 ? "max" : "min", ir_dtype_name((ir_dtype)data->dtype));
+  }
+  if (op->code != IR_GATHER) {
+    struct ir_param *p = ir_param_of(v->f, op->args[0]);
+    if (p && !p->is_out) bad(v, id, "write to tensor '%s', which is not 'out'", p->name);
+  }
+}
+
 static void check_memory(struct verifier *v, uint32_t id) {
   const struct ir_op *op = &v->f->ops.v[id];
   if (op->nargs < 1) {
@@ -163,7 +209,8 @@ static void check_memory(struct verifier *v, uint32_t id) {
     return;
   }
   uint32_t want = 1 + t->rank + (op->code == IR_STORE);
-  if (op->nargs != want) {
+  bool pred = op->code == IR_STORE && op->nargs == want + 1;
+  if (op->nargs != want && !pred) {
     bad(v, id, "expected %u operands for a rank-%d tensor, found %u", want, t->rank, op->nargs);
     return;
   }
@@ -180,6 +227,7 @@ static void check_memory(struct verifier *v, uint32_t id) {
     return;
   }
   if (tile->dtype != t->dtype) bad(v, id, "tile element type differs from the tensor's");
+  if (pred) check_predicate(v, id, vt(v, op->args[op->nargs - 2]), tile);
   if (op->code == IR_STORE) {
     struct ir_param *p = ir_param_of(v->f, op->args[0]);
     if (p && !p->is_out) bad(v, id, "store to tensor '%s', which is not 'out'", p->name);
@@ -628,6 +676,9 @@ static void check_op_types(struct verifier *v, uint32_t id) {
   }
   case IR_LOAD: case IR_STORE:
     check_memory(v, id);
+    break;
+  case IR_GATHER: case IR_SCATTER: case IR_ATOMIC:
+    check_indexed(v, id);
     break;
   case IR_FOR: {
     if (op->nargs < 3) {

@@ -12,10 +12,12 @@
  * layout, not the constant's default). Then the rewrite sets the types and inserts the
  * conversions that the wanted layouts imply.
  *
- * Anchors: loads and constants get the default blocked layout of their shape (16-byte
+ * Anchors: loads, gathers and constants get the default blocked layout of their shape (16-byte
  * vectors along the contiguous last dimension); dots get the accumulator layout of the
  * dot tier (blocked for FMA); reductions give slices of their input; expand_dims of a slice
  * gives back the slice's parent, so `x - max(x, axis=1)[:, None]` needs no conversion.
+ * The indices and predicate of a gather, scatter or atomic, and a store's predicate, are
+ * put in the data's layout (index arithmetic is rematerialized there, not converted).
  *
  *   %3 = load %A[..] : tile<64x64xf16>               %3 = load ... : tile<64x64xf16, #1>
  *   %4 = reduce_max %3 {axis=1} : tile<64xf16>  =>    %4 = reduce_max ... : tile<64xf16, #2>
@@ -288,6 +290,10 @@ static void analyze_op(struct assign *A, uint32_t id) {
   case IR_ARANGE:
     l = default_layout(A, rt);
     break;
+  case IR_ATOMIC: /* the old values come back where the new ones were */
+    l = A->want[op->args[op->nargs - 1]];
+    if (!l) l = default_layout(A, rt);
+    break;
   case IR_BROADCAST:
     l = A->want[op->args[0]];
     if (!l) l = default_layout(A, rt);
@@ -481,8 +487,11 @@ static void rewrite_op(struct assign *A, uint32_t id) {
     uint16_t need = 0;
     if (op->code == IR_FOR && k >= 3)
       need = A->want[op->res + (k - 3)];
-    else if ((ir_ops[op->code].flags & OPF_ELEM) || op->code == IR_BROADCAST)
-      need = rt->layout;
+    else if ((ir_ops[op->code].flags & OPF_ELEM) || op->code == IR_BROADCAST || op->code == IR_GATHER ||
+             op->code == IR_ATOMIC)
+      need = rt->layout; /* gather, atomic: the indices (and predicate) in the data's layout */
+    else if ((op->code == IR_SCATTER || op->code == IR_STORE) && k + 1 < n)
+      need = T(A, args[n - 1])->layout; /* indices and predicate in the value's */
     else if ((op->code == IR_EXPAND_DIMS || op->code == IR_TRANS) && id < A->nops && A->opreq[id])
       need = A->opreq[id];
     else if (op->code == IR_DOT && k < 2 && id < A->nops)

@@ -13,7 +13,7 @@
 
 #define AMPERE (TL_FEAT_MMA_SYNC)
 #define ADA (TL_FEAT_MMA_SYNC | TL_FEAT_FP8_MMA)
-#define HOPPER (TL_FEAT_MMA_SYNC | TL_FEAT_FP8_MMA | TL_FEAT_TMA | TL_FEAT_CLUSTER | TL_FEAT_STMATRIX)
+#define HOPPER (TL_FEAT_MMA_SYNC | TL_FEAT_FP8_MMA | TL_FEAT_TMA | TL_FEAT_CLUSTER | TL_FEAT_STMATRIX | TL_FEAT_ATOM_BF16)
 
 static const struct tl_target targets[] = {
     /* name     sm  ptx feature ptx  features                          optin   dflt   regs  r/t  thr   yz   'a'  TC f16  f32

@@ -25,6 +25,7 @@ enum tl_feature {
   TL_FEAT_STMATRIX = 1u << 4,   /* stmatrix */
   TL_FEAT_WGMMA = 1u << 5,      /* wgmma.mma_async (sm_90a only) */
   TL_FEAT_SETMAXNREG = 1u << 6, /* setmaxnreg (sm_90a only) */
+  TL_FEAT_ATOM_BF16 = 1u << 7,  /* atom.add.noftz.bf16 (sm_90+; f16 and f32 atomics: every target) */
 };
 
 struct tl_target {

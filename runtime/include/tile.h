@@ -261,7 +261,8 @@ typedef struct tile_param_info {
   int is_tensor;
   int is_output;  /* tensors the kernel writes */
   int is_used;    /* 0: unused after specialization; a NULL data pointer is accepted */
-  int is_read;    /* the kernel loads from this tensor (inputs; outputs it also reads) */
+  int is_read;    /* the kernel loads from this tensor (inputs; outputs it also reads), or
+                     writes it only in part (masked stores, scatters, atomics) */
   tile_dtype dtype;
   unsigned rank;
   const char *dim_symbol[TILE_MAX_RANK]; /* shape name ("M"), or NULL for a fixed size */

@@ -1,0 +1,104 @@
+"""Gathers, scatters, masked loads and stores and atomics on the CPU interpreter, against
+NumPy on fresh random inputs with ragged sizes (tests/kernels/memory_ops.tile; the same
+kernels go through ptxas for both GPU tiers in tests/cli/ptxas.sh, and through
+tools/gpu_check.sh against this interpreter on the GPU). Tolerances: f32 sums of products
+within 1e-4 relative of float64 (the interpreter rounds each product and sum to f32);
+integer and copied results exact."""
+import os
+
+import numpy as np
+import pytest
+
+import tile
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+OPS = os.path.join(ROOT, "tests", "kernels", "memory_ops.tile")
+RNG = np.random.default_rng()
+
+
+def kernel(name, **defines):
+    return tile.compile(OPS, kernel=name, defines=defines or None)
+
+
+@pytest.mark.parametrize("m,n,kk", [(1, 1, 1), (7, 33, 17), (33, 40, 100), (64, 31, 4095)])
+def test_split_k_gemm_with_atomic_add(m, n, kk):
+    a = RNG.standard_normal((m, kk)).astype(np.float32)
+    b = RNG.standard_normal((kk, n)).astype(np.float32)
+    c = RNG.standard_normal((m, n)).astype(np.float32)  # atomics add to what is there
+    ref = c.astype(np.float64) + a.astype(np.float64) @ b
+    kernel("splitk")(a, b, c)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(kk))
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (7, 33), (33, 32), (40, 20)])
+def test_masked_store_leaves_the_rest(m, n):
+    x = RNG.standard_normal((m, n)).astype(np.float32)
+    lens = RNG.integers(-1, 40, m).astype(np.int32)
+    y = RNG.standard_normal((m, n)).astype(np.float32)
+    keep = y.copy()
+    kernel("rowmask")(x, lens, y)
+    cols = np.arange(n)[None, :]
+    written = cols < np.minimum(lens, 32)[:, None]
+    np.testing.assert_array_equal(y, np.where(written, x * 2, keep))
+
+
+@pytest.mark.parametrize("n,nb", [(1, 1), (1000, 7), (4095, 33)])
+def test_histogram_with_duplicate_addresses(n, nb):
+    x = RNG.integers(-3, nb + 3, n).astype(np.int32)  # out-of-range bins are skipped
+    h = RNG.integers(0, 5, nb).astype(np.int32)
+    ref = h + np.bincount(x[(x >= 0) & (x < nb)], minlength=nb)
+    kernel("hist")(x, h)
+    np.testing.assert_array_equal(h, ref)
+
+
+@pytest.mark.parametrize("n,s", [(1, 1), (100, 3), (4095, 17)])
+def test_atomic_max_segments_and_old_values(n, s):
+    x = RNG.standard_normal(n).astype(np.float32)
+    x[RNG.random(n) < 0.05] = np.nan  # NaN values are skipped
+    seg = RNG.integers(0, s, n).astype(np.int32)
+    mx = np.full(s, -np.inf, np.float32)
+    mx[0] = 100.0  # a larger value already there stays
+    old = np.full(n, np.nan, np.float32)
+    kernel("amax")(x, seg, mx, old)
+    ref = np.full(s, -np.inf)
+    ref[0] = 100.0
+    np.fmax.at(ref, seg, x.astype(np.float64))
+    np.testing.assert_array_equal(mx, ref.astype(np.float32))
+    # each old value is what the segment held at some point: never above the final maximum
+    assert np.all(old <= mx[seg]) and not np.any(np.isnan(old))
+
+
+def test_scalar_atomic_add_counts_once_per_program():
+    x = RNG.standard_normal(1000).astype(np.float32)
+    t = np.array([0.5], np.float32)
+    kernel("total")(x, t)
+    np.testing.assert_allclose(t[0], 0.5 + x.astype(np.float64).sum(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 4095])
+def test_scatter_and_masked_gather(n):
+    x = RNG.standard_normal(n).astype(np.float32)
+    p = RNG.permutation(n).astype(np.int32)
+    y = np.full(n, np.nan, np.float32)
+    z = np.full(n, np.nan, np.float32)
+    kernel("perm")(x, p, y, z)
+    ref_y = np.empty(n, np.float32)
+    ref_y[p] = x
+    np.testing.assert_array_equal(y, ref_y)
+    np.testing.assert_array_equal(z, np.where(p % 2 == 0, x[p], -1.0).astype(np.float32))
+
+
+def test_gather_rows_numpy_placement():
+    # advanced indices apart (a slice between): their shape comes first, as in NumPy
+    src = """
+kernel g<BI: 8 = 8>(T: f32[A, 16, C], i: i32[BI], j: i32[BI], O: out f32[BI, 16]) grid(1) {
+  O[0 : +BI, 0 : +16] = T[i[0 : +BI], :, j[0 : +BI]];
+}
+"""
+    k = tile.compile(source=src)
+    t = RNG.standard_normal((5, 16, 6)).astype(np.float32)
+    i = RNG.integers(0, 5, 8).astype(np.int32)
+    j = RNG.integers(0, 6, 8).astype(np.int32)
+    o = np.empty((8, 16), np.float32)
+    k(t, i, j, o)
+    np.testing.assert_array_equal(o, t[i, :, j])
