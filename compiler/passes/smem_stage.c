@@ -80,6 +80,19 @@ static void find_root(struct ir_func *f, uint32_t conv, struct staged *st) {
   st->root = root;
 }
 
+/* Whether block blk (recursively) writes tensor t: then its loads must stay where they
+ * are (an async copy would be issued iterations ahead, before the writes it must see). */
+static bool writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    if ((ir_ops[op->code].flags & OPF_WRITE) && op->nargs && op->args[0] == t) return true;
+    for (uint32_t r = 0; r < op->nregions; r++)
+      if (writes_tensor(f, op->region + r, t)) return true;
+  }
+  return false;
+}
+
 /* Moves the operand of convert op `conv` into a shared buffer: an async copy at the
  * load's position when the load moves with its loop, a register store otherwise.
  * `where` is the op before which the operand is needed. */
@@ -94,7 +107,8 @@ static void stage(struct ir_func *f, uint32_t conv, uint32_t where, struct stage
   uint32_t loop = f->blocks.v[blk].parent;
   bool in_loop = loop && f->ops.v[loop].code == IR_FOR;
   bool async = false;
-  if (d && f->ops.v[d].code == IR_LOAD && in_loop && f->ops.v[d].block == blk && f->ops.v[d].f == 0) {
+  if (d && f->ops.v[d].code == IR_LOAD && in_loop && f->ops.v[d].block == blk && f->ops.v[d].f == 0 &&
+      !writes_tensor(f, f->ops.v[loop].region, f->ops.v[d].args[0])) {
     const struct ir_op *ld_op = &f->ops.v[d];
     for (uint32_t k = 1; k < ld_op->nargs; k++)
       if (ir_defined_within(f, ld_op->args[k], blk)) async = true;
