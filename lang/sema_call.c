@@ -182,7 +182,7 @@ static struct sema_info *check_math(struct sema *s, struct ast_node *n, struct s
     i->is_const = true;
     if (ir_dtype_is_int((ir_dtype)t.dt)) {
       i->cv.i = b == BI_ABS ? (x->cv.i < 0 ? -x->cv.i : x->cv.i) : (x->cv.i > 0 ? x->cv.i : 0);
-      if (i->cv.i > INT32_MAX) {
+      if (i->cv.i > INT32_MAX && !ir_dtype_is_unsigned((ir_dtype)t.dt)) {
         lang_error(s->ctx, n->loc, D_INT_OVERFLOW, "integer overflow: abs(%lld) does not fit in i32",
                    (long long)x->cv.i);
         return poison(i);
@@ -367,7 +367,9 @@ static struct sema_info *check_load(struct sema *s, struct ast_node *n, struct s
   double v = ir_dtype_is_float((ir_dtype)fi->ty.dt) ? fi->cv.f : (double)fi->cv.i;
   ir_dtype dt = (ir_dtype)li->ty.dt;
   bool fits = true;
-  if (ir_dtype_is_int(dt)) fits = isfinite(v) && v == floor(v) && v >= -2147483648.0 && v <= 2147483647.0;
+  if (ir_dtype_is_int(dt))
+    fits = isfinite(v) && v == floor(v) &&
+           (dt == DT_U32 ? v >= 0 && v <= 4294967295.0 : v >= -2147483648.0 && v <= 2147483647.0);
   if (dt == DT_BOOL) fits = v == 0 || v == 1;
   if (!fits) {
     lang_error(s->ctx, args[1]->loc, D_FILL, "the fill value %s does not fit the tensor's dtype %s",
@@ -421,8 +423,11 @@ static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struc
       return poison(i);
     }
     if (a->is_const && c->is_const && t.rank == 0) {
-      int64_t v = (a->cv.i + c->cv.i - 1) / c->cv.i;
-      if (a->cv.i + c->cv.i - 1 > INT32_MAX || a->cv.i + c->cv.i - 1 < INT32_MIN) {
+      struct cval ca = sema_convert_const(a->cv, (ir_dtype)a->ty.dt, (ir_dtype)t.dt);
+      struct cval cc = sema_convert_const(c->cv, (ir_dtype)c->ty.dt, (ir_dtype)t.dt);
+      int64_t sum = ca.i + cc.i - 1, v = sum / cc.i;
+      bool uns = ir_dtype_is_unsigned((ir_dtype)t.dt);
+      if (uns ? sum > UINT32_MAX : sum > INT32_MAX || sum < INT32_MIN) {
         lang_error(s->ctx, n->loc, D_INT_OVERFLOW, "integer overflow in cdiv(%lld, %lld)",
                    (long long)a->cv.i, (long long)c->cv.i);
         return poison(i);

@@ -252,3 +252,121 @@ def test_hex_literals_are_32_bit_patterns():
     exp = (np.arange(64, dtype=np.uint64) * 0x9E3779B9 + 0x7F4A7C15) % (1 << 32)
     np.testing.assert_array_equal(y.view(np.uint32), exp.astype(np.uint32))
     np.testing.assert_array_equal(z, (exp.astype(np.uint32).view(np.int32) >> 16) & 0xFFFF)
+
+
+# ---- u32 ----------------------------------------------------------------------------------
+# Reference: NumPy uint32 arithmetic (wraps modulo 2^32, unsigned /, %, >>, comparisons).
+# Integer results are exact; the f32 conversions are compared exactly too (one rounding).
+
+U32_OPS = """kernel ops<BN: 64 | 128 = 64>(X: u32[N], Y: u32[N], S: out u32[N], D: out u32[N],
+    P: out u32[N], Q: out u32[N], R: out u32[N], H: out u32[N], L: out bool[N], M: out u32[N],
+    F: out f32[N], K: out u32[N], I: out i32[N], s: u32)
+  grid(cdiv(N, BN))
+{
+  let o = program_id(0) * BN;
+  let x = X[o : +BN];
+  let y = load(Y[o : +BN], fill=1);
+  S[o : +BN] = x + y * 2654435769 - s;
+  D[o : +BN] = x - y;
+  P[o : +BN] = x * y;
+  Q[o : +BN] = x / y;
+  R[o : +BN] = x % y;
+  H[o : +BN] = ((x ^ 0x9E3779B9) >> 7) | (y << 29);
+  L[o : +BN] = x < y;
+  M[o : +BN] = max(x, y) - min(x, y) / 2;
+  F[o : +BN] = f32(x);
+  K[o : +BN] = u32(F[o : +BN] * 0.5 - 1.0);
+  I[o : +BN] = i32(x) >> 28;
+}"""
+
+
+@pytest.mark.parametrize("n", [1, 7, 33, 200])
+def test_u32_arithmetic_against_numpy(n):
+    k = tile.compile(source=U32_OPS, name="u32.tile")
+    x = RNG.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    y = RNG.integers(1, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    x[: min(n, 3)] = [0xFFFFFFFF, 0x80000000, 0x7FFFFFFF][: min(n, 3)]   # around 2^31 and 2^32
+    y[: min(n, 3)] = [1, 0x7FFFFFFF, 0x80000000][: min(n, 3)]
+    s = 0xDEADBEEF
+    outs = [np.zeros(n, np.uint32) for _ in range(8)]
+    lt, f, kk, ii = np.zeros(n, bool), np.zeros(n, np.float32), np.zeros(n, np.uint32), np.zeros(n, np.int32)
+    S, D, P, Q, R, H, M, _ = outs
+    k(x, y, S, D, P, Q, R, H, lt, M, f, kk, ii, s)
+    with np.errstate(over="ignore"):
+        u = np.uint32
+        np.testing.assert_array_equal(S, x + y * u(2654435769) - u(s))
+        np.testing.assert_array_equal(D, x - y)
+        np.testing.assert_array_equal(P, x * y)
+        np.testing.assert_array_equal(Q, x // y)
+        np.testing.assert_array_equal(R, x % y)
+        np.testing.assert_array_equal(H, ((x ^ u(0x9E3779B9)) >> u(7)) | (y << u(29)))
+        np.testing.assert_array_equal(lt, x < y)
+        np.testing.assert_array_equal(M, np.maximum(x, y) - np.minimum(x, y) // u(2))
+    np.testing.assert_array_equal(f, x.astype(np.float32))
+    # f32 -> u32 truncates toward zero and saturates: negative values give 0
+    g = f.astype(np.float64) * 0.5 - 1.0
+    np.testing.assert_array_equal(kk, np.clip(np.trunc(g.astype(np.float32).astype(np.float64)), 0, 0xFFFFFFFF).astype(np.uint32))
+    np.testing.assert_array_equal(ii, x.view(np.int32) >> 28)   # i32(u) keeps bits; i32 >> is arithmetic
+
+
+def test_u32_reductions_and_conversions():
+    src = """kernel red(X: u32[64], A: out u32[2], B: out u32[2], C: out u32[1], Z: out u32[4], W: out f32[4], V: out i32[3])
+  grid(1)
+{
+  let x = X[:];
+  A[0 : +2] = max(x[None, :] + zeros([2, 64], u32), axis=1);
+  B[0 : +2] = min(x[None, :] + zeros([2, 64], u32), axis=1);
+  C[0] = sum(x);
+  let f = W[0 : +4];
+  Z[0 : +4] = u32(f);
+  V[0 : +2] = i32(u32(arange(2) - 1));
+  V[2] = argmax(x);
+}"""
+    k = tile.compile(source=src, name="red.tile")
+    x = RNG.integers(0, 1 << 32, 64, dtype=np.uint64).astype(np.uint32)
+    x[5] = 0xFFFFFFF0
+    x[9] = 3
+    a, b, c = np.zeros(2, np.uint32), np.zeros(2, np.uint32), np.zeros(1, np.uint32)
+    z, v = np.zeros(4, np.uint32), np.zeros(3, np.int32)
+    w = np.array([-3.5, 1e10, np.nan, 3000000000.75], np.float32)
+    k(x, a, b, c, z, w, v)
+    np.testing.assert_array_equal(a, [x.max()] * 2)           # unsigned: 0xFFFFFFF0 wins
+    np.testing.assert_array_equal(b, [x.min()] * 2)
+    np.testing.assert_array_equal(c, [x.sum(dtype=np.uint64) % (1 << 32)])   # the sum wraps
+    # saturating as cvt.rzi.sat.u32.f32: below 0 -> 0, above 2^32-1 -> 2^32-1, NaN -> 0
+    np.testing.assert_array_equal(z, [0, 0xFFFFFFFF, 0, np.float32(3000000000.75).astype(np.uint64)])
+    np.testing.assert_array_equal(v, [-1, 0, np.argmax(x)])   # u32(-1) is 0xFFFFFFFF, i32 of it -1
+
+
+def test_u32_literals_and_constants():
+    """Decimal literals up to 4294967295 are u32 constants; weak ints adopt u32 with their
+    32-bit pattern; constant u32 arithmetic folds exactly."""
+    src = """const BIG = 4000000000;
+kernel c(Y: out u32[8]) grid(1) {
+  let a = u32(7);
+  Y[0] = BIG + 294967295;
+  Y[1] = u32(-1);
+  Y[2] = a - 1;
+  Y[3] = u32(0x80000000) / 3;
+  Y[4] = 0xFFFFFFFF >> 4 + a - a;
+  Y[5] = u32(3000000000) % 7;
+  Y[6] = max(u32(1), BIG);
+  Y[7] = ~a;
+}"""
+    k = tile.compile(source=src, name="c.tile")
+    y = np.zeros(8, np.uint32)
+    k(y)
+    np.testing.assert_array_equal(y, [4294967295, 0xFFFFFFFF, 6, 0x80000000 // 3,
+                                      0xFFFFFFFF >> 4, 3000000000 % 7, 4000000000, 0xFFFFFFF8])
+
+
+def test_u32_scalar_argument_range():
+    """A u32 scalar takes 0 .. 4294967295; the launch refuses anything else."""
+    k = tile.compile(source="kernel s(Y: out u32[1], s: u32) grid(1) { Y[0] = s >> 1; }", name="s.tile")
+    y = np.zeros(1, np.uint32)
+    k(y, 0xFFFFFFFF)
+    assert y[0] == 0x7FFFFFFF
+    for bad in (-1, 1 << 32):
+        with pytest.raises(tile.TileError, match="does not fit in u32"):
+            k(y, bad)
+
