@@ -207,7 +207,10 @@ bool sema_is_i32(const struct sema_info *i);
   X(ARANGE, "arange", "n")                                                 \
   X(TRANS, "trans", "x")                                                   \
   X(LOAD, "load", "slice, fill?")                                          \
-  X(DOT, "dot", "a, b, tf32?")
+  X(DOT, "dot", "a, b, tf32?")                                             \
+  X(RAND, "rand", "seed, offset")                                          \
+  X(RANDN, "randn", "seed, offset")                                        \
+  X(RANDINT, "randint", "seed, offset")
 
 enum builtin_id {
 #define X(id, name, sig) BI_##id,

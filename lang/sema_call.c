@@ -258,6 +258,33 @@ static struct sema_info *check_argminmax(struct sema *s, struct ast_node *n, str
   return i;
 }
 
+/* rand, randn, randint: Philox4x32-10 of the counter (offset, 0, 0, 0) under the key
+ * (seed, 0) (irgen.c emit_philox). seed is an i32 or u32 scalar, offset an i32 or u32 scalar
+ * or tile; both are taken as u32 bit patterns. The result has offset's shape: f32 for rand
+ * and randn, u32 for randint. Never a compile-time constant (the IR folder may still fold
+ * a call on constants). */
+static struct sema_info *check_rand(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                    enum builtin_id b, struct ast_node **args) {
+  const char *fname = builtin_names[b];
+  struct sema_info *seed, *off;
+  bool oks = value_arg(s, args[0], fname, "seed", &seed), oko = value_arg(s, args[1], fname, "offset", &off);
+  if (!oks || !oko) return poison(i);
+  bool ok = true;
+  ir_dtype sd = (ir_dtype)seed->ty.dt, od = (ir_dtype)off->ty.dt;
+  if (seed->ty.rank != 0 || (sd != DT_I32 && sd != DT_U32))
+    ok = lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "the seed of %s() must be an i32 or u32 scalar, found %s",
+                    fname, sty_str(s, &seed->ty));
+  if (od != DT_I32 && od != DT_U32)
+    ok = lang_error(s->ctx, args[1]->loc, D_ARG_TYPE,
+                    "the offset of %s() must be an i32 or u32 scalar or tile, found %s%s", fname,
+                    sty_str(s, &off->ty), ir_dtype_is_float(od) ? "; convert it, e.g. u32(x)" : "");
+  if (!ok) return poison(i);
+  i->ty = off->ty;
+  i->ty.dt = (uint8_t)(b == BI_RANDINT ? DT_U32 : DT_F32);
+  i->ty.weak = 0;
+  return i;
+}
+
 /* min, max and sum: elementwise (min/max with two values) or a reduction. */
 static struct sema_info *check_minmax_sum(struct sema *s, struct ast_node *n, struct sema_info *i,
                                           enum builtin_id b, struct ast_node **args) {
@@ -442,6 +469,9 @@ static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struc
   case BI_SUM: return check_minmax_sum(s, n, i, b, args);
   case BI_ARGMAX:
   case BI_ARGMIN: return check_argminmax(s, n, i, b, args);
+  case BI_RAND:
+  case BI_RANDN:
+  case BI_RANDINT: return check_rand(s, n, i, b, args);
   case BI_ABS: case BI_EXP: case BI_EXP2: case BI_LOG: case BI_LOG2: case BI_SQRT:
   case BI_RSQRT: case BI_TANH: case BI_ERF: case BI_SIGMOID: case BI_RELU: case BI_GELU:
   case BI_SILU:

@@ -356,6 +356,11 @@ static LLVMValueRef emit_int_op(struct cg *g, ir_opcode op, ir_dtype dt, LLVMVal
   case IR_ADD: return LLVMBuildAdd(g->b, a, b, "");
   case IR_SUB: return LLVMBuildSub(g->b, a, b, "");
   case IR_MUL: return LLVMBuildMul(g->b, a, b, "");
+  case IR_MULHI: { /* u32 (the verifier's rule): NVPTX selects mul.hi.u32 for this pattern */
+    LLVMTypeRef w = LLVMIntTypeInContext(g->ctx, 2 * bits);
+    LLVMValueRef p = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, a, w, ""), LLVMBuildZExt(g->b, b, w, ""), "");
+    return LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, p, LLVMConstInt(w, bits, 0), ""), t, "");
+  }
   case IR_DIV:
   case IR_REM: {
     LLVMValueRef bz = LLVMBuildICmp(g->b, LLVMIntEQ, b, zero, "");

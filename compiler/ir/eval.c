@@ -151,6 +151,7 @@ static bool eval_int(ir_opcode op, ir_dtype dt, const ir_scalar *x, ir_scalar *o
   case IR_ADD: r = (int64_t)(ua + ub); break;
   case IR_SUB: r = (int64_t)(ua - ub); break;
   case IR_MUL: r = (int64_t)(ua * ub); break;
+  case IR_MULHI: r = (int64_t)(((uint64_t)(uint32_t)ua * (uint32_t)ub) >> 32); break; /* u32 */
   case IR_DIV: r = b == 0 ? 0 : (a == INT64_MIN && b == -1) ? a : a / b; break;
   case IR_REM: r = b == 0 ? 0 : (b == -1) ? 0 : a % b; break;
   case IR_MIN: r = a < b ? a : b; break;

@@ -75,6 +75,8 @@ configs+=(
   "gemm.tile gemm BM=256,BN=128"
   "gemm.tile gemm T=bf16,HAS_BIAS=true,ACT=gelu,STAGES=4"
   "tests/kernels/u32.tile u32ops -"
+  "tests/kernels/philox.tile dropout -"
+  "tests/kernels/philox.tile noise -"
 )
 
 # Configurations that must not spill besides each kernel's defaults: the ones the library
@@ -104,6 +106,10 @@ declare -A must_have=(
   ["attention.tile attention - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global vote.sync.all.pred"
   ["tests/kernels/u32.tile u32ops - sm_80"]="div.u32 shr.u32 setp.lt.u32 max.u32 min.u32 cvt.rn.f32.u32 cvt.rzi.u32.f32"
   ["tests/kernels/u32.tile u32ops - sm_90a"]="div.u32 shr.u32 setp.lt.u32 max.u32 min.u32 cvt.rn.f32.u32 cvt.rzi.u32.f32"
+  ["tests/kernels/philox.tile dropout - sm_80"]="mul.hi.u32"
+  ["tests/kernels/philox.tile dropout - sm_90a"]="mul.hi.u32"
+  ["tests/kernels/philox.tile noise - sm_80"]="mul.hi.u32 lg2.approx"
+  ["tests/kernels/philox.tile noise - sm_90a"]="mul.hi.u32 lg2.approx"
   ["attention.tile attention - sm_90a"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global vote.sync.all.pred"
 )
 
