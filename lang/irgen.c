@@ -19,6 +19,7 @@
  *  - Math on f16/bf16 computes in f32 (CAST, op, CAST back); sum of f16/bf16 casts to f32
  *    first; `a @ b` is DOT(a, b, zeros f32[M, N]). Composite functions expand: sigmoid(x) =
  *    1/(1+exp(-x)), relu(x) = max(x, 0), silu(x) = x*sigmoid(x), gelu = the tanh form (as x * sigmoid(2u)).
+ *    rand/randn/randint expand to the ten rounds of Philox4x32 on u32 tiles (emit_rand).
  * Every op gets the source location of the AST node it comes from. */
 #include <string.h>
 
@@ -499,6 +500,110 @@ static ir_val emit_argminmax(struct irgen *g, struct ast_node *n, enum builtin_i
   return emit_reduce(g, n, BI_MIN, cand, it, axis);
 }
 
+/* ---- random numbers: Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as
+ * 1, 2, 3", SC'11), counter (offset, 0, 0, 0), key (seed, 0), lowered to u32 mul, mulhi,
+ * xor and add so both GPU tiers and the interpreter compute it from the same ops. ---- */
+
+static const uint32_t PHILOX_M0 = 0xD2511F53u, PHILOX_M1 = 0xCD9E8D57u; /* round multipliers */
+static const uint32_t PHILOX_W0 = 0x9E3779B9u, PHILOX_W1 = 0xBB67AE85u; /* key increments: golden ratio, sqrt(3) - 1 */
+enum { PHILOX_ROUNDS = 10 };
+
+static ir_val u32_const(struct irgen *g, const struct sty *t, uint32_t v) {
+  return ir_const_int(&g->b, ty_of(g, t), (int64_t)v);
+}
+
+/* A Philox word while the rounds are emitted: 0 while it is known to be zero, and a scalar
+ * while it depends on the key only (the first rounds), so neither zeros nor key-only words
+ * become tile ops: the tile part of the chain starts from the counter alone. */
+struct pword {
+  ir_val v;
+  bool tile;
+};
+
+/* a OP b for OP in xor, mul, mulhi on words of the shapes above (ut: the tile type). */
+static struct pword pword_op(struct irgen *g, ir_opcode code, struct pword a, struct pword b, const struct sty *ut) {
+  struct sty us = scalar_sty(DT_U32);
+  if (!a.v || !b.v) return code == IR_XOR ? (a.v ? a : b) : (struct pword){0, false};
+  bool tile = a.tile || b.tile;
+  if (tile && !a.tile) a.v = convert(g, a.v, &us, ut);
+  if (tile && !b.tile) b.v = convert(g, b.v, &us, ut);
+  return (struct pword){binary(g, code, a.v, b.v), tile};
+}
+
+static struct pword pword_const(struct irgen *g, uint32_t v) {
+  struct sty us = scalar_sty(DT_U32);
+  return (struct pword){v ? u32_const(g, &us, v) : 0, false};
+}
+
+/* The 4 output words of Philox4x32-10 for each element of ctr (u32, type ut) under the key
+ * (seed, 0), seed a u32 scalar: each round is
+ *   (c0, c1, c2, c3) <- (hi(M1 c2) ^ c1 ^ k0, lo(M1 c2), hi(M0 c0) ^ c3 ^ k1, lo(M0 c0))
+ * and the key (k0, k1) grows by (W0, W1) after each round, modulo 2^32. */
+static void emit_philox(struct irgen *g, ir_val seed, ir_val ctr, const struct sty *ut, ir_val out[4]) {
+  struct sty us = scalar_sty(DT_U32);
+  struct pword c[4] = {{ctr, ut->rank > 0}, {0, false}, {0, false}, {0, false}};
+  struct pword m0 = pword_const(g, PHILOX_M0), m1 = pword_const(g, PHILOX_M1);
+  for (uint32_t r = 0; r < PHILOX_ROUNDS; r++) {
+    struct pword k0 = {r ? binary(g, IR_ADD, seed, u32_const(g, &us, r * PHILOX_W0)) : seed, false};
+    struct pword k1 = pword_const(g, r * PHILOX_W1);
+    struct pword hi0 = pword_op(g, IR_MULHI, c[0], m0, ut), lo0 = pword_op(g, IR_MUL, c[0], m0, ut);
+    struct pword hi1 = pword_op(g, IR_MULHI, c[2], m1, ut), lo1 = pword_op(g, IR_MUL, c[2], m1, ut);
+    c[0] = pword_op(g, IR_XOR, pword_op(g, IR_XOR, hi1, c[1], ut), k0, ut);
+    c[1] = lo1;
+    c[2] = pword_op(g, IR_XOR, pword_op(g, IR_XOR, hi0, c[3], ut), k1, ut);
+    c[3] = lo0;
+  }
+  for (int w = 0; w < 4; w++) { /* ten rounds leave no word zero or key-only; kept general */
+    if (!c[w].v) c[w].v = u32_const(g, &us, 0);
+    out[w] = c[w].tile ? c[w].v : convert(g, c[w].v, &us, ut);
+  }
+}
+
+/* A word's top 24 bits as an f32 in [0, 1): (w >> 8) * 2^-24, exact; plus `bias` (0 or 1)
+ * ulps of 2^-24 before the scaling ((w >> 8) + 1 gives (0, 1]). */
+static ir_val unit_f32(struct irgen *g, ir_val w, const struct sty *ut, const struct sty *ft, double bias) {
+  ir_val top = binary(g, IR_SHR, w, u32_const(g, ut, 8));
+  ir_val f = convert(g, top, ut, ft);
+  if (bias != 0) f = binary(g, IR_ADD, f, const_num(g, bias, ft));
+  return binary(g, IR_MUL, f, const_num(g, 0x1p-24, ft));
+}
+
+/* cos(2 pi u) for u in [0, 1) from f32 adds, multiplies and selects: with a = |u - 1/2| in
+ * [0, 1/2], cos(2 pi u) = -cos(2 pi a); for a > 1/4 the reflection b = 1/2 - a gives
+ * cos(2 pi a) = -cos(2 pi b), so only [0, pi/2] needs the Taylor polynomial up to x^12
+ * (truncation error below 7e-9; every step up to here is exact). */
+static ir_val cos_2pi(struct irgen *g, ir_val u, const struct sty *ft) {
+  ir_val a = ir_unary(&g->b, IR_ABS, binary(g, IR_SUB, u, const_num(g, 0.5, ft)));
+  ir_val far = binary(g, IR_GT, a, const_num(g, 0.25, ft));
+  ir_val sel[3] = {far, binary(g, IR_SUB, const_num(g, 0.5, ft), a), a};
+  ir_val b = ir_build1(&g->b, IR_SELECT, ty_of(g, ft), sel, 3);
+  ir_val x = binary(g, IR_MUL, b, const_num(g, 6.283185307179586, ft));
+  ir_val x2 = binary(g, IR_MUL, x, x);
+  static const double coef[] = {1.0 / 479001600, -1.0 / 3628800, 1.0 / 40320, -1.0 / 720, 1.0 / 24, -0.5, 1.0};
+  ir_val p = const_num(g, coef[0], ft);
+  for (size_t k = 1; k < TL_ARRAY_LEN(coef); k++) p = binary(g, IR_ADD, binary(g, IR_MUL, p, x2), const_num(g, coef[k], ft));
+  ir_val pick[3] = {far, p, ir_unary(&g->b, IR_NEG, p)};
+  return ir_build1(&g->b, IR_SELECT, ty_of(g, ft), pick, 3);
+}
+
+/* rand, randn, randint (check_rand): Philox's first word w0 is randint's value and, through
+ * unit_f32, rand's; randn is Box-Muller of the first two: sqrt(-2 ln u1) cos(2 pi u2) with
+ * u1 = ((w0 >> 8) + 1) 2^-24 in (0, 1] and u2 = (w1 >> 8) 2^-24 in [0, 1). */
+static ir_val emit_rand(struct irgen *g, struct ast_node *n, enum builtin_id b, struct ast_node **args,
+                        const struct sty *rt) {
+  struct sty us = scalar_sty(DT_U32), ut = with_dt(rt, DT_U32), ft = with_dt(rt, DT_F32);
+  ir_val seed = lower_to(g, args[0], &us);
+  ir_val ctr = lower_to(g, args[1], &ut);
+  here(g, n);
+  ir_val w[4];
+  emit_philox(g, seed, ctr, &ut, w);
+  if (b == BI_RANDINT) return w[0];
+  if (b == BI_RAND) return unit_f32(g, w[0], &ut, &ft, 0);
+  ir_val u1 = unit_f32(g, w[0], &ut, &ft, 1), u2 = unit_f32(g, w[1], &ut, &ft, 0);
+  ir_val r = ir_unary(&g->b, IR_SQRT, binary(g, IR_MUL, const_num(g, -2.0, &ft), ir_unary(&g->b, IR_LOG, u1)));
+  return binary(g, IR_MUL, r, cos_2pi(g, u2, &ft));
+}
+
 static ir_val lower_call(struct irgen *g, struct ast_node *n, struct sema_info *i) {
   struct ast_node **args = i->args;
   if (i->builtin == BI_CAST) {
@@ -589,6 +694,9 @@ static ir_val lower_call(struct irgen *g, struct ast_node *n, struct sema_info *
   case BI_ATOMIC_ADD:
   case BI_ATOMIC_MAX:
   case BI_ATOMIC_MIN: return lower_atomic(g, n, (enum builtin_id)i->builtin, args);
+  case BI_RAND:
+  case BI_RANDN:
+  case BI_RANDINT: return emit_rand(g, n, b, args, &i->ty);
   case BI_DOT: {
     ir_val a = lower(g, args[0]), c = lower(g, args[1]);
     return emit_dot(g, n, a, c, i->attr);

@@ -10,7 +10,10 @@
  *    gives f32. Weak with weak promotes as above and stays weak.
  *  - Shapes broadcast as in numpy: right-aligned, size-1 dimensions stretch, scalars fit any
  *    tile. Every tile dimension is a power of two and the rank is at most 4.
- *  - Compile-time constants are folded here, with i32 overflow and division by zero
+ *  - i32 and u32 do not mix: two strong ones are an error (convert one), a weak int adopts
+ *    u32 with its 32-bit pattern (-1 and 0xFFFFFFFF are 4294967295), and a decimal literal
+ *    above 2147483647 is a weak u32 that may not become an i32.
+ *  - Compile-time constants are folded here, with i32 (u32) overflow and division by zero
  *    reported; float constants are rounded to their dtype after each operation.
  *
  * Anti-cascade: every check first asks whether an operand is already poisoned (STY_ERROR)
@@ -87,7 +90,7 @@ static const char *shape_str(struct sema *s, const struct sty *t) {
 }
 
 static bool arith_dtype(ir_dtype dt) {
-  return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_I32 || dt == DT_BOOL;
+  return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_I32 || dt == DT_U32 || dt == DT_BOOL;
 }
 
 bool sema_supported(struct sema *s, const struct sty *t, struct lang_loc loc, const char *what) {
@@ -113,8 +116,21 @@ static ir_dtype strong_join(ir_dtype a, ir_dtype b) {
   if (ca == DTC_FLOAT && cb == DTC_FLOAT) return DT_F32;
   if (ca == DTC_FLOAT) return a;
   if (cb == DTC_FLOAT) return b;
+  if (ca == DTC_INT && cb == DTC_INT) return a == DT_U32 || b == DT_U32 ? DT_U32 : a; /* weak ones only */
   if (ca == DTC_INT) return a;
   return b;
+}
+
+/* A weak int constant keeps its 32-bit pattern when it becomes a u32 (-1 is 4294967295), but
+ * a u32 constant above the i32 maximum (the literal 4294967295, or u32 arithmetic on
+ * constants) cannot become an i32: false for that. */
+bool sema_weak_fits(const struct sema_info *i, ir_dtype to) {
+  if (!i->ty.weak || !i->is_const || i->ty.dt != DT_U32) return true;
+  return !(ir_dtype_is_int(to) && !ir_dtype_is_unsigned(to)) || i->cv.i <= INT32_MAX;
+}
+
+bool sema_is_i32(const struct sema_info *i) {
+  return i->ty.dt == DT_I32 || (i->ty.weak && ir_dtype_is_int((ir_dtype)i->ty.dt) && sema_weak_fits(i, DT_I32));
 }
 
 /* Conversions of constants are the IR's (ir_eval_cast): what the interpreter and the GPU
@@ -222,8 +238,20 @@ bool sema_join(struct sema *s, struct sema_info *a, struct sema_info *b, struct 
   } else if (b->ty.weak) {
     out->dt = (uint8_t)sema_adopt(db, da);
   } else {
+    bool mixed = (da == DT_I32 && db == DT_U32) || (da == DT_U32 && db == DT_I32);
+    if (mixed)
+      return lang_error(s->ctx, loc, D_INT_SIGN,
+                        "%s mixes i32 and u32 (%s and %s): convert one side, e.g. u32(x) or i32(x) "
+                        "(both keep the 32-bit pattern)",
+                        what, sty_str(s, &a->ty), sty_str(s, &b->ty));
     out->dt = (uint8_t)strong_join(da, db);
   }
+  const struct sema_info *w = a->ty.weak ? a : b;
+  if (!sema_weak_fits(w, (ir_dtype)out->dt))
+    return lang_error(s->ctx, loc, D_INT_SIGN,
+                      "%s: the u32 constant %lld does not fit in i32 (the other operand is %s); "
+                      "convert it, e.g. u32(x), or write the constant as an i32",
+                      what, (long long)w->cv.i, sty_str(s, a->ty.weak ? &b->ty : &a->ty));
   return sema_broadcast(s, &a->ty, &b->ty, out, loc, what);
 }
 
@@ -259,16 +287,32 @@ static bool fold_binary(struct sema *s, struct ast_node *n, enum ast_op op, ir_d
     if ((op == OP_DIV || op == OP_REM) && y == 0)
       return lang_error(s->ctx, n->loc, D_DIV_ZERO, "integer %s by zero in a constant expression",
                         op == OP_DIV ? "division" : "remainder");
-    if ((op == OP_DIV || op == OP_REM) && x == INT32_MIN && y == -1)
+    if ((op == OP_DIV || op == OP_REM) && dt == DT_I32 && x == INT32_MIN && y == -1)
       return lang_error(s->ctx, n->loc, D_INT_OVERFLOW,
                         "integer overflow: %s does not fit in i32", lang_loc_text(s->ctx, n->loc));
     bool wide = op == OP_ADD || op == OP_SUB || op == OP_MUL;
-    if (wide) exact = op == OP_ADD ? x + y : op == OP_SUB ? x - y : x * y; /* i32 operands: no i64 overflow */
-    if (wide && !fits_i32(exact))
-      return lang_error(s->ctx, n->loc, D_INT_OVERFLOW,
-                        "integer overflow: %s = %lld does not fit in i32 (range -2147483648 .. "
-                        "2147483647)",
-                        lang_loc_text(s->ctx, n->loc), (long long)exact);
+    if (wide) {
+      /* 32-bit operands: sums fit int64; a u32 product fits uint64 (both below 2^32) */
+      uint64_t ux = (uint64_t)x, uy = (uint64_t)y;
+      uint64_t u = op == OP_ADD ? ux + uy : op == OP_SUB ? ux - uy : ux * uy;
+      bool uns = dt == DT_U32, ok;
+      if (uns) {
+        ok = op == OP_SUB ? x >= y : u <= UINT32_MAX;
+      } else {
+        exact = op == OP_ADD ? x + y : op == OP_SUB ? x - y : x * y;
+        ok = fits_i32(exact);
+      }
+      if (!ok && uns)
+        return lang_error(s->ctx, n->loc, D_INT_OVERFLOW,
+                          "integer overflow: %s = %s%llu does not fit in u32 (range 0 .. 4294967295)",
+                          lang_loc_text(s->ctx, n->loc), op == OP_SUB ? "-" : "",
+                          (unsigned long long)(op == OP_SUB ? uy - ux : u));
+      if (!ok)
+        return lang_error(s->ctx, n->loc, D_INT_OVERFLOW,
+                          "integer overflow: %s = %lld does not fit in i32 (range -2147483648 .. "
+                          "2147483647)",
+                          lang_loc_text(s->ctx, n->loc), (long long)exact);
+    }
   }
   ir_scalar args[2], res;
   if (cls == DTC_FLOAT) {
@@ -408,9 +452,10 @@ static struct sema_info *check_unary(struct sema *s, struct ast_node *n, struct 
       if (sty_is_float(&a->ty)) {
         i->cv.f = -a->cv.f;
       } else {
-        if (a->cv.i == INT32_MIN) {
-          lang_error(s->ctx, n->loc, D_INT_OVERFLOW, "integer overflow: -(%lld) does not fit in i32",
-                     (long long)a->cv.i);
+        bool uns = ir_dtype_is_unsigned((ir_dtype)a->ty.dt);
+        if (uns ? a->cv.i != 0 : a->cv.i == INT32_MIN) {
+          lang_error(s->ctx, n->loc, D_INT_OVERFLOW, "integer overflow: -(%lld) does not fit in %s",
+                     (long long)a->cv.i, ir_dtype_name((ir_dtype)a->ty.dt));
           return poison(i);
         }
         i->cv.i = -a->cv.i;
@@ -418,7 +463,7 @@ static struct sema_info *check_unary(struct sema *s, struct ast_node *n, struct 
     } else if (n->op == OP_NOT) {
       i->cv.i = !a->cv.i;
     } else {
-      i->cv.i = is_bool(&a->ty) ? !a->cv.i : (int64_t)(int32_t)~(uint32_t)a->cv.i;
+      i->cv.i = is_bool(&a->ty) ? !a->cv.i : ir_wrap_int((ir_dtype)a->ty.dt, ~a->cv.i);
     }
   }
   return i;
@@ -676,7 +721,7 @@ static struct sema_info *check_tensor_index(struct sema *s, struct ast_node *n, 
     } else if (i->kinds[d] == SLICE_INDEX && si->ty.kind == STY_VAL && si->ty.rank > 0 && si->ty.dt == DT_I32) {
       i->kinds[d] = SLICE_GATHER; /* a tile of indices */
     } else if (si->ty.kind != STY_VAL || si->ty.rank != 0 ||
-               !(si->ty.dt == DT_I32 || (si->ty.weak && is_int(&si->ty)))) {
+               !sema_is_i32(si)) {
       ok = lang_error(s->ctx, start->loc, D_INDEX_TYPE,
                       i->kinds[d] == SLICE_INDEX
                           ? "a tensor index must be an i32 scalar, or an i32 tile of indices (a gather), found %s"
@@ -768,7 +813,7 @@ struct sema_info *sema_expr(struct sema *s, struct ast_node *n) {
   i->builtin = BI_NONE;
   switch (n->kind) {
   case AST_INT:
-    i->ty = sty_scalar(DT_I32);
+    i->ty = sty_scalar(n->ival > INT32_MAX ? DT_U32 : DT_I32); /* 2147483648 .. 4294967295: u32 */
     i->ty.weak = 1;
     i->is_const = true;
     i->cv.i = n->ival;
@@ -823,7 +868,7 @@ struct sema_info *sema_expr(struct sema *s, struct ast_node *n) {
 static bool assignable(const struct sema_info *from, const struct sty *to) {
   if (sty_same(&from->ty, to)) return true;
   if (from->ty.kind != STY_VAL || to->kind != STY_VAL || !from->ty.weak || from->ty.rank) return false;
-  return sema_adopt((ir_dtype)from->ty.dt, (ir_dtype)to->dt) == to->dt;
+  return sema_adopt((ir_dtype)from->ty.dt, (ir_dtype)to->dt) == to->dt && sema_weak_fits(from, (ir_dtype)to->dt);
 }
 
 /* Resolves a `let x: T[...]` annotation. */
@@ -1052,8 +1097,7 @@ static void check_assign(struct sema *s, struct ast_node *n) {
 }
 
 static bool is_range_bound(const struct sema_info *b) {
-  return b->ty.kind == STY_VAL && b->ty.rank == 0 &&
-         (b->ty.dt == DT_I32 || (b->ty.weak && is_int(&b->ty)));
+  return b->ty.kind == STY_VAL && b->ty.rank == 0 && sema_is_i32(b);
 }
 
 static void check_for(struct sema *s, struct ast_node *n) {
@@ -1293,7 +1337,7 @@ static void check_grid(struct sema *s) {
     s->grid[s->ngrid++] = e;
     struct sema_info *i = sema_expr(s, e);
     if (!need_value(s, i, e)) continue;
-    if (i->ty.rank != 0 || !(i->ty.dt == DT_I32 || (i->ty.weak && is_int(&i->ty))))
+    if (i->ty.rank != 0 || !sema_is_i32(i))
       lang_error(s->ctx, e->loc, D_GRID_VALUE, "a grid dimension must be an i32 scalar, found %s",
                  sty_str(s, &i->ty));
   }

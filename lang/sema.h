@@ -177,6 +177,10 @@ const char *sty_str(struct sema *s, const struct sty *t);
 ir_dtype sema_adopt(ir_dtype weak, ir_dtype other);
 /* Converts a constant of dtype `from` to dtype `to`. */
 struct cval sema_convert_const(struct cval v, ir_dtype from, ir_dtype to);
+/* Whether a weak constant may become dtype `to` (a u32 constant above 2^31-1 is no i32). */
+bool sema_weak_fits(const struct sema_info *i, ir_dtype to);
+/* An i32 scalar or tile, or a weak int constant that fits i32 (indices, range bounds, grid). */
+bool sema_is_i32(const struct sema_info *i);
 
 /* ---- builtins (sema_call.c) ---- */
 
@@ -212,7 +216,10 @@ struct cval sema_convert_const(struct cval v, ir_dtype from, ir_dtype to);
   X(ATOMIC_ADD, "atomic_add", "slice, value, mask?")                       \
   X(ATOMIC_MAX, "atomic_max", "slice, value, mask?")                       \
   X(ATOMIC_MIN, "atomic_min", "slice, value, mask?")                       \
-  X(DOT, "dot", "a, b, tf32?")
+  X(DOT, "dot", "a, b, tf32?")                                             \
+  X(RAND, "rand", "seed, offset")                                          \
+  X(RANDN, "randn", "seed, offset")                                        \
+  X(RANDINT, "randint", "seed, offset")
 
 enum builtin_id {
 #define X(id, name, sig) BI_##id,

@@ -182,7 +182,7 @@ static struct sema_info *check_math(struct sema *s, struct ast_node *n, struct s
     i->is_const = true;
     if (ir_dtype_is_int((ir_dtype)t.dt)) {
       i->cv.i = b == BI_ABS ? (x->cv.i < 0 ? -x->cv.i : x->cv.i) : (x->cv.i > 0 ? x->cv.i : 0);
-      if (i->cv.i > INT32_MAX) {
+      if (i->cv.i > INT32_MAX && !ir_dtype_is_unsigned((ir_dtype)t.dt)) {
         lang_error(s->ctx, n->loc, D_INT_OVERFLOW, "integer overflow: abs(%lld) does not fit in i32",
                    (long long)x->cv.i);
         return poison(i);
@@ -255,6 +255,33 @@ static struct sema_info *check_argminmax(struct sema *s, struct ast_node *n, str
   if (!value_arg(s, args[0], fname, "x", &x)) return poison(i);
   reduce_tile(s, n, i, fname, x, args[0], args[1], DT_I32, "takes a tile");
   if (i->ty.kind != STY_ERROR) i->ty.weak = 0;
+  return i;
+}
+
+/* rand, randn, randint: Philox4x32-10 of the counter (offset, 0, 0, 0) under the key
+ * (seed, 0) (irgen.c emit_philox). seed is an i32 or u32 scalar, offset an i32 or u32 scalar
+ * or tile; both are taken as u32 bit patterns. The result has offset's shape: f32 for rand
+ * and randn, u32 for randint. Never a compile-time constant (the IR folder may still fold
+ * a call on constants). */
+static struct sema_info *check_rand(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                    enum builtin_id b, struct ast_node **args) {
+  const char *fname = builtin_names[b];
+  struct sema_info *seed, *off;
+  bool oks = value_arg(s, args[0], fname, "seed", &seed), oko = value_arg(s, args[1], fname, "offset", &off);
+  if (!oks || !oko) return poison(i);
+  bool ok = true;
+  ir_dtype sd = (ir_dtype)seed->ty.dt, od = (ir_dtype)off->ty.dt;
+  if (seed->ty.rank != 0 || (sd != DT_I32 && sd != DT_U32))
+    ok = lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "the seed of %s() must be an i32 or u32 scalar, found %s",
+                    fname, sty_str(s, &seed->ty));
+  if (od != DT_I32 && od != DT_U32)
+    ok = lang_error(s->ctx, args[1]->loc, D_ARG_TYPE,
+                    "the offset of %s() must be an i32 or u32 scalar or tile, found %s%s", fname,
+                    sty_str(s, &off->ty), ir_dtype_is_float(od) ? "; convert it, e.g. u32(x)" : "");
+  if (!ok) return poison(i);
+  i->ty = off->ty;
+  i->ty.dt = (uint8_t)(b == BI_RANDINT ? DT_U32 : DT_F32);
+  i->ty.weak = 0;
   return i;
 }
 
@@ -368,7 +395,9 @@ static struct sema_info *check_load(struct sema *s, struct ast_node *n, struct s
   double v = ir_dtype_is_float((ir_dtype)fi->ty.dt) ? fi->cv.f : (double)fi->cv.i;
   ir_dtype dt = (ir_dtype)li->ty.dt;
   bool fits = true;
-  if (ir_dtype_is_int(dt)) fits = isfinite(v) && v == floor(v) && v >= -2147483648.0 && v <= 2147483647.0;
+  if (ir_dtype_is_int(dt))
+    fits = isfinite(v) && v == floor(v) &&
+           (dt == DT_U32 ? v >= 0 && v <= 4294967295.0 : v >= -2147483648.0 && v <= 2147483647.0);
   if (dt == DT_BOOL) fits = v == 0 || v == 1;
   if (!fits) {
     lang_error(s->ctx, args[1]->loc, D_FILL, "the fill value %s does not fit the tensor's dtype %s",
@@ -422,8 +451,11 @@ static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struc
       return poison(i);
     }
     if (a->is_const && c->is_const && t.rank == 0) {
-      int64_t v = (a->cv.i + c->cv.i - 1) / c->cv.i;
-      if (a->cv.i + c->cv.i - 1 > INT32_MAX || a->cv.i + c->cv.i - 1 < INT32_MIN) {
+      struct cval ca = sema_convert_const(a->cv, (ir_dtype)a->ty.dt, (ir_dtype)t.dt);
+      struct cval cc = sema_convert_const(c->cv, (ir_dtype)c->ty.dt, (ir_dtype)t.dt);
+      int64_t sum = ca.i + cc.i - 1, v = sum / cc.i;
+      bool uns = ir_dtype_is_unsigned((ir_dtype)t.dt);
+      if (uns ? sum > UINT32_MAX : sum > INT32_MAX || sum < INT32_MIN) {
         lang_error(s->ctx, n->loc, D_INT_OVERFLOW, "integer overflow in cdiv(%lld, %lld)",
                    (long long)a->cv.i, (long long)c->cv.i);
         return poison(i);
@@ -438,6 +470,9 @@ static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struc
   case BI_SUM: return check_minmax_sum(s, n, i, b, args);
   case BI_ARGMAX:
   case BI_ARGMIN: return check_argminmax(s, n, i, b, args);
+  case BI_RAND:
+  case BI_RANDN:
+  case BI_RANDINT: return check_rand(s, n, i, b, args);
   case BI_ABS: case BI_EXP: case BI_EXP2: case BI_LOG: case BI_LOG2: case BI_SQRT:
   case BI_RSQRT: case BI_TANH: case BI_ERF: case BI_SIGMOID: case BI_RELU: case BI_GELU:
   case BI_SILU:

@@ -22,7 +22,7 @@
 #include "target.h"
 
 static bool lang_dtype_name(const char *s, ir_dtype *out) {
-  static const ir_dtype names[] = {DT_F32, DT_F16, DT_BF16, DT_I32, DT_BOOL,
+  static const ir_dtype names[] = {DT_F32, DT_F16, DT_BF16, DT_I32, DT_U32, DT_BOOL,
                                    DT_I64, DT_I8,  DT_F8E4M3, DT_F8E5M2};
   for (size_t i = 0; i < TL_ARRAY_LEN(names); i++)
     if (strcmp(s, ir_dtype_name(names[i])) == 0) {
@@ -47,7 +47,15 @@ static const char *kind_name(enum lang_cparam_kind k) {
 static bool cparam_value(struct lang_ctx *c, struct ast_node *n, struct lang_cvalue *v) {
   memset(v, 0, sizeof *v);
   switch (n->kind) {
-  case AST_INT: v->kind = LANG_CP_INT; v->i = n->ival; return true;
+  case AST_INT:
+    if (n->ival > INT32_MAX)
+      return lang_error(c, n->loc, D_INT_OVERFLOW,
+                        "an int compile-time parameter is an i32: %lld does not fit (the largest is "
+                        "2147483647)",
+                        (long long)n->ival);
+    v->kind = LANG_CP_INT;
+    v->i = n->ival;
+    return true;
   case AST_UNARY:
     if (n->a->kind == AST_INT) {
       v->kind = LANG_CP_INT;
@@ -67,7 +75,7 @@ static bool cparam_value(struct lang_ctx *c, struct ast_node *n, struct lang_cva
   case AST_NAME:
     return lang_error(c, n->loc, D_UNKNOWN_DTYPE,
                       "unknown dtype `%s` (candidate values are literals: integers, true/false, "
-                      "strings or the dtypes f32, f16, bf16, i32, bool, i64, i8, f8e4m3, f8e5m2)",
+                      "strings or the dtypes f32, f16, bf16, i32, u32, bool, i64, i8, f8e4m3, f8e5m2)",
                       n->name);
   default: return false;
   }
@@ -232,8 +240,8 @@ bool sema_apply_defines(struct sema *s, const struct lang_define *defs, uint32_t
     }
     if (!good) {
       static const char *const expect[] = {"an integer (i32)", "true, false, 1 or 0",
-                                           "a string", "a dtype (f32, f16, bf16, i32, bool, i64, "
-                                                       "i8, f8e4m3, f8e5m2)"};
+                                           "a string", "a dtype (f32, f16, bf16, i32, u32, bool, "
+                                                       "i64, i8, f8e4m3, f8e5m2)"};
       ok = lang_error(c, cmdline, D_OVERRIDE_VALUE, "-D %s=%s: `%s` is %s parameter; expected %s",
                       name, text, name, kind_name(cp->kind), expect[cp->kind]);
       lang_note(c, cp->node->loc2, "`%s` is declared here", name);
@@ -253,7 +261,7 @@ bool sema_apply_defines(struct sema *s, const struct lang_define *defs, uint32_t
 }
 
 static bool is_arith(ir_dtype dt) {
-  return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_I32 || dt == DT_BOOL;
+  return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_I32 || dt == DT_U32 || dt == DT_BOOL;
 }
 
 /* The dtype named by a parameter's type: a dtype keyword or a dtype parameter. */
@@ -274,7 +282,7 @@ static bool param_dtype(struct sema *s, struct ast_node *t, ir_dtype *out) {
                       "`%s` is a compile-time parameter but not a dtype (its values are not dtypes)",
                       t->name);
   return lang_error(s->ctx, t->loc, D_UNKNOWN_DTYPE,
-                    "unknown dtype `%s` (dtypes: f32, f16, bf16, i32, bool; storage only: i64, i8, "
+                    "unknown dtype `%s` (dtypes: f32, f16, bf16, i32, u32, bool; storage only: i64, i8, "
                     "f8e4m3, f8e5m2; or a dtype parameter)",
                     t->name);
 }
@@ -289,7 +297,7 @@ static bool tensor_dims(struct sema *s, struct ast_node *pn, struct sema_sym *sy
   for (uint32_t d = 0; d < t->list.n; d++) {
     struct ast_node *dn = t->list.v[d];
     sym->ty.dims[d] = -1;
-    if (dn->kind == AST_INT) {
+    if (dn->kind == AST_INT && dn->ival <= INT32_MAX) {
       sym->ty.dims[d] = (int32_t)dn->ival;
       continue;
     }
@@ -304,8 +312,8 @@ static bool tensor_dims(struct sema *s, struct ast_node *pn, struct sema_sym *sy
         continue;
       }
       if (v < 0 || v > INT32_MAX) {
-        ok = lang_error(s->ctx, dn->loc, D_BAD_DIM, "dimension %u of `%s` is %lld; sizes cannot be negative",
-                        d + 1, sym->name, (long long)v);
+        ok = lang_error(s->ctx, dn->loc, D_BAD_DIM, "dimension %u of `%s` is %lld; %s", d + 1, sym->name,
+                        (long long)v, v < 0 ? "sizes cannot be negative" : "the largest size is 2147483647");
         continue;
       }
       sym->ty.dims[d] = (int32_t)v;
@@ -385,7 +393,7 @@ bool sema_header(struct sema *s) {
       sym->ty.kind = STY_ERROR;
     } else if (!tensor && !is_arith(dt)) {
       lang_error(c, t->loc, D_SCALAR_DTYPE,
-                 "scalar parameter `%s` has dtype %s; scalars must be f32, f16, bf16, i32 or bool",
+                 "scalar parameter `%s` has dtype %s; scalars must be f32, f16, bf16, i32, u32 or bool",
                  pn->name, ir_dtype_name(dt));
       sym->ty.kind = STY_ERROR;
     }

@@ -498,6 +498,7 @@ static const char *scalar_c_type(ir_dtype dt) {
   case DT_F64: return "double";
   case DT_F32: return "float";
   case DT_BOOL: return "int";
+  case DT_U32: return "uint32_t";
   default: return "int32_t"; /* i8, i16, i32 */
   }
 }
@@ -512,6 +513,10 @@ static const char *grid_operand(struct arena *a, const struct aot_kernel *ak, ir
   return arena_printf(a, "(int64_t)%s", ak->arg_names[p->source_index]);
 }
 
+/* The dtypes the grid translation handles: the signed ints and bool (aot_wrap sign-extends;
+ * u32 grid arithmetic stays with the interpreter and the JIT path). */
+static bool aot_grid_dtype(ir_dtype dt) { return !ir_dtype_is_float(dt) && !ir_dtype_is_unsigned(dt); }
+
 /* Translates the ops of grid block `blk` to C statements (the interpreter's eval_grid_block
  * and ir_eval_elem, for integers). False with a message for what it cannot translate. */
 static bool emit_grid_block(struct strbuf *sb, struct arena *a, const struct aot_kernel *ak, uint32_t blk, int indent,
@@ -523,10 +528,10 @@ static bool emit_grid_block(struct strbuf *sb, struct arena *a, const struct aot
     if (op->code == IR_GRID || op->code == IR_YIELD) continue;
     if (op->nres != 1 && op->code != IR_IF) goto unsupported;
     for (uint32_t r = 0; r < op->nres; r++)
-      if (ir_dtype_is_float((ir_dtype)ir_vtype(f, op->res + r)->dtype)) goto unsupported;
+      if (!aot_grid_dtype((ir_dtype)ir_vtype(f, op->res + r)->dtype)) goto unsupported;
     const char *x[3] = {"0", "0", "0"};
     for (uint32_t k = 0; k < op->nargs && k < 3; k++) {
-      if (ir_dtype_is_float((ir_dtype)ir_vtype(f, op->args[k])->dtype)) goto unsupported;
+      if (!aot_grid_dtype((ir_dtype)ir_vtype(f, op->args[k])->dtype)) goto unsupported;
       x[k] = grid_operand(a, ak, op->args[k]);
     }
     int bits = ir_vtype(f, op->res)->dtype == DT_BOOL ? 1 : ir_dtype_bits((ir_dtype)ir_vtype(f, op->res)->dtype);
@@ -759,6 +764,8 @@ static bool emit_launcher(struct strbuf *sb, struct arena *a, const struct aot_k
     const char *v = p->kind == IR_PARAM_SHAPE ? arena_printf(a, "aot_sym[%u]", ak->sym_of[i]) : ak->arg_names[p->source_index];
     if (p->kind == IR_PARAM_SHAPE || dt == DT_I32 || dt == DT_BOOL)
       sb_printf(sb, "  { int32_t x = (int32_t)%s; memcpy(&aot_slot[%u], &x, 4); }\n", v, n);
+    else if (dt == DT_U32)
+      sb_printf(sb, "  { uint32_t x = %s; memcpy(&aot_slot[%u], &x, 4); }\n", v, n);
     else if (dt == DT_I8 || dt == DT_I16)
       sb_printf(sb, "  { int32_t x = (int32_t)aot_wrap(%d, %s); memcpy(&aot_slot[%u], &x, 4); }\n", ir_dtype_bits(dt), v, n);
     else if (dt == DT_I64)

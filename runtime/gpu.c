@@ -229,6 +229,7 @@ int rt_tmap_dtype(ir_dtype dt) {
   case DT_BF16: return 9;  /* BFLOAT16 */
   case DT_F32: return 7;   /* FLOAT32 */
   case DT_I32: return 3;   /* INT32 */
+  case DT_U32: return 2;   /* UINT32 */
   case DT_I16: return 1;   /* UINT16 */
   default: return 0;       /* UINT8: i8, fp8 */
   }
@@ -297,8 +298,8 @@ static tile_status pack_args(tile_context *ctx, tile_kernel *k, struct rt_spec *
       continue;
     }
     ir_dtype dt = (ir_dtype)ir_vtype(f, p->value)->dtype;
-    if (p->kind == IR_PARAM_SHAPE || dt == DT_I32 || dt == DT_BOOL || dt == DT_I8 || dt == DT_I16) {
-      int32_t v = (int32_t)a->scalar.i;
+    if (p->kind == IR_PARAM_SHAPE || dt == DT_I32 || dt == DT_U32 || dt == DT_BOOL || dt == DT_I8 || dt == DT_I16) {
+      uint32_t v = (uint32_t)a->scalar.i; /* the low 32 bits: i32 and u32 alike */
       memcpy(slot, &v, 4);
     } else if (dt == DT_I64) {
       memcpy(slot, &a->scalar.i, 8);

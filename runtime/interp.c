@@ -37,6 +37,7 @@ ir_scalar interp_load_elem(ir_dtype dt, const void *base, int64_t i) {
   case DT_I8: r.i = ((const int8_t *)base)[i]; break;
   case DT_I16: r.i = ((const int16_t *)base)[i]; break;
   case DT_I32: r.i = ((const int32_t *)base)[i]; break;
+  case DT_U32: r.i = ((const uint32_t *)base)[i]; break;
   case DT_I64: r.i = ((const int64_t *)base)[i]; break;
   case DT_F16: r.f = tl_f16_to_f32(((const uint16_t *)base)[i]); break;
   case DT_BF16: r.f = tl_bf16_to_f32(((const uint16_t *)base)[i]); break;
@@ -55,6 +56,7 @@ void interp_store_elem(ir_dtype dt, void *base, int64_t i, ir_scalar v) {
   case DT_I8: ((int8_t *)base)[i] = (int8_t)v.i; break;
   case DT_I16: ((int16_t *)base)[i] = (int16_t)v.i; break;
   case DT_I32: ((int32_t *)base)[i] = (int32_t)v.i; break;
+  case DT_U32: ((uint32_t *)base)[i] = (uint32_t)v.i; break;
   case DT_I64: ((int64_t *)base)[i] = v.i; break;
   case DT_F16: ((uint16_t *)base)[i] = tl_f32_to_f16((float)v.f); break;
   case DT_BF16: ((uint16_t *)base)[i] = tl_f32_to_bf16((float)v.f); break;

@@ -136,6 +136,9 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
         if (dt == DT_I32 && (v < INT32_MIN || v > INT32_MAX))
           return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): %lld does not fit in i32", u,
                           pi->name, (long long)v);
+        if (dt == DT_U32 && (v < 0 || v > UINT32_MAX))
+          return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): %lld does not fit in u32 (0 .. 4294967295)",
+                          u, pi->name, (long long)v);
         if (dt == DT_BOOL && v != 0 && v != 1)
           return rt_error(ctx, TILE_BAD_LAUNCH, "argument %u ('%s'): a bool must be 0 or 1, got %lld",
                           u, pi->name, (long long)v);

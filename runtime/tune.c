@@ -397,6 +397,7 @@ static double elem(const struct tuner *T, tile_dtype dt, const void *buf, size_t
   case TILE_I8: return ((const int8_t *)buf)[i];
   case TILE_I16: return ((const int16_t *)buf)[i];
   case TILE_I32: return ((const int32_t *)buf)[i];
+  case TILE_U32: return ((const uint32_t *)buf)[i];
   case TILE_I64: return (double)((const int64_t *)buf)[i];
   case TILE_BOOL: return ((const uint8_t *)buf)[i];
   default: return 0;

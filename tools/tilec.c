@@ -455,7 +455,8 @@ static int compile_cmd(tile_context *ctx, struct options *o) {
 
 /* ---- tilec run ---- */
 
-/* Inputs: floats uniform in [-1, 1), ints in [-32, 32), bools with probability 1/2. */
+/* Inputs: floats uniform in [-1, 1), ints in [-32, 32), u32 any 32 bits, bools with
+ * probability 1/2. */
 static void fill_random(struct rng *r, void *buf, tile_dtype dt, size_t n) {
   for (size_t i = 0; i < n; i++) {
     float x = rng_uniform(r, -1.0f, 1.0f);
@@ -464,6 +465,7 @@ static void fill_random(struct rng *r, void *buf, tile_dtype dt, size_t n) {
     case TILE_F16: ((uint16_t *)buf)[i] = tl_f32_to_f16(x); break;
     case TILE_BF16: ((uint16_t *)buf)[i] = tl_f32_to_bf16(x); break;
     case TILE_I32: ((int32_t *)buf)[i] = (int32_t)rng_below(r, 64) - 32; break;
+    case TILE_U32: ((uint32_t *)buf)[i] = (uint32_t)(rng_u64(r) >> 32); break;
     case TILE_BOOL: ((uint8_t *)buf)[i] = (uint8_t)(rng_u64(r) >> 63); break;
     default: memset((char *)buf + i * tile_dtype_size(dt), 0, tile_dtype_size(dt)); break;
     }
@@ -476,6 +478,7 @@ static double elem_as_double(const void *buf, tile_dtype dt, size_t i) {
   case TILE_F16: return tl_f16_to_f32(((const uint16_t *)buf)[i]);
   case TILE_BF16: return tl_bf16_to_f32(((const uint16_t *)buf)[i]);
   case TILE_I32: return ((const int32_t *)buf)[i];
+  case TILE_U32: return ((const uint32_t *)buf)[i];
   case TILE_BOOL: return ((const uint8_t *)buf)[i];
   default: return 0;
   }
@@ -762,8 +765,9 @@ static int make_args(tile_context *ctx, struct options *o, tile_kernel *k, tile_
         as->args[i] = tile_arg_int(x);
       } else {
         int64_t x;
-        bool i32 = pi.dtype == TILE_I32;
-        if ((rc = opt_int(what, val, i32 ? INT32_MIN : INT64_MIN, i32 ? INT32_MAX : INT64_MAX, &x))) return rc;
+        bool i32 = pi.dtype == TILE_I32, u32 = pi.dtype == TILE_U32;
+        if ((rc = opt_int(what, val, u32 ? 0 : i32 ? INT32_MIN : INT64_MIN, u32 ? UINT32_MAX : i32 ? INT32_MAX : INT64_MAX, &x)))
+          return rc;
         as->args[i] = tile_arg_int(x);
       }
       continue;

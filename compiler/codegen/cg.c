@@ -116,7 +116,8 @@ LLVMTypeRef cg_reg_type(struct cg *g, ir_dtype dt) {
   case DT_BOOL: return g->i1;
   case DT_I8: return LLVMInt8TypeInContext(g->ctx);
   case DT_I16: return LLVMInt16TypeInContext(g->ctx);
-  case DT_I32: return g->i32;
+  case DT_I32:
+  case DT_U32: return g->i32;
   case DT_I64: return g->i64;
   case DT_F16: return g->f16;
   case DT_BF16: return g->bf16;
@@ -341,10 +342,13 @@ static LLVMValueRef emit_int_op(struct cg *g, ir_opcode op, ir_dtype dt, LLVMVal
   unsigned bits = LLVMGetIntTypeWidth(t);
   LLVMValueRef zero = LLVMConstInt(t, 0, 0), one = LLVMConstInt(t, 1, 0), minus1 = LLVMConstAllOnes(t);
   LLVMValueRef args[2] = {a, b};
+  /* bool compares as 0 < 1, u32 as unsigned: both use the unsigned predicates */
+  bool uns = dt == DT_BOOL || ir_dtype_is_unsigned(dt);
   switch (op) {
   case IR_NEG: return LLVMBuildNeg(g->b, a, "");
   case IR_NOT: return LLVMBuildNot(g->b, a, "");
   case IR_ABS: {
+    if (uns) return a;
     LLVMValueRef f = LLVMConstInt(g->i1, 0, 0);
     LLVMValueRef aa[2] = {a, f};
     return cg_intrinsic(g, "llvm.abs", &t, 1, aa, 2);
@@ -352,29 +356,42 @@ static LLVMValueRef emit_int_op(struct cg *g, ir_opcode op, ir_dtype dt, LLVMVal
   case IR_ADD: return LLVMBuildAdd(g->b, a, b, "");
   case IR_SUB: return LLVMBuildSub(g->b, a, b, "");
   case IR_MUL: return LLVMBuildMul(g->b, a, b, "");
+  case IR_MULHI: { /* u32 (the verifier's rule): NVPTX selects mul.hi.u32 for this pattern */
+    LLVMTypeRef w = LLVMIntTypeInContext(g->ctx, 2 * bits);
+    LLVMValueRef p = LLVMBuildMul(g->b, LLVMBuildZExt(g->b, a, w, ""), LLVMBuildZExt(g->b, b, w, ""), "");
+    return LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, p, LLVMConstInt(w, bits, 0), ""), t, "");
+  }
   case IR_DIV:
   case IR_REM: {
-    /* x/0 = 0, x%0 = 0, MIN/-1 = MIN, x%-1 = 0: no trapping or undefined division */
     LLVMValueRef bz = LLVMBuildICmp(g->b, LLVMIntEQ, b, zero, "");
+    if (uns) { /* x/0 = 0, x%0 = 0 */
+      LLVMValueRef safe = LLVMBuildSelect(g->b, bz, one, b, "");
+      LLVMValueRef q = op == IR_DIV ? LLVMBuildUDiv(g->b, a, safe, "") : LLVMBuildURem(g->b, a, safe, "");
+      return LLVMBuildSelect(g->b, bz, zero, q, "");
+    }
+    /* x/0 = 0, x%0 = 0, MIN/-1 = MIN, x%-1 = 0: no trapping or undefined division */
     LLVMValueRef bm = LLVMBuildICmp(g->b, LLVMIntEQ, b, minus1, "");
     LLVMValueRef safe = LLVMBuildSelect(g->b, LLVMBuildOr(g->b, bz, bm, ""), one, b, "");
     LLVMValueRef q = op == IR_DIV ? LLVMBuildSDiv(g->b, a, safe, "") : LLVMBuildSRem(g->b, a, safe, "");
     LLVMValueRef special = op == IR_DIV ? LLVMBuildSelect(g->b, bz, zero, LLVMBuildNeg(g->b, a, ""), "") : zero;
     return LLVMBuildSelect(g->b, LLVMBuildOr(g->b, bz, bm, ""), special, q, "");
   }
-  case IR_MIN: return cg_intrinsic(g, "llvm.smin", &t, 1, args, 2);
-  case IR_MAX: return cg_intrinsic(g, "llvm.smax", &t, 1, args, 2);
+  case IR_MIN: return cg_intrinsic(g, uns ? "llvm.umin" : "llvm.smin", &t, 1, args, 2);
+  case IR_MAX: return cg_intrinsic(g, uns ? "llvm.umax" : "llvm.smax", &t, 1, args, 2);
   case IR_AND: return LLVMBuildAnd(g->b, a, b, "");
   case IR_OR: return LLVMBuildOr(g->b, a, b, "");
   case IR_XOR: return LLVMBuildXor(g->b, a, b, "");
   case IR_SHL: return LLVMBuildShl(g->b, a, LLVMBuildAnd(g->b, b, LLVMConstInt(t, bits - 1, 0), ""), "");
-  case IR_SHR: return LLVMBuildAShr(g->b, a, LLVMBuildAnd(g->b, b, LLVMConstInt(t, bits - 1, 0), ""), "");
+  case IR_SHR: {
+    LLVMValueRef n = LLVMBuildAnd(g->b, b, LLVMConstInt(t, bits - 1, 0), "");
+    return uns ? LLVMBuildLShr(g->b, a, n, "") : LLVMBuildAShr(g->b, a, n, "");
+  }
   case IR_EQ: return LLVMBuildICmp(g->b, LLVMIntEQ, a, b, "");
   case IR_NE: return LLVMBuildICmp(g->b, LLVMIntNE, a, b, "");
-  case IR_LT: return LLVMBuildICmp(g->b, dt == DT_BOOL ? LLVMIntULT : LLVMIntSLT, a, b, "");
-  case IR_LE: return LLVMBuildICmp(g->b, dt == DT_BOOL ? LLVMIntULE : LLVMIntSLE, a, b, "");
-  case IR_GT: return LLVMBuildICmp(g->b, dt == DT_BOOL ? LLVMIntUGT : LLVMIntSGT, a, b, "");
-  case IR_GE: return LLVMBuildICmp(g->b, dt == DT_BOOL ? LLVMIntUGE : LLVMIntSGE, a, b, "");
+  case IR_LT: return LLVMBuildICmp(g->b, uns ? LLVMIntULT : LLVMIntSLT, a, b, "");
+  case IR_LE: return LLVMBuildICmp(g->b, uns ? LLVMIntULE : LLVMIntSLE, a, b, "");
+  case IR_GT: return LLVMBuildICmp(g->b, uns ? LLVMIntUGT : LLVMIntSGT, a, b, "");
+  case IR_GE: return LLVMBuildICmp(g->b, uns ? LLVMIntUGE : LLVMIntSGE, a, b, "");
   default:
     cg_fail(g, "integer op %s not supported", ir_ops[op].name);
     return a;
@@ -397,16 +414,19 @@ LLVMValueRef cg_cast(struct cg *g, LLVMValueRef v, ir_dtype from, ir_dtype to) {
   if (ff) {
     LLVMTypeRef ov[2] = {tt, g->f32};
     LLVMValueRef x = to_f32(g, v, from);
-    return cg_intrinsic(g, "llvm.fptosi.sat", ov, 2, &x, 1);
+    /* saturating, NaN to 0: cvt.rzi.sat.{s32,u32}.f32 */
+    return cg_intrinsic(g, ir_dtype_is_unsigned(to) ? "llvm.fptoui.sat" : "llvm.fptosi.sat", ov, 2, &x, 1);
   }
   if (ft) {
-    LLVMValueRef x = from == DT_BOOL ? LLVMBuildUIToFP(g->b, v, g->f32, "") : LLVMBuildSIToFP(g->b, v, g->f32, "");
+    bool uns = from == DT_BOOL || ir_dtype_is_unsigned(from);
+    LLVMValueRef x = uns ? LLVMBuildUIToFP(g->b, v, g->f32, "") : LLVMBuildSIToFP(g->b, v, g->f32, "");
     return to == DT_F64 ? LLVMBuildFPExt(g->b, x, tt, "") : from_f32(g, x, to);
   }
   unsigned fb = LLVMGetIntTypeWidth(LLVMTypeOf(v)), tb = LLVMGetIntTypeWidth(tt);
   if (fb == tb) return v;
   if (fb > tb) return LLVMBuildTrunc(g->b, v, tt, "");
-  return from == DT_BOOL ? LLVMBuildZExt(g->b, v, tt, "") : LLVMBuildSExt(g->b, v, tt, "");
+  bool uns = from == DT_BOOL || ir_dtype_is_unsigned(from);
+  return uns ? LLVMBuildZExt(g->b, v, tt, "") : LLVMBuildSExt(g->b, v, tt, "");
 }
 
 /* One element of an elementwise op (operands of dtype dt). */

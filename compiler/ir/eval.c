@@ -5,7 +5,9 @@
  * precision of f32), and for the transcendental functions it gives the correctly rounded
  * reference that GPU approximations are compared against. Integer ops compute in 64 bits
  * and wrap; division and remainder by zero give 0 rather than trapping, and INT_MIN / -1
- * wraps, so no input can crash the interpreter or the folder.                         */
+ * wraps, so no input can crash the interpreter or the folder. u32 values are held
+ * zero-extended (0 .. 2^32-1), so the same 64-bit division, remainder, >>, comparisons and
+ * min/max are the unsigned ones, and ir_wrap_int reduces results modulo 2^32.        */
 #include "eval.h"
 
 #include <math.h>
@@ -41,6 +43,8 @@ int64_t ir_wrap_int(ir_dtype dt, int64_t x) {
     return (int16_t)(uint16_t)(uint64_t)x;
   case DT_I32:
     return (int32_t)(uint32_t)(uint64_t)x;
+  case DT_U32:
+    return (int64_t)(uint32_t)(uint64_t)x;
   default:
     return x;
   }
@@ -51,6 +55,7 @@ static int64_t int_min_of(ir_dtype dt) {
   case DT_I8: return INT8_MIN;
   case DT_I16: return INT16_MIN;
   case DT_I32: return INT32_MIN;
+  case DT_U32: return 0;
   default: return INT64_MIN;
   }
 }
@@ -60,6 +65,7 @@ static int64_t int_max_of(ir_dtype dt) {
   case DT_I8: return INT8_MAX;
   case DT_I16: return INT16_MAX;
   case DT_I32: return INT32_MAX;
+  case DT_U32: return UINT32_MAX;
   default: return INT64_MAX;
   }
 }
@@ -145,6 +151,7 @@ static bool eval_int(ir_opcode op, ir_dtype dt, const ir_scalar *x, ir_scalar *o
   case IR_ADD: r = (int64_t)(ua + ub); break;
   case IR_SUB: r = (int64_t)(ua - ub); break;
   case IR_MUL: r = (int64_t)(ua * ub); break;
+  case IR_MULHI: r = (int64_t)(((uint64_t)(uint32_t)ua * (uint32_t)ub) >> 32); break; /* u32 */
   case IR_DIV: r = b == 0 ? 0 : (a == INT64_MIN && b == -1) ? a : a / b; break;
   case IR_REM: r = b == 0 ? 0 : (b == -1) ? 0 : a % b; break;
   case IR_MIN: r = a < b ? a : b; break;

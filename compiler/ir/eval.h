@@ -2,7 +2,8 @@
  *
  * Constant folding and the CPU interpreter both call these, so the compiler can never fold
  * an expression to something the interpreter would not compute. Values travel as
- * ir_scalar: integers and bools in .i (i32 results are wrapped to 32 bits, bools are 0/1),
+ * ir_scalar: integers and bools in .i (i32 results are wrapped to 32 bits and sign-extended,
+ * u32 ones zero-extended; bools are 0/1),
  * floats in .f as a double holding a value already rounded to the element type.       */
 #ifndef TL_EVAL_H
 #define TL_EVAL_H

@@ -37,6 +37,8 @@ int ir_dtype_bytes(ir_dtype t);
 enum ir_dtype_class ir_dtype_class(ir_dtype t);
 static inline bool ir_dtype_is_float(ir_dtype t) { return ir_dtype_class(t) == DTC_FLOAT; }
 static inline bool ir_dtype_is_int(ir_dtype t) { return ir_dtype_class(t) == DTC_INT; }
+/* The unsigned ints (u32): values are zero-extended in the interpreter's 64-bit scalars. */
+static inline bool ir_dtype_is_unsigned(ir_dtype t) { return t == DT_U32; }
 ir_dtype ir_dtype_from_name(const char *s, size_t n); /* DT_NONE if unknown */
 
 typedef enum ir_opcode {

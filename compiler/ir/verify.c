@@ -142,6 +142,9 @@ static void check_elementwise(struct verifier *v, uint32_t id) {
   case IR_SHL: case IR_SHR:
     if (cls != DTC_INT) bad(v, id, "needs int operands");
     break;
+  case IR_MULHI:
+    if (r->dtype != DT_U32) bad(v, id, "needs u32 operands");
+    break;
   case IR_NEG: case IR_ABS: case IR_ADD: case IR_SUB: case IR_MUL: case IR_DIV: case IR_REM:
   case IR_MIN: case IR_MAX:
     if (cls != DTC_INT && cls != DTC_FLOAT) bad(v, id, "needs numeric operands");

@@ -87,6 +87,7 @@ typedef enum tile_dtype {
   TILE_F64,
   TILE_F8E4M3,
   TILE_F8E5M2,
+  TILE_U32, /* added after the others: their values did not change */
   TILE_DTYPE__COUNT
 } tile_dtype;
 

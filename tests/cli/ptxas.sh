@@ -39,7 +39,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 REPORT=$BUILD/ptxas_report.txt
 
-# The configurations: "FILE KERNEL DEFINES" (DEFINES: comma-separated, "-" for the defaults;
+# The configurations: "FILE KERNEL DEFINES" (FILE: in lib/, or a path such as
+# tests/kernels/u32.tile for the kernels that check one language feature's PTX; DEFINES: comma-separated, "-" for the defaults;
 # UNALIGNED: the specialization for rows that are not 16-byte multiples, tilec --unaligned).
 # Every kernel of every lib file with its defaults first ...
 configs=()
@@ -73,6 +74,9 @@ configs+=(
   "gemm.tile gemm STAGES=4"
   "gemm.tile gemm BM=256,BN=128"
   "gemm.tile gemm T=bf16,HAS_BIAS=true,ACT=gelu,STAGES=4"
+  "tests/kernels/u32.tile u32ops -"
+  "tests/kernels/philox.tile dropout -"
+  "tests/kernels/philox.tile noise -"
 )
 
 # Configurations that must not spill besides each kernel's defaults: the ones the library
@@ -100,6 +104,12 @@ declare -A must_have=(
   ["gemm.tile gemm UNALIGNED sm_90a"]="ld.global.v4.b32 ld.global.b16 wgmma.mma_async"
   ["gemm.tile bmm - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global"
   ["attention.tile attention - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global vote.sync.all.pred"
+  ["tests/kernels/u32.tile u32ops - sm_80"]="div.u32 shr.u32 setp.lt.u32 max.u32 min.u32 cvt.rn.f32.u32 cvt.rzi.u32.f32"
+  ["tests/kernels/u32.tile u32ops - sm_90a"]="div.u32 shr.u32 setp.lt.u32 max.u32 min.u32 cvt.rn.f32.u32 cvt.rzi.u32.f32"
+  ["tests/kernels/philox.tile dropout - sm_80"]="mul.hi.u32"
+  ["tests/kernels/philox.tile dropout - sm_90a"]="mul.hi.u32"
+  ["tests/kernels/philox.tile noise - sm_80"]="mul.hi.u32 lg2.approx"
+  ["tests/kernels/philox.tile noise - sm_90a"]="mul.hi.u32 lg2.approx"
   ["attention.tile attention - sm_90a"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global vote.sync.all.pred"
 )
 
@@ -118,7 +128,9 @@ for c in "${configs[@]}"; do
   fi
   for arch in $ARCHS; do
     ptx=$TMP/$kernel.$arch.ptx
-    if ! "$TILEC" "$SRC/lib/$file" -k "$kernel" "${dargs[@]}" --emit=ptx --arch="$arch" -o "$ptx" 2>"$TMP/err"; then
+    path=$SRC/lib/$file
+    [ "${file#*/}" != "$file" ] && path=$SRC/$file # a test kernel: tests/kernels/NAME.tile
+    if ! "$TILEC" "$path" -k "$kernel" "${dargs[@]}" --emit=ptx --arch="$arch" -o "$ptx" 2>"$TMP/err"; then
       echo "FAIL: tilec $file -k $kernel ${dargs[*]} --arch=$arch did not emit PTX:"
       sed 's/^/  /' "$TMP/err"
       fails=$((fails + 1))

@@ -108,7 +108,7 @@ Test(api, version_and_dtypes) {
   } dts[] = {{TILE_BOOL, "bool", 1},     {TILE_I8, "i8", 1},        {TILE_I16, "i16", 2},
              {TILE_I32, "i32", 4},       {TILE_I64, "i64", 8},      {TILE_F16, "f16", 2},
              {TILE_BF16, "bf16", 2},     {TILE_F32, "f32", 4},      {TILE_F64, "f64", 8},
-             {TILE_F8E4M3, "f8e4m3", 1}, {TILE_F8E5M2, "f8e5m2", 1}};
+             {TILE_F8E4M3, "f8e4m3", 1}, {TILE_F8E5M2, "f8e5m2", 1}, {TILE_U32, "u32", 4}};
   for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
     cr_expect_str_eq(tile_dtype_name(dts[i].t), dts[i].name);
     cr_expect_eq(tile_dtype_size(dts[i].t), dts[i].size, "size of %s", dts[i].name);

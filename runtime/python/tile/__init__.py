@@ -31,13 +31,16 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # ---- dtypes ---------------------------------------------------------------------------------
 _DTYPE_NAMES = {lib.TILE_BOOL: "bool", lib.TILE_I8: "i8", lib.TILE_I16: "i16", lib.TILE_I32: "i32",
                 lib.TILE_I64: "i64", lib.TILE_F16: "f16", lib.TILE_BF16: "bf16", lib.TILE_F32: "f32",
-                lib.TILE_F64: "f64", lib.TILE_F8E4M3: "f8e4m3", lib.TILE_F8E5M2: "f8e5m2"}
+                lib.TILE_F64: "f64", lib.TILE_F8E4M3: "f8e4m3", lib.TILE_F8E5M2: "f8e5m2",
+                lib.TILE_U32: "u32"}
 _DTYPE_BY_NAME = {v: k for k, v in _DTYPE_NAMES.items()}
 # array-interface type strings (NumPy, __cuda_array_interface__); bf16 has none
 _TYPESTR = {"b1": lib.TILE_BOOL, "i1": lib.TILE_I8, "i2": lib.TILE_I16, "i4": lib.TILE_I32,
-            "i8": lib.TILE_I64, "f2": lib.TILE_F16, "f4": lib.TILE_F32, "f8": lib.TILE_F64}
+            "i8": lib.TILE_I64, "u4": lib.TILE_U32, "f2": lib.TILE_F16, "f4": lib.TILE_F32,
+            "f8": lib.TILE_F64}
 # DLPack (code, bits) -> tile dtype: kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6
 _DLPACK = {(0, 8): lib.TILE_I8, (0, 16): lib.TILE_I16, (0, 32): lib.TILE_I32, (0, 64): lib.TILE_I64,
+           (1, 32): lib.TILE_U32,
            (2, 16): lib.TILE_F16, (2, 32): lib.TILE_F32, (2, 64): lib.TILE_F64,
            (4, 16): lib.TILE_BF16, (6, 8): lib.TILE_BOOL, (1, 8): lib.TILE_BOOL}
 
@@ -77,7 +80,8 @@ def _torch_dtypes():
     table = {torch.bool: lib.TILE_BOOL, torch.int8: lib.TILE_I8, torch.int16: lib.TILE_I16,
              torch.int32: lib.TILE_I32, torch.int64: lib.TILE_I64, torch.float16: lib.TILE_F16,
              torch.bfloat16: lib.TILE_BF16, torch.float32: lib.TILE_F32, torch.float64: lib.TILE_F64}
-    for name, code in (("float8_e4m3fn", lib.TILE_F8E4M3), ("float8_e5m2", lib.TILE_F8E5M2)):
+    for name, code in (("float8_e4m3fn", lib.TILE_F8E4M3), ("float8_e5m2", lib.TILE_F8E5M2),
+                       ("uint32", lib.TILE_U32)):
         if hasattr(torch, name):
             table[getattr(torch, name)] = code
     return table

@@ -20,7 +20,7 @@ import torch
 import tile as _tile
 
 _SCALAR_TYPE = {"f32": "float", "f16": "float", "bf16": "float", "f64": "float", "i32": "int",
-                "i64": "int", "bool": "bool"}
+                "i64": "int", "u32": "int", "bool": "bool"}
 
 
 class _Plan:
