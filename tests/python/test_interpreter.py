@@ -360,6 +360,35 @@ def test_scan_stream_compaction():
     np.testing.assert_array_equal(y[keep], np.arange(keep.sum(), dtype=np.float32))
 
 
+@pytest.mark.parametrize("defs,m,n", [({}, 7, 1000), ({"BM": 1, "BN": 64, "REVERSE": True}, 3, 33),
+                                      ({"T": "f16", "BM": 16, "BN": 1024, "NW": 8}, 33, 1), ({"REVERSE": True}, 5, 513)])
+def test_lib_scan_cumsum_rows(defs, m, n):
+    """lib/scan.tile: row scans longer than a chunk (the carry), ragged m and n, both
+    directions; f16 results are also rounded to f16 once (2^-11 relative)."""
+    k = tile.compile(tile.lib_path("scan"), kernel="cumsum", defines=defs)
+    rev = defs.get("REVERSE", False)
+    x = scan_input("cumsum", defs.get("T", "f32"), (m, n))
+    if defs.get("T") == "f16":
+        x16, y = x.astype(np.float16), np.zeros((m, n), np.float16)
+        k(x16, y)
+        ref = scan_ref(x, "cumsum", 1, rev)
+        tol = 2.0**-11 * np.abs(ref) + n * 2.0**-24 * scan_ref(np.abs(x), "cumsum", 1, rev) + 1e-30
+        assert np.all(np.abs(y.astype(np.float64) - ref) <= tol)
+        return
+    y = np.zeros_like(x)
+    k(x, y)
+    check_scan(y, x, "cumsum", 1, rev)
+
+
+def test_lib_scan_cummax_columns():
+    """lib/scan.tile: column running maxima over several BM-row chunks, ragged."""
+    k = tile.compile(tile.lib_path("scan"), kernel="cummax", defines={"BM": 16, "BN": 8})
+    x = scan_input("cummax", "f32", (70, 13))
+    y = np.zeros_like(x)
+    k(x, y)
+    check_scan(y, x, "cummax", 0, False)
+
+
 def test_return_ends_the_program():
     """`return` in branches (also an else-if chain that does not return, and a loop after):
     programs past L store nothing, program 1 stores -1, program 2 adds 100 first."""
