@@ -432,6 +432,26 @@ static ir_val emit_reduce(struct irgen *g, struct ast_node *n, enum builtin_id b
   return x;
 }
 
+/* cumsum/cumprod/cummax/cummin (check_scan): one scan op; f16/bf16 sums and products are
+ * converted to f32 first (the result type sema gave). */
+static ir_val emit_scan(struct irgen *g, struct ast_node *n, enum builtin_id b, ir_val x,
+                        const struct sty *xt, const struct sema_info *i) {
+  ir_opcode code = b == BI_CUMSUM ? IR_SCAN_SUM : b == BI_CUMPROD ? IR_SCAN_PROD
+                   : b == BI_CUMMAX ? IR_SCAN_MAX : IR_SCAN_MIN;
+  struct sty t = *xt;
+  here(g, n);
+  if (t.dt != i->ty.dt) {
+    struct sty w = with_dt(&t, (ir_dtype)i->ty.dt);
+    x = convert(g, x, &t, &w);
+    t = w;
+  }
+  ir_type_id rt = ty_of(g, &t);
+  uint32_t op = ir_build(&g->b, code, &x, 1, &rt, 1);
+  ir_op(g->f, op)->i[0] = i->attr & (SEMA_SCAN_REVERSE - 1);
+  ir_op(g->f, op)->i[1] = (i->attr & SEMA_SCAN_REVERSE) != 0;
+  return ir_res(g->f, op, 0);
+}
+
 /* x with a unit dimension inserted at k (sema type *t updated). */
 static ir_val expand_at(struct irgen *g, ir_val x, struct sty *t, int k) {
   memmove(t->dims + k + 1, t->dims + k, sizeof(int32_t) * (size_t)(t->rank - k));
@@ -654,6 +674,14 @@ static ir_val lower_call(struct irgen *g, struct ast_node *n, struct sema_info *
     ir_val x = lower(g, args[0]);
     here(g, n);
     return emit_argminmax(g, n, b, x, &xi->ty, i->attr);
+  }
+  case BI_CUMSUM:
+  case BI_CUMPROD:
+  case BI_CUMMAX:
+  case BI_CUMMIN: {
+    struct sema_info *xi = sema_info(g->s, args[0]);
+    ir_val x = lower(g, args[0]);
+    return emit_scan(g, n, b, x, &xi->ty, i);
   }
   case BI_ABS: case BI_EXP: case BI_EXP2: case BI_LOG: case BI_LOG2: case BI_SQRT:
   case BI_RSQRT: case BI_TANH: case BI_ERF: case BI_SIGMOID: case BI_RELU: case BI_GELU:

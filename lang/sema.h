@@ -193,6 +193,10 @@ bool sema_is_i32(const struct sema_info *i);
   X(SUM, "sum", "x, axis?")                                                \
   X(ARGMAX, "argmax", "x, axis?")                                          \
   X(ARGMIN, "argmin", "x, axis?")                                          \
+  X(CUMSUM, "cumsum", "x, axis?, reverse?")                                \
+  X(CUMPROD, "cumprod", "x, axis?, reverse?")                              \
+  X(CUMMAX, "cummax", "x, axis?, reverse?")                                \
+  X(CUMMIN, "cummin", "x, axis?, reverse?")                                \
   X(ABS, "abs", "x")                                                       \
   X(EXP, "exp", "x")                                                       \
   X(EXP2, "exp2", "x")                                                     \
@@ -229,6 +233,7 @@ enum builtin_id {
 };
 
 enum { BI_CAST = -1, BI_NONE = -2 };
+enum { SEMA_SCAN_REVERSE = 1 << 8 }; /* sema_info.attr of a scan: the axis, | this for reverse */
 enum { MAX_BUILTIN_ARGS = 4 };
 
 extern const char *const builtin_names[BI__COUNT];

@@ -196,9 +196,9 @@ static struct sema_info *check_math(struct sema *s, struct ast_node *n, struct s
 }
 
 static bool check_axis(struct sema *s, struct ast_node *an, const char *fname, const struct sty *t,
-                       int64_t *axis) {
+                       const char *what, int64_t *axis) {
   int64_t a = 0;
-  if (!sema_need_const_int(s, an, "a reduction axis", &a)) return false;
+  if (!sema_need_const_int(s, an, what, &a)) return false;
   if (a < -(int64_t)t->rank || a >= t->rank)
     return lang_error(s->ctx, an->loc, D_AXIS,
                       "axis %lld is out of range for %s() of %s: valid axes are %d .. %d", (long long)a,
@@ -231,7 +231,7 @@ static struct sema_info *reduce_tile(struct sema *s, struct ast_node *n, struct 
   t.dt = (uint8_t)dt;
   if (axis) {
     int64_t a = 0;
-    if (!check_axis(s, axis, fname, &x->ty, &a)) return poison(i);
+    if (!check_axis(s, axis, fname, &x->ty, "a reduction axis", &a)) return poison(i);
     for (int d = (int)a; d + 1 < t.rank; d++) t.dims[d] = t.dims[d + 1];
     t.rank--;
     t.dims[t.rank] = 0;
@@ -282,6 +282,51 @@ static struct sema_info *check_rand(struct sema *s, struct ast_node *n, struct s
   i->ty = off->ty;
   i->ty.dt = (uint8_t)(b == BI_RANDINT ? DT_U32 : DT_F32);
   i->ty.weak = 0;
+  return i;
+}
+
+/* A compile-time bool argument (name= of fname()), such as dot's tf32 or a scan's reverse. */
+static bool const_bool_arg(struct sema *s, struct ast_node *an, const char *fname, const char *name,
+                           int64_t *out) {
+  struct sema_info *bi = sema_expr(s, an);
+  if (is_err(bi)) return false;
+  if (bi->ty.kind != STY_VAL || bi->ty.rank || bi->ty.dt != DT_BOOL)
+    return lang_error(s->ctx, an->loc, D_ARG_TYPE, "%s= of %s() must be a bool, found %s", name, fname,
+                      sty_str(s, &bi->ty));
+  if (!bi->is_const)
+    return lang_error(s->ctx, an->loc, D_NOT_CONST, "%s= of %s() must be a compile-time constant", name, fname);
+  *out = bi->cv.i;
+  return true;
+}
+
+/* cumsum, cumprod, cummax and cummin: inclusive scans along one axis (the last by default)
+ * of a tile of any rank, keeping its shape; reverse=true scans from the end. Sums and
+ * products of f16/bf16 accumulate in f32 and return f32, as sum() does. attr: the axis,
+ * plus SEMA_SCAN_REVERSE. */
+static struct sema_info *check_scan(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                    enum builtin_id b, struct ast_node **args) {
+  const char *fname = builtin_names[b];
+  struct sema_info *x;
+  if (!value_arg(s, args[0], fname, "x", &x)) return poison(i);
+  if (!sema_supported(s, &x->ty, n->loc, fname)) return poison(i);
+  if (x->ty.rank == 0) {
+    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE, "%s() scans a tile along an axis, found the scalar %s", fname,
+               sty_str(s, &x->ty));
+    return poison(i);
+  }
+  if (x->ty.dt == DT_BOOL) {
+    lang_error(s->ctx, args[0]->loc, D_ARG_TYPE,
+               "%s() of bool values is not supported; convert first, e.g. %s(i32(mask))", fname, fname);
+    return poison(i);
+  }
+  int64_t a = x->ty.rank - 1;
+  if (args[1] && !check_axis(s, args[1], fname, &x->ty, "a scan axis", &a)) return poison(i);
+  int64_t rev = 0;
+  if (args[2] && !const_bool_arg(s, args[2], fname, "reverse", &rev)) return poison(i);
+  i->ty = x->ty;
+  bool widen = (b == BI_CUMSUM || b == BI_CUMPROD) && (x->ty.dt == DT_F16 || x->ty.dt == DT_BF16);
+  if (widen) i->ty.dt = DT_F32;
+  i->attr = a | (rev ? SEMA_SCAN_REVERSE : 0);
   return i;
 }
 
@@ -473,6 +518,10 @@ static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struc
   case BI_RAND:
   case BI_RANDN:
   case BI_RANDINT: return check_rand(s, n, i, b, args);
+  case BI_CUMSUM:
+  case BI_CUMPROD:
+  case BI_CUMMAX:
+  case BI_CUMMIN: return check_scan(s, n, i, b, args);
   case BI_ABS: case BI_EXP: case BI_EXP2: case BI_LOG: case BI_LOG2: case BI_SQRT:
   case BI_RSQRT: case BI_TANH: case BI_ERF: case BI_SIGMOID: case BI_RELU: case BI_GELU:
   case BI_SILU:
@@ -562,20 +611,7 @@ static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struc
     struct sema_info *a, *c;
     bool oka = value_arg(s, args[0], fname, "a", &a), okc = value_arg(s, args[1], fname, "b", &c);
     int64_t tf32 = 0;
-    if (args[2]) {
-      struct sema_info *ti = sema_expr(s, args[2]);
-      if (is_err(ti)) return poison(i);
-      if (ti->ty.kind != STY_VAL || ti->ty.rank || ti->ty.dt != DT_BOOL) {
-        lang_error(s->ctx, args[2]->loc, D_ARG_TYPE, "tf32= of dot() must be a bool, found %s",
-                   sty_str(s, &ti->ty));
-        return poison(i);
-      }
-      if (!ti->is_const) {
-        lang_error(s->ctx, args[2]->loc, D_NOT_CONST, "tf32= of dot() must be a compile-time constant");
-        return poison(i);
-      }
-      tf32 = ti->cv.i;
-    }
+    if (args[2] && !const_bool_arg(s, args[2], fname, "tf32", &tf32)) return poison(i);
     if (!oka || !okc) return poison(i);
     if (!sema_supported(s, &a->ty, n->loc, "dot()") || !sema_supported(s, &c->ty, n->loc, "dot()"))
       return poison(i);

@@ -172,6 +172,38 @@ static void exec_reduce(struct frame *fr, const struct ir_op *op) {
     }
 }
 
+/* Inclusive scans: each line along the axis combined in order (from its end with reverse),
+ * rounding to the element type after every step, as exec_reduce does. */
+static void exec_scan(struct frame *fr, const struct ir_op *op) {
+  const struct ir_type *at = vtype(fr, op->args[0]);
+  int ax = (int)op->i[0];
+  bool rev = op->i[1] != 0;
+  int64_t outer = 1, inner = 1, len = at->dims[ax];
+  for (int i = 0; i < ax; i++) outer *= at->dims[i];
+  for (int i = ax + 1; i < at->rank; i++) inner *= at->dims[i];
+  const ir_scalar *a = V(fr, op->args[0]);
+  ir_scalar *r = V(fr, op->res);
+  bool isf = ir_dtype_is_float(at->dtype);
+  ir_opcode code = op->code == IR_SCAN_SUM ? IR_ADD : op->code == IR_SCAN_PROD ? IR_MUL
+                   : op->code == IR_SCAN_MAX ? IR_MAX : IR_MIN;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t in = 0; in < inner; in++) {
+      int64_t base = o * len * inner + in;
+      ir_scalar acc = {0};
+      for (int64_t k = 0; k < len; k++) {
+        int64_t e = base + (rev ? len - 1 - k : k) * inner;
+        ir_scalar x = a[e], args[2] = {acc, x};
+        if (k == 0)
+          acc = x;
+        else if (isf && (code == IR_ADD || code == IR_MUL))
+          acc.f = ir_round_float(at->dtype, code == IR_ADD ? acc.f + x.f : acc.f * x.f);
+        else
+          ir_eval_elem(code, at->dtype, args, &acc);
+        r[e] = acc;
+      }
+    }
+}
+
 static void exec_dot(struct frame *fr, const struct ir_op *op) {
   const struct ir_type *at = vtype(fr, op->args[0]), *bt = vtype(fr, op->args[1]);
   const struct ir_type *ct = vtype(fr, op->args[2]);
@@ -425,6 +457,12 @@ static void exec_op(struct frame *fr, uint32_t id) {
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
     exec_reduce(fr, op);
+    return;
+  case IR_SCAN_SUM:
+  case IR_SCAN_PROD:
+  case IR_SCAN_MAX:
+  case IR_SCAN_MIN:
+    exec_scan(fr, op);
     return;
   case IR_DOT:
     exec_dot(fr, op);

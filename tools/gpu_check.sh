@@ -371,6 +371,18 @@ for k in softmax layernorm rmsnorm; do
   tk "$k.tile" "$k" T=bf16,BN=128,NW=8 M=1000,N=4095 "$sc"
 done
 
+# scans (lib/scan.tile): cumsum along rows in BN chunks (REVERSE: from the end), cummax down
+# columns in BM chunks; axes within a thread, across lanes and across warps
+for s in M=1,N=1 M=7,N=33 M=33,N=1000 M=64,N=4095; do
+  tk scan.tile cumsum T=f32 "$s"
+  tk scan.tile cummax T=f32 "$s"
+done
+tk scan.tile cumsum T=f16,BM=16,BN=64,NW=1,REVERSE=true M=33,N=1000
+tk scan.tile cumsum T=bf16,BM=1,BN=1024,NW=8 M=7,N=4095
+tk scan.tile cumsum T=f32,BM=8,BN=512,NW=2,REVERSE=true M=100,N=3000
+tk scan.tile cummax T=f16,BM=128,BN=64,NW=8 M=1000,N=100
+tk scan.tile cummax T=f32,BM=16,BN=8,NW=1 M=70,N=13
+
 # attention: sizes B,H,HKV (kv heads),N (queries),NK (keys); D is a define (default 64)
 SC="scale=0.125"
 for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=3,HKV=3,N=7,NK=33 B=1,H=2,HKV=2,N=1000,NK=1000 \

@@ -694,6 +694,7 @@ static void gen_op_at(struct cg *g, uint32_t id) {
   case IR_BARRIER: case IR_ASYNC_WAIT: case IR_FOR: case IR_IF: case IR_YIELD: case IR_WARP_SPECIALIZE:
   case IR_MBAR_WAIT: case IR_MBAR_ARRIVE:
   case IR_CONVERT_LAYOUT: case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
+  case IR_SCAN_SUM: case IR_SCAN_PROD: case IR_SCAN_MAX: case IR_SCAN_MIN:
   case IR_LOCAL_STORE:
     cg_flush_stores(g);
     break;
@@ -720,6 +721,12 @@ static void gen_op_at(struct cg *g, uint32_t id) {
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:
     cg_gen_reduce(g, op);
+    return;
+  case IR_SCAN_SUM:
+  case IR_SCAN_PROD:
+  case IR_SCAN_MAX:
+  case IR_SCAN_MIN:
+    cg_gen_scan(g, op);
     return;
   case IR_DOT:
     cg_gen_dot(g, op);

@@ -1,5 +1,5 @@
 /* cg_data.c - moving tile data between threads: layout changes (broadcast, expand_dims,
- * trans, convert_layout), reductions, and the FMA dot.
+ * trans, convert_layout), reductions, scans, and the FMA dot.
  *
  * When the source and destination hold every element in the same lane and warp, a layout
  * change is a renaming of registers (ll_register_map) and costs nothing. Otherwise the
@@ -383,4 +383,204 @@ void cg_gen_dot(struct cg *g, const struct ir_op *op) {
   LLVMPositionBuilderAtEnd(g->b, done);
   struct cgval *out = cg_new_val(g, op->res, n);
   for (uint32_t r = 0; r < n; r++) out->r[r] = cdt == DT_F32 ? nacc[r] : cg_cast(g, nacc[r], DT_F32, cdt);
+}
+
+/* ---- scans ----
+ * An inclusive scan along one axis, for any linear layout. An element's axis coordinate is
+ * a sum of basis bits, each owned by one register, lane or warp bit (layout.h), in whatever
+ * order the layout puts them (a blocked layout: registers, lanes, warps, then registers
+ * again for a tile larger than the threads cover; an mma accumulator: register, lanes,
+ * register, warps). The scan walks those positions from the least significant up, doubling
+ * a block of the axis around each element at every step and keeping:
+ *   B  the element's inclusive scan within the lowest run of register positions: each
+ *      thread's own consecutive elements, scanned in order (step 1);
+ *   E  the combination of every element of the current block that comes before that run
+ *      in scan order (an exclusive prefix; `has` says whether there is one yet);
+ *   T  the total of the current block.
+ * Doubling by one position: the half that comes later in scan order takes the other half's
+ * T into its E, and both halves' T becomes the pair's total. A register position pairs two
+ * registers of the thread; a lane position pairs lanes, whose T a butterfly shuffle
+ * (shfl.bfly) exchanges; a run of warp positions goes through shared memory, each warp
+ * leaving its T there and reading the others' (one round of two barriers). The result is
+ * E op B. B is per register, E per register run (the registers of one bottom run share
+ * it), T per block, so shuffles and shared-memory traffic are per block, not per element.
+ * Butterflies rather than shfl.up: a lane position's partner is one bit flip away however
+ * the layout interleaves lane bits with other dimensions, and both partners compute the
+ * same total, so replicated lanes and warps stay identical.
+ * reverse: scan order is the reverse of axis order, so at every position the upper half
+ * comes first. Float sums and products thus combine each thread's run in order, then the
+ * blocks' totals pairwise: rounding differs from a sequential sum. */
+
+static ir_opcode scan_elem(uint16_t code) {
+  return code == IR_SCAN_SUM ? IR_ADD : code == IR_SCAN_PROD ? IR_MUL : code == IR_SCAN_MAX ? IR_MAX : IR_MIN;
+}
+
+static bool const_true(LLVMValueRef v) { return v && LLVMIsAConstantInt(v) && LLVMConstIntGetZExtValue(v); }
+
+/* Puts `before`, a part of the scan that precedes the prefix (*e, *has), in front of it
+ * where `when` holds (NULL: everywhere). *has NULL: no prefix yet. */
+static void scan_prepend(struct cg *g, ir_opcode code, ir_dtype dt, LLVMValueRef *e, LLVMValueRef *has,
+                         LLVMValueRef before, LLVMValueRef when) {
+  LLVMValueRef cand = before;
+  if (*has) {
+    LLVMValueRef both = cg_elem(g, code, dt, before, *e);
+    cand = const_true(*has) ? both : LLVMBuildSelect(g->b, *has, both, before, "");
+  }
+  if (!when) {
+    *e = cand;
+    *has = LLVMConstInt(g->i1, 1, 0);
+  } else if (!*has) {
+    *e = cand; /* meaningful only where `when` holds, which `has` records */
+    *has = when;
+  } else {
+    *e = LLVMBuildSelect(g->b, when, cand, *e, "");
+    *has = const_true(*has) ? *has : LLVMBuildOr(g->b, *has, when, "");
+  }
+}
+
+static int log2i(int64_t v) {
+  int k = 0;
+  while (((int64_t)1 << k) < v) k++;
+  return k;
+}
+
+void cg_gen_scan(struct cg *g, const struct ir_op *op) {
+  const struct ir_type *at = ir_vtype(g->f, op->args[0]);
+  ir_dtype dt = (ir_dtype)at->dtype;
+  ir_opcode code = scan_elem(op->code);
+  int axis = (int)op->i[0];
+  bool rev = op->i[1] != 0;
+  struct ll l;
+  struct cgval *a = cg_val(g, op->args[0]);
+  if (g->failed || !cg_layout_of(g, op->args[0], &l)) return;
+  uint32_t n = a->n;
+  struct cgval *out = cg_new_val(g, op->res, n);
+  /* the owner of each axis position: 'r', 'l' or 'w' and its bit */
+  int len = at->dims[axis], npos = log2i(len);
+  char kind[32] = {0};
+  int bit[32];
+  int32_t(*sets[3])[IR_MAX_RANK] = {l.reg, l.lane, l.warp};
+  int counts[3] = {l.nreg, l.nlane, l.nwarp};
+  for (int s = 0; s < 3; s++)
+    for (int k = 0; k < counts[s]; k++) {
+      int32_t v = sets[s][k][axis];
+      if (!v) continue;
+      int p = log2i(v);
+      if (v != (int32_t)1 << p || p >= npos || kind[p]) {
+        cg_fail(g, "scan: basis %d of the layout is not a new power of two along axis %d", v, axis);
+        return;
+      }
+      kind[p] = "rlw"[s];
+      bit[p] = k;
+    }
+  for (int p = 0; p < npos; p++)
+    if (!kind[p]) {
+      cg_fail(g, "scan: no register, lane or warp moves along position %d of axis %d", p, axis);
+      return;
+    }
+  /* 1. each thread's lowest run of register positions, in scan order */
+  int m0 = 0;
+  uint32_t rmask = 0;
+  while (m0 < npos && kind[m0] == 'r') rmask |= 1u << bit[m0++];
+  LLVMValueRef *B = ARENA_NEWN(g->arena, LLVMValueRef, n), *E = ARENA_NEWN(g->arena, LLVMValueRef, n);
+  LLVMValueRef *T = ARENA_NEWN(g->arena, LLVMValueRef, n), *has = ARENA_NEWN(g->arena, LLVMValueRef, n);
+  LLVMValueRef *X = ARENA_NEWN(g->arena, LLVMValueRef, n);
+  for (uint32_t r = 0; r < n; r++) {
+    if (r & rmask) continue;
+    LLVMValueRef acc = NULL;
+    for (uint32_t j = 0; j < 1u << m0; j++) {
+      uint32_t jj = rev ? (1u << m0) - 1 - j : j, reg = r;
+      for (int p = 0; p < m0; p++)
+        if (jj >> p & 1) reg |= 1u << bit[p];
+      acc = acc ? cg_elem(g, code, dt, acc, a->r[reg]) : a->r[reg];
+      B[reg] = acc;
+    }
+    T[r] = acc;
+  }
+  /* 2. the positions above, one block doubling at a time. T is kept for the block's
+   * canonical register (its done register bits clear), E for each run's (rmask clear). */
+  uint32_t done = rmask;
+  for (int p = m0; p < npos;) {
+    if (kind[p] == 'r') {
+      uint32_t hb = 1u << bit[p];
+      for (uint32_t r = 0; r < n; r++) {
+        if (r & (rmask | hb)) continue;
+        uint32_t first = rev ? r | hb : r, second = rev ? r : r | hb;
+        scan_prepend(g, code, dt, &E[second], &has[second], T[first & ~done], NULL);
+      }
+      for (uint32_t r = 0; r < n; r++)
+        if (!(r & (done | hb))) T[r] = cg_elem(g, code, dt, T[r], T[r | hb]);
+      done |= hb;
+      p++;
+    } else if (kind[p] == 'l') {
+      LLVMValueRef later = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, g->lane, cg_i32(g, bit[p]), ""), g->i1, "");
+      if (rev) later = LLVMBuildNot(g->b, later, "");
+      for (uint32_t r = 0; r < n; r++)
+        if (!(r & done)) {
+          X[r] = shuffle_xor(g, T[r], dt, 1 << bit[p]);
+          T[r] = cg_elem(g, code, dt, T[r], X[r]); /* the same in both lanes: the op commutes */
+        }
+      for (uint32_t r = 0; r < n; r++)
+        if (!(r & rmask)) scan_prepend(g, code, dt, &E[r], &has[r], X[r & ~done], later);
+      p++;
+    } else {
+      /* a run of m warp positions p..q-1: the 2^m blocks of a group, ordered in scan order
+       * by u, leave their totals in shared memory laid out as the tile with the axis
+       * shortened to len >> p (one slot per block) */
+      int q = p;
+      while (q < npos && kind[q] == 'w') q++;
+      int m = q - p, M = 1 << m;
+      LLVMValueRef u = cg_i32(g, 0);
+      for (int i = 0; i < m; i++) {
+        LLVMValueRef b = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, g->warp, cg_i32(g, bit[p + i]), ""), cg_i32(g, 1), "");
+        u = LLVMBuildOr(g->b, u, LLVMBuildShl(g->b, b, cg_i32(g, i), ""), "");
+      }
+      if (rev) u = LLVMBuildXor(g->b, u, cg_i32(g, M - 1), "");
+      int32_t shape[IR_MAX_RANK];
+      int64_t stride = 1;
+      for (int d = 0; d < at->rank; d++) shape[d] = d == axis ? len >> p : at->dims[d];
+      for (int d = axis + 1; d < at->rank; d++) stride *= shape[d];
+      cg_smem_reserve(g, (unsigned)((ir_type_numel(at) >> p) * cg_smem_elem_bytes(dt)));
+      LLVMValueRef *slot0 = ARENA_NEWN(g->arena, LLVMValueRef, n);
+      for (uint32_t r = 0; r < n; r++) {
+        if (r & done) continue;
+        LLVMValueRef c[IR_MAX_RANK];
+        cg_coords(g, &l, r, c);
+        c[axis] = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, c[axis], cg_i32(g, p), ""), cg_i32(g, ~(M - 1)), "");
+        slot0[r] = cg_linear_index(g, c, shape, at->rank);
+      }
+      cg_barrier(g); /* earlier readers of the scratch are done */
+      for (uint32_t r = 0; r < n; r++)
+        if (!(r & done))
+          cg_smem_store_elem(g, T[r], dt, LLVMBuildAdd(g->b, slot0[r], LLVMBuildMul(g->b, u, cg_i32(g, stride), ""), ""), 0);
+      cg_barrier(g);
+      for (uint32_t r = 0; r < n; r++) {
+        if (r & done) continue;
+        LLVMValueRef run = NULL, excl = NULL;
+        for (int v = 0; v < M; v++) {
+          LLVMValueRef t = cg_smem_load_elem(g, dt, LLVMBuildAdd(g->b, slot0[r], cg_i32(g, v * stride), ""), 0);
+          run = run ? cg_elem(g, code, dt, run, t) : t;
+          /* excl: the total of blocks 0 .. u-1 */
+          if (v == 0) excl = run;
+          else if (v < M - 1) excl = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntUGT, u, cg_i32(g, v), ""), run, excl, "");
+        }
+        X[r] = excl;
+        T[r] = run;
+      }
+      LLVMValueRef later = LLVMBuildICmp(g->b, LLVMIntNE, u, cg_i32(g, 0), "");
+      for (uint32_t r = 0; r < n; r++)
+        if (!(r & rmask)) scan_prepend(g, code, dt, &E[r], &has[r], X[r & ~done], later);
+      p = q;
+    }
+  }
+  /* 3. the prefix in front of each element's own scan */
+  for (uint32_t r = 0; r < n; r++) {
+    uint32_t br = r & ~rmask;
+    if (!has[br]) {
+      out->r[r] = B[r];
+      continue;
+    }
+    LLVMValueRef both = cg_elem(g, code, dt, E[br], B[r]);
+    out->r[r] = const_true(has[br]) ? both : LLVMBuildSelect(g->b, has[br], both, B[r], "");
+  }
 }

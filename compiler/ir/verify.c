@@ -263,7 +263,7 @@ static void check_region_end(struct verifier *v, uint32_t id, uint32_t blk, cons
  * folding: an internal compiler error on input that was accepted. fold_values computes,
  * before verification, the uniform value every scalar or tile folds to, with the passes'
  * semantics: eval.c on constant operands (fold.c: elementwise ops, casts, min/max
- * reductions), splat, broadcast, expand_dims and trans of a constant, and canonicalize.c's
+ * reductions and scans), splat, broadcast, expand_dims and trans of a constant, and canonicalize.c's
  * select and if on a constant condition and integer x * 0. Values the passes leave
  * non-constant stay unknown (0 in known[]). */
 static bool folded(const struct verifier *v, ir_val x, ir_scalar *out) {
@@ -290,6 +290,7 @@ static void fold_op(struct verifier *v, uint32_t id) {
     else r.i = op->i[0];
     break;
   case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_TRANS: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
+  case IR_SCAN_MAX: case IR_SCAN_MIN:
     if (op->nargs != 1 || !folded(v, op->args[0], &r)) return;
     break;
   case IR_CAST:
@@ -662,6 +663,18 @@ static void check_op_types(struct verifier *v, uint32_t id) {
     if (a->dtype == DT_BOOL) bad(v, id, "reduction of bool");
     for (int i = 0, j = 0; i < a->rank; i++)
       if (i != ax && a->dims[i] != r->dims[j++]) bad(v, id, "reduction changes a kept dimension");
+    break;
+  }
+  case IR_SCAN_SUM: case IR_SCAN_PROD: case IR_SCAN_MAX: case IR_SCAN_MIN: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (!is_tile(a) || a->rank < 1 || op->i[0] < 0 || op->i[0] >= a->rank) {
+      bad(v, id, "bad scan: a tile of rank >= 1 and an axis within it");
+      break;
+    }
+    if (f->values.v[op->res].type != f->values.v[op->args[0]].type)
+      bad(v, id, "scan result type must equal the operand's");
+    if (a->dtype == DT_BOOL) bad(v, id, "scan of bool");
+    if (op->i[1] != 0 && op->i[1] != 1) bad(v, id, "reverse must be 0 or 1");
     break;
   }
   case IR_DOT: {

@@ -1,11 +1,12 @@
 /* fold.c - constant folding.
  *
  * Needs: verified IR. Guarantees: every elementwise op (casts included) whose operands are
- * all CONST, and every max/min reduction of a CONST, is replaced by a CONST computed with
- * eval.c, the same one-element semantics the interpreter uses, so folding never changes a
- * result. Constants are uniform (a scalar, or a tile filled with one value), so an op folds
- * once, not per element. Sums of constant tiles are not folded: the interpreter's order of
- * f32 additions would round differently from a multiplication.
+ * all CONST, and every max/min reduction or scan of a CONST, is replaced by a CONST
+ * computed with eval.c, the same one-element semantics the interpreter uses, so folding
+ * never changes a result. Constants are uniform (a scalar, or a tile filled with one value),
+ * so an op folds once, not per element. Sums of constant tiles (and running sums and
+ * products) are not folded: the interpreter's order of f32 additions would round
+ * differently from a multiplication.
  *
  *   %a = const 2 : i32
  *   %b = const 64 : i32          =>   %c = const 128 : i32
@@ -28,7 +29,8 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
   struct ir_op *op = &f->ops.v[id];
   if (!op->block || op->nres != 1) return;
   bool elem = ir_ops[op->code].flags & OPF_ELEM;
-  bool minmax = op->code == IR_REDUCE_MAX || op->code == IR_REDUCE_MIN;
+  bool minmax = op->code == IR_REDUCE_MAX || op->code == IR_REDUCE_MIN || op->code == IR_SCAN_MAX ||
+                op->code == IR_SCAN_MIN;
   if (!elem && !minmax) return;
   ir_scalar args[3], r;
   for (uint32_t k = 0; k < op->nargs; k++)

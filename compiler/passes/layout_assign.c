@@ -18,6 +18,8 @@
  * gives back the slice's parent, so `x - max(x, axis=1)[:, None]` needs no conversion.
  * The indices and predicate of a gather, scatter or atomic, and a store's predicate, are
  * put in the data's layout (index arithmetic is rematerialized there, not converted).
+ * Scans keep their operand's layout, whatever it is (codegen scans any linear layout
+ * along any axis), so a running sum of a dot's accumulator stays in registers.
  *
  *   %3 = load %A[..] : tile<64x64xf16>               %3 = load ... : tile<64x64xf16, #1>
  *   %4 = reduce_max %3 {axis=1} : tile<64xf16>  =>    %4 = reduce_max ... : tile<64xf16, #2>
@@ -100,6 +102,10 @@ static uint16_t slice_of(struct assign *A, uint16_t parent, int dim) {
 }
 
 static void analyze_block(struct assign *A, uint32_t blk);
+
+static bool is_scan(uint16_t code) {
+  return code == IR_SCAN_SUM || code == IR_SCAN_PROD || code == IR_SCAN_MAX || code == IR_SCAN_MIN;
+}
 
 /* Which operand's layout an elementwise op adopts: Tensor Core layouts win over blocked
  * ones (converting an accumulator costs a round trip through shared memory, while the
@@ -334,6 +340,13 @@ static void analyze_op(struct assign *A, uint32_t id) {
     l = slice_of(A, in, (int)op->i[0]);
     break;
   }
+  case IR_SCAN_SUM:
+  case IR_SCAN_PROD:
+  case IR_SCAN_MAX:
+  case IR_SCAN_MIN:
+    l = A->want[op->args[0]];
+    if (!l) l = default_layout(A, rt);
+    break;
   default:
     if (ir_ops[op->code].flags & OPF_ELEM) l = elementwise_want(A, op);
     if (!l) l = default_layout(A, rt);
@@ -487,8 +500,8 @@ static void rewrite_op(struct assign *A, uint32_t id) {
     uint16_t need = 0;
     if (op->code == IR_FOR && k >= 3)
       need = A->want[op->res + (k - 3)];
-    else if ((ir_ops[op->code].flags & OPF_ELEM) || op->code == IR_BROADCAST || op->code == IR_GATHER ||
-             op->code == IR_ATOMIC)
+    else if ((ir_ops[op->code].flags & OPF_ELEM) || op->code == IR_BROADCAST || is_scan(op->code) ||
+             op->code == IR_GATHER || op->code == IR_ATOMIC)
       need = rt->layout; /* gather, atomic: the indices (and predicate) in the data's layout */
     else if ((op->code == IR_SCATTER || op->code == IR_STORE) && k + 1 < n)
       need = T(A, args[n - 1])->layout; /* indices and predicate in the value's */

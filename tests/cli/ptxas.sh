@@ -13,7 +13,8 @@
 # in any configuration, or when the Tensor Core instructions are missing from the PTX:
 # mma.sync, ldmatrix and cp.async in the sm_80 GEMM; wgmma, TMA, mbarrier waits, setmaxnreg
 # and wgmma waits of depth 1 in the sm_90a GEMM (and each schedule variant its own),
-# mma.sync in attention (and the vote of its rescale skip), and in the unaligned GEMM (a
+# mma.sync in attention (and the vote of its rescale skip), shuffles and barriers in the
+# scans of lib/scan.tile whose axis spans lanes and warps, and in the unaligned GEMM (a
 # 4095-wide matrix) 16-byte block loads for A, element loads for B and still wgmma. Spills
 # of other configurations are recorded, not failures. The table is printed and written to
 # BUILD_DIR/ptxas_report.txt. No GPU is needed. (smem is the static shared memory ptxas
@@ -77,6 +78,11 @@ configs+=(
   "tests/kernels/u32.tile u32ops -"
   "tests/kernels/philox.tile dropout -"
   "tests/kernels/philox.tile noise -"
+  "scan.tile cumsum T=bf16,BM=1,BN=1024,NW=8"
+  "scan.tile cumsum T=f16,BM=16,BN=64,NW=1,REVERSE=true"
+  "scan.tile cumsum BM=8,BN=512,NW=2"
+  "scan.tile cummax T=f16,BM=128,BN=64,NW=8"
+  "scan.tile cummax BM=16,BN=8,NW=1"
 )
 
 # Configurations that must not spill besides each kernel's defaults: the ones the library
@@ -111,6 +117,8 @@ declare -A must_have=(
   ["tests/kernels/philox.tile noise - sm_80"]="mul.hi.u32 lg2.approx"
   ["tests/kernels/philox.tile noise - sm_90a"]="mul.hi.u32 lg2.approx"
   ["attention.tile attention - sm_90a"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global vote.sync.all.pred"
+  ["scan.tile cumsum T=bf16,BM=1,BN=1024,NW=8 sm_80"]="shfl.sync.bfly.b32 bar.sync"
+  ["scan.tile cummax - sm_90a"]="shfl.sync.bfly.b32 bar.sync"
 )
 
 fails=0

@@ -207,6 +207,188 @@ def test_argmax_skips_nan():
     np.testing.assert_array_equal(i[2:], x[2:].argmax(1))
 
 
+# ---- scans: cumsum, cumprod, cummax, cummin ----
+# Tolerances: a float running sum of k terms, in any order of additions, is within
+# k * 2^-24 * (|x_1| + ... + |x_k|) of the exact sum (f32 rounding after each addition; f16 and
+# bf16 inputs accumulate in f32); a running product within 2k * 2^-24 relative. The bound does
+# not depend on the order, so it holds for the GPU's order (SPEC section 12) as well as for the
+# interpreter's sequential one. max/min and i32 (wrapping) results are exact.
+
+SCAN_UFUNC = {"cumsum": np.add, "cumprod": np.multiply, "cummax": np.fmax, "cummin": np.fmin}
+SCAN_FILL = {"cumsum": "0", "cumprod": "1", "cummax": "-inf", "cummin": "inf"}
+SCAN_IFILL = {"cumsum": "0", "cumprod": "1", "cummax": "0x80000000", "cummin": "2147483647"}
+
+
+def round_bf16(x):
+    b = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    b = ((b + 0x7FFF + ((b >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return b.view(np.float32)
+
+
+def scan_ref(x, op, axis, reverse):
+    """The exact scan (float64 for floats, wrapping i32 for ints) along axis."""
+    if reverse:
+        x = np.flip(x, axis)
+    if x.dtype == np.int32:
+        r = SCAN_UFUNC[op].accumulate(x, axis=axis, dtype=np.int32)
+    else:
+        r = SCAN_UFUNC[op].accumulate(x.astype(np.float64), axis=axis)
+    return np.flip(r, axis) if reverse else r
+
+
+def check_scan(y, x, op, axis, reverse):
+    ref = scan_ref(x, op, axis, reverse)
+    if x.dtype == np.int32 or op in ("cummax", "cummin"):
+        np.testing.assert_array_equal(y.astype(ref.dtype), ref.astype(ref.dtype))
+        return
+    k = np.cumsum(np.ones_like(x, dtype=np.float64), axis=axis)
+    if reverse:
+        k = np.flip(k, axis)
+    if op == "cumsum":
+        tol = k * 2.0**-24 * scan_ref(np.abs(x), "cumsum", axis, reverse)
+    else:
+        tol = 2 * k * 2.0**-24 * np.abs(ref)
+    err = np.abs(y.astype(np.float64) - ref)
+    assert np.all(err <= tol + 1e-30), f"{op} axis={axis} reverse={reverse}: max excess {np.max(err - tol)}"
+
+
+def scan_input(op, dt, shape):
+    if dt == "i32":
+        return RNG.integers(-2**31, 2**31, size=shape, dtype=np.int64).astype(np.int32)
+    if op == "cumprod":  # magnitudes near 1: no overflow over 1024 factors
+        x = RNG.uniform(0.97, 1.03, size=shape) * RNG.choice([-1.0, 1.0], size=shape)
+    else:
+        x = RNG.standard_normal(shape) * 4
+    x = x.astype(np.float32)
+    if dt == "f16":
+        x = x.astype(np.float16).astype(np.float32)
+    if dt == "bf16":
+        x = round_bf16(x)
+    return x
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod", "cummax", "cummin"])
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "i32"])
+@pytest.mark.parametrize("L", [1, 8, 64, 1024])
+def test_scan_1d_against_numpy(op, dt, L):
+    """A scan of a [L] tile, forwards and with reverse=true, over a ragged tensor (n <= L
+    elements, the rest filled with op's identity so the valid part is unaffected)."""
+    io = "i32" if dt == "i32" else "f32"
+    fill = SCAN_IFILL[op] if dt == "i32" else SCAN_FILL[op]
+    conv = dt if dt in ("f16", "bf16") else ""
+    out = f"{io}(" if op in ("cummax", "cummin") and conv else "("
+    src = f"""kernel s(X: {io}[N], Y: out {io}[N], Z: out {io}[N]) grid(1) warps(4) {{
+  let x = {conv}(load(X[0 : +{L}], fill={fill}));
+  Y[0 : +{L}] = {out}{op}(x));
+  Z[0 : +{L}] = {out}{op}(x, axis=0, reverse=true));
+}}"""
+    k = tile.compile(source=src, name="scan1.tile")
+    for n in sorted({L, max(1, L - 1), int(RNG.integers(1, L + 1))}):
+        x = scan_input(op, dt, n)
+        y, z = np.zeros_like(x), np.zeros_like(x)
+        k(x, y, z)
+        check_scan(y, x, op, 0, False)
+        check_scan(z, x, op, 0, True)
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod", "cummax", "cummin"])
+@pytest.mark.parametrize("dt", ["f32", "bf16", "i32"])
+@pytest.mark.parametrize("bm,bn", [(16, 64), (64, 8), (1, 32), (32, 1)])
+def test_scan_2d_both_axes(op, dt, bm, bn):
+    """A [BM, BN] tile scanned along each axis, both directions, ragged m x n."""
+    io = "i32" if dt == "i32" else "f32"
+    fill = SCAN_IFILL[op] if dt == "i32" else SCAN_FILL[op]
+    conv = "bf16" if dt == "bf16" else ""
+    out = "f32(" if op in ("cummax", "cummin") and conv else "("
+    sl = f"0 : +{bm}, 0 : +{bn}"
+    src = f"""kernel s(X: {io}[M, N], A: out {io}[M, N], B: out {io}[M, N], C: out {io}[M, N], D: out {io}[M, N])
+  grid(1) warps(4)
+{{
+  let x = {conv}(load(X[{sl}], fill={fill}));
+  A[{sl}] = {out}{op}(x, axis=0));
+  B[{sl}] = {out}{op}(x, axis=0, reverse=true));
+  C[{sl}] = {out}{op}(x));
+  D[{sl}] = {out}{op}(x, axis=-1, reverse=true));
+}}"""
+    k = tile.compile(source=src, name="scan2.tile")
+    for m, n in {(bm, bn), (int(RNG.integers(1, bm + 1)), int(RNG.integers(1, bn + 1)))}:
+        x = scan_input(op, dt, (m, n))
+        outs = [np.zeros_like(x) for _ in range(4)]
+        k(x, *outs)
+        check_scan(outs[0], x, op, 0, False)
+        check_scan(outs[1], x, op, 0, True)
+        check_scan(outs[2], x, op, 1, False)
+        check_scan(outs[3], x, op, 1, True)
+
+
+def test_scan_rank3_and_result_dtypes():
+    """A rank-3 tile along its middle axis; cumsum of f16 is f32 (accumulated in f32, like
+    sum), cummax of f16 stays f16; NaN is skipped by cummax as max skips it."""
+    src = """kernel s(X: f16[2, 8, 4], S: out f32[2, 8, 4], M: out f16[2, 8, 4]) grid(1) {
+  let x = X[0 : +2, 0 : +8, 0 : +4];
+  S[0 : +2, 0 : +8, 0 : +4] = cumsum(x, axis=1);
+  M[0 : +2, 0 : +8, 0 : +4] = cummax(x, axis=1);
+}"""
+    k = tile.compile(source=src, name="scan3.tile")
+    x = (RNG.standard_normal((2, 8, 4)) * 4).astype(np.float16)
+    x[0, 0, 0] = np.nan
+    x[1, 3, 2] = np.nan
+    s, m = np.zeros((2, 8, 4), np.float32), np.zeros((2, 8, 4), np.float16)
+    k(x, s, m)
+    np.testing.assert_array_equal(m, np.fmax.accumulate(x, axis=1))
+    ref = np.cumsum(x.astype(np.float64), axis=1)
+    ok = ~np.isnan(ref)
+    np.testing.assert_allclose(s[ok], ref[ok], rtol=1e-5, atol=1e-4)
+    assert np.isnan(s[~ok]).all()
+
+
+def test_scan_stream_compaction():
+    """The SPEC example: each kept element's output slot is the exclusive running count."""
+    src = """kernel compact(X: f32[N], Y: out f32[N], C: out i32[1]) grid(1) {
+  let x = load(X[0 : +256], fill=-1.0);
+  let keep = i32(x > 0.0);
+  let slot = cumsum(keep) - keep;
+  C[0 : +1] = full([1], sum(keep), i32);
+  Y[0 : +256] = where(x > 0.0, f32(slot), -1.0);
+}"""
+    k = tile.compile(source=src, name="compact.tile")
+    x = RNG.standard_normal(200).astype(np.float32)
+    y, c = np.zeros(200, np.float32), np.zeros(1, np.int32)
+    k(x, y, c)
+    keep = x > 0
+    assert c[0] == keep.sum()
+    np.testing.assert_array_equal(y[keep], np.arange(keep.sum(), dtype=np.float32))
+
+
+@pytest.mark.parametrize("defs,m,n", [({}, 7, 1000), ({"BM": 1, "BN": 64, "REVERSE": True}, 3, 33),
+                                      ({"T": "f16", "BM": 16, "BN": 1024, "NW": 8}, 33, 1), ({"REVERSE": True}, 5, 513)])
+def test_lib_scan_cumsum_rows(defs, m, n):
+    """lib/scan.tile: row scans longer than a chunk (the carry), ragged m and n, both
+    directions; f16 results are also rounded to f16 once (2^-11 relative)."""
+    k = tile.compile(tile.lib_path("scan"), kernel="cumsum", defines=defs)
+    rev = defs.get("REVERSE", False)
+    x = scan_input("cumsum", defs.get("T", "f32"), (m, n))
+    if defs.get("T") == "f16":
+        x16, y = x.astype(np.float16), np.zeros((m, n), np.float16)
+        k(x16, y)
+        ref = scan_ref(x, "cumsum", 1, rev)
+        tol = 2.0**-11 * np.abs(ref) + n * 2.0**-24 * scan_ref(np.abs(x), "cumsum", 1, rev) + 1e-30
+        assert np.all(np.abs(y.astype(np.float64) - ref) <= tol)
+        return
+    y = np.zeros_like(x)
+    k(x, y)
+    check_scan(y, x, "cumsum", 1, rev)
+
+
+def test_lib_scan_cummax_columns():
+    """lib/scan.tile: column running maxima over several BM-row chunks, ragged."""
+    k = tile.compile(tile.lib_path("scan"), kernel="cummax", defines={"BM": 16, "BN": 8})
+    x = scan_input("cummax", "f32", (70, 13))
+    y = np.zeros_like(x)
+    k(x, y)
+    check_scan(y, x, "cummax", 0, False)
+
+
 def test_return_ends_the_program():
     """`return` in branches (also an else-if chain that does not return, and a loop after):
     programs past L store nothing, program 1 stores -1, program 2 adds 100 first."""
