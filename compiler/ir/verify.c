@@ -239,7 +239,13 @@ static void fold_op(struct verifier *v, uint32_t id) {
     else r.i = op->i[0];
     break;
   case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_TRANS: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
+  case IR_RESHAPE: case IR_PERMUTE: case IR_SPLIT:
     if (op->nargs != 1 || !folded(v, op->args[0], &r)) return;
+    break;
+  case IR_JOIN: /* canonicalize folds a join of two equal constants */
+    if (op->nargs != 2 || !folded(v, op->args[0], &r) || !folded(v, op->args[1], &a[0]) ||
+        memcmp(&r, &a[0], sizeof r) != 0)
+      return;
     break;
   case IR_CAST:
     if (op->nargs != 1 || !folded(v, op->args[0], &a[0])) return;
@@ -598,6 +604,47 @@ static void check_op_types(struct verifier *v, uint32_t id) {
     if (!is_tile(a) || a->rank != 2 || !is_tile(r) || r->rank != 2 || r->dims[0] != a->dims[1] ||
         r->dims[1] != a->dims[0] || a->dtype != r->dtype)
       bad(v, id, "trans takes [a,b] to [b,a]");
+    break;
+  }
+  case IR_RESHAPE: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (!is_tile(a) || !is_tile(r) || a->rank < 1 || r->rank < 1 || a->dtype != r->dtype ||
+        ir_type_numel(a) != ir_type_numel(r))
+      bad(v, id, "reshape keeps the element type and the number of elements of a tile");
+    break;
+  }
+  case IR_PERMUTE: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    int perm[IR_MAX_RANK];
+    if (!is_tile(a) || !is_tile(r) || a->rank < 1 || r->rank != a->rank || a->dtype != r->dtype) {
+      bad(v, id, "permute keeps the rank and element type of a tile");
+      break;
+    }
+    if (!ir_perm_decode(op->i[0], a->rank, perm)) {
+      bad(v, id, "perm=%lld is not a permutation of the %d dimensions", (long long)op->i[0], a->rank);
+      break;
+    }
+    for (int i = 0; i < r->rank; i++)
+      if (r->dims[i] != a->dims[perm[i]]) bad(v, id, "result dimension %d is not operand dimension %d", i, perm[i]);
+    break;
+  }
+  case IR_JOIN: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (f->values.v[op->args[0]].type != f->values.v[op->args[1]].type) {
+      bad(v, id, "join operands must have one type");
+      break;
+    }
+    if (!is_tile(a) || a->rank < 1 || !is_tile(r) || r->rank != a->rank + 1 || r->dtype != a->dtype ||
+        r->dims[a->rank] != 2 || memcmp(r->dims, a->dims, sizeof(int32_t) * a->rank) != 0)
+      bad(v, id, "join takes two [d...] tiles to [d..., 2]");
+    break;
+  }
+  case IR_SPLIT: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (!is_tile(a) || a->rank < 2 || a->dims[a->rank - 1] != 2 || !is_tile(r) || r->rank != a->rank - 1 ||
+        r->dtype != a->dtype || memcmp(r->dims, a->dims, sizeof(int32_t) * r->rank) != 0)
+      bad(v, id, "split takes a [d..., 2] tile to [d...]");
+    if (op->i[0] != 0 && op->i[0] != 1) bad(v, id, "half must be 0 or 1");
     break;
   }
   case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN: {
