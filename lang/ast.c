@@ -286,6 +286,11 @@ static void print_node(struct strbuf *sb, const struct ast_node *n, int level) {
     }
     print_node(sb, n->b, level + 1);
     return;
+  case AST_LET_TUPLE:
+    print_label(sb, "names", level + 1);
+    print_list(sb, &n->list, level + 2);
+    print_node(sb, n->b, level + 1);
+    return;
   case AST_IF:
     print_node(sb, n->a, level + 1);
     print_node(sb, n->b, level + 1);

@@ -718,6 +718,26 @@ static ir_val lower_call(struct irgen *g, struct ast_node *n, struct sema_info *
     here(g, n);
     return ir_build1(&g->b, IR_TRANS, ty_of(g, &i->ty), &x, 1);
   }
+  case BI_RESHAPE: {
+    ir_val x = lower(g, args[0]);
+    here(g, n);
+    return ir_build1(&g->b, IR_RESHAPE, ty_of(g, &i->ty), &x, 1);
+  }
+  case BI_PERMUTE: {
+    ir_val x = lower(g, args[0]);
+    here(g, n);
+    ir_type_id rt = ty_of(g, &i->ty);
+    uint32_t op = ir_build(&g->b, IR_PERMUTE, &x, 1, &rt, 1);
+    ir_op(g->f, op)->i[0] = i->attr;
+    return ir_res(g->f, op, 0);
+  }
+  case BI_JOIN: {
+    ir_val ab[2] = {lower(g, args[0]), lower(g, args[1])};
+    here(g, n);
+    return ir_build1(&g->b, IR_JOIN, ty_of(g, &i->ty), ab, 2);
+  }
+  case BI_BROADCAST: /* expand_dims and broadcast, as implicit broadcasting makes them */
+    return lower_to(g, args[0], &i->ty);
   case BI_LOAD: return lower_load_call(g, n, i, args);
   case BI_ATOMIC_ADD:
   case BI_ATOMIC_MAX:
@@ -906,6 +926,19 @@ static void lower_stmt(struct irgen *g, struct ast_node *n) {
     struct sema_sym *sym = sema_info(g->s, n)->sym;
     if (sym->is_const) return;
     sym->val = lower_to(g, n->b, &sym->ty);
+    return;
+  }
+  case AST_LET_TUPLE: { /* let (a, b) = split(x): one split op per half */
+    struct sema_info *ci = sema_info(g->s, n->b);
+    ir_val x = lower(g, ci->args[0]);
+    here(g, n->b);
+    for (uint32_t k = 0; k < n->list.n; k++) {
+      struct sema_sym *sym = sema_info(g->s, n->list.v[k])->sym;
+      ir_type_id t = ty_of(g, &sym->ty);
+      uint32_t op = ir_build(&g->b, IR_SPLIT, &x, 1, &t, 1);
+      ir_op(g->f, op)->i[0] = k;
+      sym->val = ir_res(g->f, op, 0);
+    }
     return;
   }
   case AST_ASSIGN: lower_assign(g, n); return;

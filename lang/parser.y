@@ -168,6 +168,7 @@ static struct ast_node *mk_binary(struct ast_builder *b, enum ast_op op, struct 
 %type <n> item const_decl kernel cparams_opt cparam_list cparam cvals cval params_opt param_list
 %type <n> param type_spec type_name dims dim block stmts stmt let_type_opt if_stmt expr unary
 %type <n> postfix primary args_opt args arg entries entry expr_list list_opt warps_opt where_opt
+%type <n> let_names
 
 %%
 
@@ -290,6 +291,8 @@ stmts:
 stmt:
     LET IDENT let_type_opt '=' expr ';' { $$ = mk_named(B, AST_LET, $2, @2, $3, $5, @$); }
   | VAR IDENT let_type_opt '=' expr ';' { $$ = mk_named(B, AST_VAR, $2, @2, $3, $5, @$); }
+  | LET '(' let_names ')' '=' expr ';'
+      { $$ = ast_node3(B, AST_LET_TUPLE, NULL, $6, NULL, @$); $$->list = $3->list; }
   | expr '=' expr ';' { $$ = ast_node2(B, AST_ASSIGN, OP_NONE, $1, $3, @$); $$->loc2 = @2; }
   | expr ADDEQ expr ';' { $$ = ast_node2(B, AST_ASSIGN, OP_ADD, $1, $3, @$); $$->loc2 = @2; }
   | expr SUBEQ expr ';' { $$ = ast_node2(B, AST_ASSIGN, OP_SUB, $1, $3, @$); $$->loc2 = @2; }
@@ -299,6 +302,13 @@ stmt:
   | FOR IDENT IN expr block { $$ = mk_named(B, AST_FOR, $2, @2, $4, $5, @$); }
   | RETURN ';' { $$ = ast_new(B, AST_RETURN, @1); }
   | if_stmt
+  ;
+
+/* the names of `let (a, b) = split(x);` (two or more; sema checks the count) */
+let_names:
+    IDENT ',' IDENT
+      { $$ = mk_list(B, AST_LIST, ast_leaf_name(B, $1, @1), @$); $$ = ast_append(B, $$, ast_leaf_name(B, $3, @3)); }
+  | let_names ',' IDENT { $$ = ast_append(B, $1, ast_leaf_name(B, $3, @3)); }
   ;
 
 let_type_opt:

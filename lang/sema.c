@@ -89,6 +89,8 @@ static const char *shape_str(struct sema *s, const struct sty *t) {
   return sb_str(&sb);
 }
 
+const char *sema_shape_str(struct sema *s, const struct sty *t) { return shape_str(s, t); }
+
 static bool arith_dtype(ir_dtype dt) {
   return dt == DT_F32 || dt == DT_F16 || dt == DT_BF16 || dt == DT_I32 || dt == DT_U32 || dt == DT_BOOL;
 }
@@ -940,6 +942,37 @@ static void check_decl(struct sema *s, struct ast_node *n) {
   declare(s, sym);
 }
 
+/* `let (a, b) = split(x);`: split() is the one builtin that gives two tiles, and this is
+ * the one place it may be called (sema.split_call lets check_split accept that call). */
+static void check_let_tuple(struct sema *s, struct ast_node *n) {
+  struct sema_info *i = sema_info(s, n);
+  memset(i, 0, sizeof *i);
+  struct ast_node *v = n->b;
+  struct ast_node *saved = s->split_call;
+  s->split_call = v->kind == AST_CALL ? v : NULL;
+  struct sema_info *vi = sema_expr(s, v);
+  s->split_call = saved;
+  struct sty ty = sty_of(STY_ERROR);
+  if (!is_err(vi)) {
+    if (vi->builtin != BI_SPLIT)
+      lang_error(s->ctx, v->loc, D_SPLIT, "`let (...)` binds the two tiles of split(x); this value is one %s",
+                 sty_str(s, &vi->ty));
+    else if (n->list.n != 2)
+      lang_error(s->ctx, n->loc, D_SPLIT, "split() gives 2 tiles, but this `let` names %u", n->list.n);
+    else
+      ty = vi->ty;
+  }
+  for (uint32_t k = 0; k < n->list.n; k++) {
+    struct ast_node *name = n->list.v[k];
+    struct sema_sym *sym = new_sym(s, SYM_LET, name->name, name->loc);
+    sym->ty = ty;
+    struct sema_info *ni = sema_info(s, name);
+    memset(ni, 0, sizeof *ni);
+    ni->sym = sym;
+    declare(s, sym);
+  }
+}
+
 /* The value `vn` written to the tensor subscript `target` (info ti): the tensor is `out`
  * and the value broadcasts to the subscript's shape. n: the assignment (with its operator
  * for `+=`), or the store()/atomic call. Returns false after a diagnostic. */
@@ -1208,6 +1241,7 @@ static void check_stmt(struct sema *s, struct ast_node *n) {
   switch (n->kind) {
   case AST_LET:
   case AST_VAR: check_decl(s, n); return;
+  case AST_LET_TUPLE: check_let_tuple(s, n); return;
   case AST_ASSIGN: check_assign(s, n); return;
   case AST_FOR: check_for(s, n); return;
   case AST_IF: check_if(s, n); return;

@@ -133,6 +133,7 @@ struct sema {
   bool in_grid;        /* checking grid(...): host-side scalars only */
   uint32_t loops;      /* for loops around the statement being checked */
   bool quiet_undeclared; /* the file had syntax errors: names may be missing for that reason */
+  struct ast_node *split_call; /* the split() call a `let (a, b) = split(x)` binds (split's only place) */
 };
 
 /* Parse-time checks of the file's declarations; fills f->decls. */
@@ -215,6 +216,11 @@ bool sema_is_i32(const struct sema_info *i);
   X(FULL, "full", "shape, value, dtype?")                                  \
   X(ARANGE, "arange", "n")                                                 \
   X(TRANS, "trans", "x")                                                   \
+  X(RESHAPE, "reshape", "x, shape")                                        \
+  X(PERMUTE, "permute", "x, dims")                                         \
+  X(JOIN, "join", "a, b")                                                  \
+  X(SPLIT, "split", "x")                                                   \
+  X(BROADCAST, "broadcast", "x, shape")                                    \
   X(LOAD, "load", "slice, fill?, mask?")                                   \
   X(STORE, "store", "slice, value, mask?")                                 \
   X(ATOMIC_ADD, "atomic_add", "slice, value, mask?")                       \
@@ -247,6 +253,8 @@ struct sema_info *sema_expr(struct sema *s, struct ast_node *n);
 bool sema_broadcast(struct sema *s, const struct sty *a, const struct sty *b, struct sty *out,
                     struct lang_loc loc, const char *what);
 bool sema_check_tile_shape(struct sema *s, const struct sty *t, struct lang_loc loc);
+/* "[64, 32]": the dims of a tile type, for messages. */
+const char *sema_shape_str(struct sema *s, const struct sty *t);
 /* The operand type of two values under promotion and broadcasting (what: for messages). */
 bool sema_join(struct sema *s, struct sema_info *a, struct sema_info *b, struct sty *out,
                struct lang_loc loc, const char *what);

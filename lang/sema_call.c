@@ -392,6 +392,170 @@ static bool shape_arg(struct sema *s, struct ast_node *an, const char *fname, st
   return sema_check_tile_shape(s, t, an->loc);
 }
 
+/* ---- shape manipulation: reshape, permute, join, split, broadcast ----
+ * Tiles are register values, so these relabel coordinates; they take tiles (rank >= 1),
+ * any dtype (no arithmetic happens), and give tiles of the same dtype. Shapes and dims are
+ * lists of compile-time ints; shapes are powers of two as every tile's. */
+
+static bool tile_arg(struct sema *s, struct ast_node *an, const char *fname, const char *arg,
+                     struct sema_info **out) {
+  if (!value_arg(s, an, fname, arg, out)) return false;
+  if ((*out)->ty.rank == 0)
+    return lang_error(s->ctx, an->loc, D_ARG_TYPE, "%s() takes a tile, found the scalar %s", fname,
+                      sty_str(s, &(*out)->ty));
+  return true;
+}
+
+static int64_t sty_numel(const struct sty *t) {
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++) n *= t->dims[d];
+  return n;
+}
+
+static struct sema_info *check_reshape(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                       struct ast_node **args) {
+  struct sema_info *x;
+  struct sty t;
+  memset(&t, 0, sizeof t);
+  t.kind = STY_VAL;
+  bool okx = tile_arg(s, args[0], "reshape", "x", &x);
+  bool oks = shape_arg(s, args[1], "reshape", &t);
+  if (!okx || !oks) return poison(i);
+  if (t.rank == 0) {
+    lang_error(s->ctx, args[1]->loc, D_ARG_TYPE, "reshape() needs a shape of 1 to 4 dimensions, found []");
+    return poison(i);
+  }
+  t.dt = x->ty.dt;
+  if (sty_numel(&t) != sty_numel(&x->ty)) {
+    lang_error(s->ctx, args[1]->loc, D_RESHAPE,
+               "reshape() of %s to %s changes the number of elements from %lld to %lld", sty_str(s, &x->ty),
+               sema_shape_str(s, &t), (long long)sty_numel(&x->ty), (long long)sty_numel(&t));
+    return poison(i);
+  }
+  i->ty = t;
+  return i;
+}
+
+static struct sema_info *check_permute(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                       struct ast_node **args) {
+  struct sema_info *x;
+  struct ast_node *dn = args[1];
+  bool okx = tile_arg(s, args[0], "permute", "x", &x);
+  if (dn->kind != AST_LIST) {
+    struct sema_info *di = sema_expr(s, dn);
+    if (!is_err(di))
+      lang_error(s->ctx, dn->loc, D_ARG_TYPE,
+                 "the dims of permute() must be a list of compile-time ints, like [1, 0, 2]");
+    return poison(i);
+  }
+  int64_t v[IR_MAX_RANK + 1];
+  bool ok = okx;
+  for (uint32_t k = 0; k < dn->list.n; k++) {
+    int64_t d = 0;
+    if (!sema_need_const_int(s, dn->list.v[k], "a dimension of permute()", &d)) ok = false;
+    if (k < IR_MAX_RANK + 1) v[k] = d;
+  }
+  if (!ok) return poison(i);
+  int rank = x->ty.rank, perm[IR_MAX_RANK];
+  bool valid = (int)dn->list.n == rank;
+  unsigned seen = 0;
+  for (int k = 0; valid && k < rank; k++) {
+    int64_t d = v[k] < 0 ? v[k] + rank : v[k];
+    valid = d >= 0 && d < rank && !(seen >> d & 1);
+    if (valid) seen |= 1u << d, perm[k] = (int)d;
+  }
+  if (!valid) {
+    lang_error(s->ctx, dn->loc, D_PERMUTE,
+               "permute() of %s needs each of the dimensions 0 .. %d once (negative ones count from the "
+               "end), found %s",
+               sty_str(s, &x->ty), rank - 1, lang_loc_text(s->ctx, dn->loc));
+    return poison(i);
+  }
+  i->ty = x->ty;
+  i->ty.weak = 0;
+  for (int k = 0; k < rank; k++) i->ty.dims[k] = x->ty.dims[perm[k]];
+  i->attr = ir_perm_encode(perm, rank);
+  return i;
+}
+
+static struct sema_info *check_join(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                    struct ast_node **args) {
+  struct sema_info *a, *b;
+  bool oka = tile_arg(s, args[0], "join", "a", &a), okb = tile_arg(s, args[1], "join", "b", &b);
+  if (!oka || !okb) return poison(i);
+  if (a->ty.dt != b->ty.dt || a->ty.rank != b->ty.rank ||
+      memcmp(a->ty.dims, b->ty.dims, sizeof(int32_t) * a->ty.rank) != 0) {
+    lang_error(s->ctx, n->loc, D_JOIN, "join() needs two tiles of one shape and dtype, found %s and %s%s",
+               sty_str(s, &a->ty), sty_str(s, &b->ty),
+               a->ty.dt != b->ty.dt ? "; convert one, e.g. f32(x)" : "; broadcast one first, broadcast(x, [...])");
+    return poison(i);
+  }
+  struct sty t = a->ty;
+  t.weak = 0;
+  t.dims[t.rank++] = 2;
+  if (t.rank > IR_MAX_RANK) {
+    lang_error(s->ctx, n->loc, D_TILE_SHAPE,
+               "join() of %s would have %d dimensions; tiles have at most 4", sty_str(s, &a->ty), t.rank);
+    return poison(i);
+  }
+  if (!sema_check_tile_shape(s, &t, n->loc)) return poison(i);
+  i->ty = t;
+  return i;
+}
+
+static struct sema_info *check_split(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                     struct ast_node **args) {
+  struct sema_info *x;
+  if (!tile_arg(s, args[0], "split", "x", &x)) return poison(i);
+  if (s->split_call != n) {
+    lang_error(s->ctx, n->loc, D_SPLIT,
+               "split() gives two tiles; bind them with `let (a, b) = split(x);`");
+    return poison(i);
+  }
+  if (x->ty.rank < 2 || x->ty.dims[x->ty.rank - 1] != 2) {
+    lang_error(s->ctx, args[0]->loc, D_SPLIT,
+               "split() needs a tile of rank 2 or more whose last dimension is 2, found %s%s", sty_str(s, &x->ty),
+               x->ty.rank >= 1 && x->ty.dims[x->ty.rank - 1] > 2 ? "; reshape it first, e.g. reshape(x, [..., n / 2, 2])" : "");
+    return poison(i);
+  }
+  i->ty = x->ty;
+  i->ty.weak = 0;
+  i->ty.dims[--i->ty.rank] = 0;
+  return i;
+}
+
+/* NumPy's broadcast_to: x's shape aligned on the right with the target's, each of its
+ * dimensions equal to the target's or 1; a scalar broadcasts to any shape. */
+static struct sema_info *check_broadcast(struct sema *s, struct ast_node *n, struct sema_info *i,
+                                         struct ast_node **args) {
+  struct sema_info *x;
+  struct sty t;
+  memset(&t, 0, sizeof t);
+  t.kind = STY_VAL;
+  bool okx = value_arg(s, args[0], "broadcast", "x", &x);
+  bool oks = shape_arg(s, args[1], "broadcast", &t);
+  if (!okx || !oks) return poison(i);
+  if (t.rank == 0) {
+    lang_error(s->ctx, args[1]->loc, D_ARG_TYPE, "broadcast() needs a shape of 1 to 4 dimensions, found []");
+    return poison(i);
+  }
+  bool ok = x->ty.rank <= t.rank;
+  for (int d = 0; ok && d < x->ty.rank; d++) {
+    int32_t xd = x->ty.dims[d], td = t.dims[d + t.rank - x->ty.rank];
+    ok = xd == td || xd == 1;
+  }
+  if (!ok) {
+    lang_error(s->ctx, n->loc, D_BROADCAST,
+               "broadcast() cannot stretch %s to %s: aligned on the right, each dimension must equal the "
+               "target's or be 1",
+               sty_str(s, &x->ty), sema_shape_str(s, &t));
+    return poison(i);
+  }
+  t.dt = x->ty.dt;
+  i->ty = t;
+  return i;
+}
+
 static bool dtype_arg(struct sema *s, struct ast_node *an, const char *fname, ir_dtype *dt) {
   struct sema_info *di = sema_expr(s, an);
   if (is_err(di)) return false;
@@ -602,6 +766,11 @@ static struct sema_info *check_builtin(struct sema *s, struct ast_node *n, struc
     i->ty.dims[1] = x->ty.dims[0];
     return i;
   }
+  case BI_RESHAPE: return check_reshape(s, n, i, args);
+  case BI_PERMUTE: return check_permute(s, n, i, args);
+  case BI_JOIN: return check_join(s, n, i, args);
+  case BI_SPLIT: return check_split(s, n, i, args);
+  case BI_BROADCAST: return check_broadcast(s, n, i, args);
   case BI_LOAD: return check_load(s, n, i, args);
   case BI_STORE:
   case BI_ATOMIC_ADD:

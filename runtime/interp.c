@@ -147,6 +147,48 @@ static void exec_trans(struct frame *fr, const struct ir_op *op) {
     for (int64_t j = 0; j < C; j++) r[j * R + i] = a[i * C + j];
 }
 
+/* permute: result element at index idx is the operand's at the coordinates whose
+ * dimension perm[i] is idx[i] (the operand's strides taken in the result's order). */
+static void exec_permute(struct frame *fr, const struct ir_op *op) {
+  const struct ir_type *at = vtype(fr, op->args[0]), *rt = vtype(fr, op->res);
+  int perm[IR_MAX_RANK];
+  int64_t ast[IR_MAX_RANK], st[IR_MAX_RANK], n = ir_type_numel(rt);
+  if (!ir_perm_decode(op->i[0], at->rank, perm)) return; /* the verifier refuses it */
+  dense_strides(at, ast);
+  for (int i = 0; i < rt->rank; i++) st[i] = ast[perm[i]];
+  const ir_scalar *a = V(fr, op->args[0]);
+  ir_scalar *r = V(fr, op->res);
+  int64_t idx[IR_MAX_RANK] = {0};
+  for (int64_t i = 0; i < n; i++) {
+    int64_t src = 0;
+    for (int d = 0; d < rt->rank; d++) src += idx[d] * st[d];
+    r[i] = a[src];
+    for (int d = rt->rank; d-- > 0;) {
+      if (++idx[d] < rt->dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/* join interleaves (the new last dimension is the fastest); split takes every other
+ * element. Row-major buffers make both one strided copy. */
+static void exec_join(struct frame *fr, const struct ir_op *op) {
+  int64_t n = numel(fr, op->args[0]);
+  const ir_scalar *a = V(fr, op->args[0]), *b = V(fr, op->args[1]);
+  ir_scalar *r = V(fr, op->res);
+  for (int64_t i = 0; i < n; i++) {
+    r[2 * i] = a[i];
+    r[2 * i + 1] = b[i];
+  }
+}
+
+static void exec_split(struct frame *fr, const struct ir_op *op) {
+  int64_t n = numel(fr, op->res), half = op->i[0] != 0;
+  const ir_scalar *a = V(fr, op->args[0]);
+  ir_scalar *r = V(fr, op->res);
+  for (int64_t i = 0; i < n; i++) r[i] = a[2 * i + half];
+}
+
 static void exec_reduce(struct frame *fr, const struct ir_op *op) {
   const struct ir_type *at = vtype(fr, op->args[0]);
   int ax = (int)op->i[0];
@@ -452,6 +494,18 @@ static void exec_op(struct frame *fr, uint32_t id) {
     return;
   case IR_TRANS:
     exec_trans(fr, op);
+    return;
+  case IR_RESHAPE: /* row-major buffers: the same elements in the same order */
+    copy_value(fr, op->res, op->args[0]);
+    return;
+  case IR_PERMUTE:
+    exec_permute(fr, op);
+    return;
+  case IR_JOIN:
+    exec_join(fr, op);
+    return;
+  case IR_SPLIT:
+    exec_split(fr, op);
     return;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:

@@ -717,6 +717,12 @@ static void gen_op_at(struct cg *g, uint32_t id) {
   case IR_TRANS:
     cg_gen_relayout(g, op);
     return;
+  case IR_RESHAPE:
+  case IR_PERMUTE:
+  case IR_JOIN:
+  case IR_SPLIT:
+    cg_gen_shape_op(g, op);
+    return;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN:

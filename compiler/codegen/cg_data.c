@@ -142,6 +142,32 @@ void cg_gen_relayout(struct cg *g, const struct ir_op *op) {
   }
 }
 
+/* reshape, permute, join, split: the layout pass chose a result layout that is the
+ * operand's relabeled (ll_shape_view), converting the operand first where needed, so each
+ * result register is one of the operand's registers in the same thread: a renaming, no
+ * instruction. A layout pair that would need data movement is a layout-pass bug. */
+void cg_gen_shape_op(struct cg *g, const struct ir_op *op) {
+  struct ll src, dst, view;
+  const struct ir_type *rt = ir_vtype(g->f, op->res);
+  struct cgval *a = cg_val(g, op->args[0]);
+  struct cgval *b = op->code == IR_JOIN ? cg_val(g, op->args[1]) : NULL;
+  if (g->failed || !cg_layout_of(g, op->args[0], &src) || !cg_layout_of(g, op->res, &dst)) return;
+  uint32_t n = ll_num_regs(&src), nd = ll_num_regs(&dst);
+  uint32_t *src_reg = ARENA_NEWN(g->arena, uint32_t, 2 * n), *map = ARENA_NEWN(g->arena, uint32_t, nd);
+  if (a->n != n || (b && b->n != n) ||
+      !ll_shape_view(op->code, op->i[0], &src, rt->rank, rt->dims, &view, src_reg) ||
+      !ll_register_map(&dst, &view, map)) {
+    cg_fail(g, "%s: the result's layout is not the operand's relabeled (the layout pass converts the operand)",
+            ir_ops[op->code].name);
+    return;
+  }
+  struct cgval *out = cg_new_val(g, op->res, nd);
+  for (uint32_t r = 0; r < nd; r++) {
+    uint32_t k = src_reg[map[r]];
+    out->r[r] = k < n ? a->r[k] : b->r[k - n];
+  }
+}
+
 /* ---- reductions ---- */
 
 static LLVMValueRef combine(struct cg *g, ir_opcode code, ir_dtype dt, LLVMValueRef a, LLVMValueRef b) {

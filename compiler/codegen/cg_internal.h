@@ -101,6 +101,7 @@ bool cg_uniform_block(struct cg *g, uint32_t blk);
 
 /* cg_data.c: data movement between threads */
 void cg_gen_relayout(struct cg *g, const struct ir_op *op);
+void cg_gen_shape_op(struct cg *g, const struct ir_op *op);
 void cg_gen_reduce(struct cg *g, const struct ir_op *op);
 void cg_gen_scan(struct cg *g, const struct ir_op *op);
 void cg_gen_dot(struct cg *g, const struct ir_op *op);

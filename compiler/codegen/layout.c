@@ -385,3 +385,222 @@ void ll_print(struct strbuf *sb, const struct ll *l) {
   print_set(sb, "warp", (int32_t(*)[IR_MAX_RANK])l->warp, l->nwarp, l->rank);
   sb_puts(sb, ">");
 }
+
+struct ir_layout ll_permute_blocked(const struct ir_layout *l, const int *perm) {
+  struct ir_layout r = *l;
+  int inv[IR_MAX_RANK] = {0};
+  for (int i = 0; i < l->rank; i++) {
+    r.size_per_thread[i] = l->size_per_thread[perm[i]];
+    r.threads_per_warp[i] = l->threads_per_warp[perm[i]];
+    r.warps_per_cta[i] = l->warps_per_cta[perm[i]];
+    inv[perm[i]] = i;
+  }
+  for (int k = 0; k < l->rank; k++) r.order[k] = (uint8_t)inv[l->order[k]];
+  return r;
+}
+
+/* ---- shape ops ---- */
+
+static int log2i(int64_t x) {
+  int b = 0;
+  while (x > 1) x >>= 1, b++;
+  return b;
+}
+
+/* A basis vector of shape `from` as the vector of shape `to` with the same row-major
+ * index. Dimensions are powers of two, so each dimension owns its own bits of the index
+ * and the map is XOR-linear: mapping the bases maps every coordinate. */
+static void reshape_vec(const int32_t *v, const struct ll *from, int rank, const int32_t *shape, int32_t *out) {
+  int64_t flat = 0;
+  for (int d = 0; d < from->rank; d++) flat = flat * from->shape[d] + v[d];
+  for (int d = rank; d-- > 0;) {
+    out[d] = (int32_t)(flat % shape[d]);
+    flat /= shape[d];
+  }
+  for (int d = rank; d < IR_MAX_RANK; d++) out[d] = 0;
+}
+
+bool ll_shape_view(int code, int64_t attr, const struct ll *src, int rank, const int32_t *shape, struct ll *view,
+                   uint32_t *src_reg) {
+  memset(view, 0, sizeof *view);
+  view->rank = rank;
+  for (int d = 0; d < rank; d++) view->shape[d] = shape[d];
+  view->nreg = src->nreg;
+  view->nlane = src->nlane;
+  view->nwarp = src->nwarp;
+  const int32_t (*in[3])[IR_MAX_RANK] = {src->reg, src->lane, src->warp};
+  int32_t (*out[3])[IR_MAX_RANK] = {view->reg, view->lane, view->warp};
+  int counts[3] = {src->nreg, src->nlane, src->nwarp};
+  uint32_t n = ll_num_regs(src);
+  switch (code) {
+  case IR_RESHAPE:
+    for (int s = 0; s < 3; s++)
+      for (int i = 0; i < counts[s]; i++) reshape_vec(in[s][i], src, rank, shape, out[s][i]);
+    break;
+  case IR_PERMUTE: {
+    int perm[IR_MAX_RANK];
+    if (!ir_perm_decode(attr, src->rank, perm) || rank != src->rank) return false;
+    for (int s = 0; s < 3; s++)
+      for (int i = 0; i < counts[s]; i++)
+        for (int d = 0; d < rank; d++) out[s][i][d] = in[s][i][perm[d]];
+    break;
+  }
+  case IR_JOIN:
+    /* the operand's bases with a 0 in the new dimension, then a register bit selecting b */
+    if (rank != src->rank + 1 || src->nreg == LL_MAX_REG_BITS) return false;
+    for (int s = 0; s < 3; s++)
+      for (int i = 0; i < counts[s]; i++) {
+        memcpy(out[s][i], in[s][i], sizeof(int32_t) * IR_MAX_RANK);
+        out[s][i][rank - 1] = 0;
+      }
+    set_basis(view->reg[view->nreg++], rank, rank - 1, 1);
+    n *= 2; /* registers [n, 2n) of the view are b's */
+    break;
+  case IR_SPLIT: {
+    /* exactly one basis may move along the last dimension (of size 2): a register bit
+     * with no other component, which the split fixes to `half` */
+    int last = src->rank - 1, bit = -1;
+    if (rank != src->rank - 1) return false;
+    for (int s = 0; s < 3; s++)
+      for (int i = 0; i < counts[s]; i++) {
+        if (!in[s][i][last]) continue;
+        bool unit = s == 0 && bit < 0;
+        for (int d = 0; d < last; d++) unit &= in[s][i][d] == 0;
+        if (!unit) return false;
+        bit = i;
+      }
+    if (bit < 0) return false; /* the operand's last dimension is not 2 */
+    for (int s = 0; s < 3; s++) {
+      int k = 0;
+      for (int i = 0; i < counts[s]; i++) {
+        if (s == 0 && i == bit) continue;
+        memcpy(out[s][k], in[s][i], sizeof(int32_t) * IR_MAX_RANK);
+        out[s][k++][last] = 0;
+      }
+    }
+    view->nreg--;
+    if (src_reg) {
+      uint32_t low = (1u << bit) - 1, half = attr ? 1u << bit : 0;
+      for (uint32_t v = 0; v < n / 2; v++) src_reg[v] = ((v & ~low) << 1) | half | (v & low);
+    }
+    return true;
+  }
+  default:
+    return false;
+  }
+  if (src_reg)
+    for (uint32_t v = 0; v < n; v++) src_reg[v] = v;
+  return true;
+}
+
+static bool same_basis_set(const int32_t (*a)[IR_MAX_RANK], int na, const int32_t (*b)[IR_MAX_RANK], int nb, int rank) {
+  if (na != nb) return false;
+  for (int i = 0; i < na; i++) {
+    bool found = false;
+    for (int j = 0; j < nb && !found; j++) found = same_vec(a[i], b[j], rank);
+    if (!found) return false;
+  }
+  return true;
+}
+
+bool ll_fit_blocked(const struct ll *l, int warps, struct ir_layout *out) {
+  int rank = l->rank;
+  if (rank < 1 || warps < 1) return false;
+  /* per dimension, the kind of basis that moves along each bit, lowest bit first: the
+   * registers of a thread's block, then lanes, then warps, then repeated registers */
+  int spt[IR_MAX_RANK], tpw[IR_MAX_RANK], wpc[IR_MAX_RANK], lanes = 0, wbits = 0;
+  const int32_t (*sets[3])[IR_MAX_RANK] = {l->reg, l->lane, l->warp};
+  int counts[3] = {l->nreg, l->nlane, l->nwarp};
+  for (int d = 0; d < rank; d++) {
+    int stage = 0, n[3] = {0, 0, 0};
+    for (int32_t v = 1; v < l->shape[d]; v *= 2) {
+      int kind = -1;
+      for (int s = 0; s < 3; s++)
+        for (int i = 0; i < counts[s]; i++) {
+          bool unit = l->shape[d] > 1 && sets[s][i][d] == v;
+          for (int e = 0; e < rank && unit; e++) unit = e == d || sets[s][i][e] == 0;
+          if (unit) {
+            if (kind >= 0) return false; /* two bases for one bit */
+            kind = s;
+          }
+        }
+      if (kind < 0) return false; /* a bit no single basis moves along */
+      /* stages: 0 block registers, 1 lanes, 2 warps, 3 repeated registers */
+      int want = kind == 0 ? (stage == 0 ? 0 : 3) : kind;
+      if (want < stage) return false;
+      stage = want;
+      if (stage < 3) n[stage]++;
+    }
+    spt[d] = 1 << n[0];
+    tpw[d] = 1 << n[1];
+    wpc[d] = 1 << n[2];
+    lanes += n[1];
+    wbits += n[2];
+    if (spt[d] > 128) return false; /* does not fit the encoding's byte */
+  }
+  int lane_excess = LL_LANE_BITS - lanes, warp_excess = log2i(warps) - wbits;
+  if (lane_excess < 0 || warp_excess < 0 || (1 << log2i(warps)) != warps) return false;
+  /* dimension orders, the row-major one first: perm k of the dims listed slowest first */
+  int fact = 1;
+  for (int i = 2; i <= rank; i++) fact *= i;
+  for (int k = 0; k < fact; k++) {
+    int pool[IR_MAX_RANK], order[IR_MAX_RANK], np = rank, code = k;
+    for (int i = 0; i < rank; i++) pool[i] = rank - 1 - i;
+    for (int i = 0, f = fact; i < rank; i++) {
+      f /= rank - i;
+      int pick = code / f;
+      code %= f;
+      order[i] = pool[pick];
+      memmove(pool + pick, pool + pick + 1, sizeof(int) * (size_t)(np - pick - 1));
+      np--;
+    }
+    for (int el = 0; el < rank; el++)
+      for (int ew = 0; ew < rank; ew++) {
+        struct ir_layout e = {0};
+        e.kind = IR_LAYOUT_BLOCKED;
+        e.rank = (uint8_t)rank;
+        for (int d = 0; d < rank; d++) {
+          e.size_per_thread[d] = (uint8_t)spt[d];
+          e.threads_per_warp[d] = (uint8_t)(tpw[d] << (d == el ? lane_excess : 0));
+          e.warps_per_cta[d] = (uint8_t)(wpc[d] << (d == ew ? warp_excess : 0));
+          e.order[d] = (uint8_t)order[d];
+        }
+        struct ll b;
+        memset(&b, 0, sizeof b);
+        b.rank = rank;
+        memcpy(b.shape, l->shape, sizeof b.shape);
+        if (!build_blocked(&e, &b, warps)) continue;
+        if (!ll_same_threads(&b, l)) continue;
+        if (!same_basis_set((const int32_t(*)[IR_MAX_RANK])b.reg, b.nreg, l->reg, l->nreg, rank)) continue;
+        *out = e;
+        return true;
+      }
+  }
+  return false;
+}
+
+struct ir_layout ll_flat_blocked(int rank, const int32_t *shape, int warps, int reg_bits) {
+  struct ir_layout e = {0};
+  e.kind = IR_LAYOUT_BLOCKED;
+  e.rank = (uint8_t)rank;
+  int lo = 0, lane_lo = reg_bits, warp_lo = reg_bits + LL_LANE_BITS, warp_hi = warp_lo + log2i(warps);
+  int lanes = 0, wbits = 0;
+  for (int d = rank; d-- > 0;) { /* the last dimension owns the lowest bits */
+    int hi = lo + log2i(shape[d]);
+    int r = TL_MAX(0, TL_MIN(hi, lane_lo) - lo);
+    int t = TL_MAX(0, TL_MIN(hi, warp_lo) - TL_MAX(lo, lane_lo));
+    int w = TL_MAX(0, TL_MIN(hi, warp_hi) - TL_MAX(lo, warp_lo));
+    e.size_per_thread[d] = (uint8_t)(1 << r);
+    e.threads_per_warp[d] = (uint8_t)(1 << t);
+    e.warps_per_cta[d] = (uint8_t)(1 << w);
+    e.order[rank - 1 - d] = (uint8_t)d;
+    lanes += t;
+    wbits += w;
+    lo = hi;
+  }
+  /* lanes and warps beyond the tile replicate along the slowest dimension, whose bits are
+   * the highest: their bases fall outside the shape and become zero, last in the order */
+  e.threads_per_warp[0] = (uint8_t)(e.threads_per_warp[0] << (LL_LANE_BITS - lanes));
+  e.warps_per_cta[0] = (uint8_t)(e.warps_per_cta[0] << (log2i(warps) - wbits));
+  return e;
+}

@@ -51,6 +51,37 @@ struct ir_layout ll_default_blocked(int rank, const int32_t *shape, int warps, i
 struct ir_layout ll_expand_blocked(const struct ir_layout *l, int axis);
 struct ir_layout ll_trans_blocked(const struct ir_layout *l);
 
+/* permute of a blocked encoding: result dimension i takes operand dimension perm[i]'s
+ * sizes; the same threads hold the same elements (trans is perm [1, 0]). */
+struct ir_layout ll_permute_blocked(const struct ir_layout *l, const int *perm);
+
+/* ---- shape ops: reshape, permute, join, split ----
+ * These ops move no data: the result holds the operand's elements at relabeled coordinates
+ * (reshape: the same row-major index; permute: permuted coordinates; join: a new last
+ * coordinate, 0 for a and 1 for b; split: the last coordinate dropped). */
+
+/* The operand's layout `src` relabeled onto the result shape (rank, shape): every register,
+ * lane and warp of `view` holds the element the same register, lane and warp holds in src.
+ * join: view registers [n, 2n) (a top register bit) are b's, [0, n) a's; split {half}:
+ * the register bit that selects the half is dropped. src_reg (room for 2 * the operand's
+ * registers, or NULL): the operand register of each view register (join: n + i for b's
+ * register i). False when the op cannot relabel src: a split whose half is selected by a
+ * lane or warp bit (the two halves live in different threads), or too many registers. */
+bool ll_shape_view(int code, int64_t attr, const struct ll *src, int rank, const int32_t *shape, struct ll *view,
+                   uint32_t *src_reg);
+/* A blocked encoding whose layout for l's shape and `warps` puts every element in the same
+ * lane and warp as l, with the same register coordinates (numbered perhaps differently), if
+ * one exists; found by trying each dimension order and where the lanes and warps beyond
+ * the shape replicate. */
+bool ll_fit_blocked(const struct ll *l, int warps, struct ir_layout *out);
+/* The "flat" blocked encoding for a shape: the row-major element index's lowest reg_bits
+ * bits select a thread's register, the next 5 its lane, the next log2(warps) its warp and
+ * the rest further registers. It depends only on the row-major index, so a reshape of it
+ * is the flat encoding of the new shape, a join the flat encoding with reg_bits + 1 and a
+ * split (reg_bits >= 1) the one with reg_bits - 1: every shape op has an operand layout
+ * that it relabels to a blocked one. */
+struct ir_layout ll_flat_blocked(int rank, const int32_t *shape, int warps, int reg_bits);
+
 /* True when two layouts of the same shape hold each element in the same lanes and warps
  * (only the register numbering may differ): converting between them needs no data movement
  * between threads. */

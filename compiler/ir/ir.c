@@ -225,6 +225,24 @@ bool ir_facts_allow_vector(const struct ir_param *p, const struct ir_type *tt, i
   return true;
 }
 
+int64_t ir_perm_encode(const int *perm, int rank) {
+  int64_t code = 0;
+  for (int i = 0; i < rank; i++) code = code * 10 + perm[i];
+  return code;
+}
+
+bool ir_perm_decode(int64_t code, int rank, int *perm) {
+  if (code < 0 || rank < 1 || rank > IR_MAX_RANK) return false;
+  unsigned seen = 0;
+  for (int i = rank; i-- > 0;) {
+    perm[i] = (int)(code % 10);
+    code /= 10;
+    if (perm[i] >= rank || (seen >> perm[i] & 1)) return false;
+    seen |= 1u << perm[i];
+  }
+  return code == 0;
+}
+
 bool ir_value_const_int(const struct ir_func *f, ir_val v, int64_t *out) {
   uint32_t op = ir_def_op(f, v);
   if (!op || f->ops.v[op].code != IR_CONST) return false;

@@ -337,6 +337,11 @@ bool ir_defined_within(const struct ir_func *f, ir_val v, uint32_t blk);
 /* Integer value of a CONST op's result (scalar or splat). */
 bool ir_value_const_int(const struct ir_func *f, ir_val v, int64_t *out);
 bool ir_value_const_float(const struct ir_func *f, ir_val v, double *out);
+/* permute's `perm` attribute: the permutation's decimal digits, result dimension 0 first
+ * ([2, 0, 1] is 201, [0, 2, 1] is 21). Decoding fails unless the value is a permutation
+ * of 0 .. rank-1. */
+int64_t ir_perm_encode(const int *perm, int rank);
+bool ir_perm_decode(int64_t code, int rank, int *perm);
 
 /* ---- mutation ---- */
 

@@ -22,6 +22,7 @@
 
 #include "eval.h"
 #include "ir.h"
+#include "layout.h"
 
 struct verifier {
   const struct ir_func *f;
@@ -36,6 +37,7 @@ struct verifier {
   bool in_grid;
   uint32_t ws;      /* the warp_specialize op whose region is being verified (0: none) */
   int role;         /* 0: producer region, 1: consumer region */
+  struct arena *scratch;
 };
 
 /* "file:line:col: error: ir verifier (after pass P): @kernel" for something at loc. */
@@ -291,7 +293,13 @@ static void fold_op(struct verifier *v, uint32_t id) {
     break;
   case IR_SPLAT: case IR_BROADCAST: case IR_EXPAND_DIMS: case IR_TRANS: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
   case IR_SCAN_MAX: case IR_SCAN_MIN:
+  case IR_RESHAPE: case IR_PERMUTE: case IR_SPLIT:
     if (op->nargs != 1 || !folded(v, op->args[0], &r)) return;
+    break;
+  case IR_JOIN: /* canonicalize folds a join of two equal constants */
+    if (op->nargs != 2 || !folded(v, op->args[0], &r) || !folded(v, op->args[1], &a[0]) ||
+        memcmp(&r, &a[0], sizeof r) != 0)
+      return;
     break;
   case IR_CAST:
     if (op->nargs != 1 || !folded(v, op->args[0], &a[0])) return;
@@ -572,6 +580,22 @@ static void check_pending_uses(struct verifier *v, uint32_t id) {
       if (op->args[k] < v->f->values.n && !v->pending[op->args[k]]) bad(v, id, "operand %u is not in flight", k);
 }
 
+/* GPU IR: reshape, permute, join and split move no data (codegen renames registers), so the
+ * result's layout must hold in each thread the elements the op puts there from the
+ * operand's registers of that thread (layout.h: ll_shape_view). */
+static void check_shape_op_layouts(struct verifier *v, uint32_t id) {
+  const struct ir_func *f = v->f;
+  const struct ir_op *op = &f->ops.v[id];
+  const struct ir_type *a = vt(v, op->args[0]), *r = vt(v, op->res);
+  struct ll src, dst, view;
+  if (a->kind != IR_TY_TILE || r->kind != IR_TY_TILE || !a->layout || !r->layout || a->rank < 1 || r->rank < 1 ||
+      !ll_of_type(f, a, f->warps, &src) || !ll_of_type(f, r, f->warps, &dst))
+    return; /* the type rules report these */
+  uint32_t *map = ARENA_NEWN(v->scratch, uint32_t, ll_num_regs(&dst));
+  if (!ll_shape_view(op->code, op->i[0], &src, r->rank, r->dims, &view, NULL) || !ll_register_map(&dst, &view, map))
+    bad(v, id, "the result's layout is not the operand's relabeled: this op cannot move data between threads");
+}
+
 /* Stage rules for one op. */
 static void check_stage(struct verifier *v, uint32_t id) {
   const struct ir_func *f = v->f;
@@ -587,6 +611,9 @@ static void check_stage(struct verifier *v, uint32_t id) {
       if (t->kind == IR_TY_TILE && t->rank > 0 && !t->layout && op->code != IR_MBAR_ALLOC)
         bad(v, id, "result %u has no layout in GPU IR", r);
     }
+  if (f->stage >= IR_STAGE_GPU && op->nargs >= 1 && op->nres == 1 &&
+      (op->code == IR_RESHAPE || op->code == IR_PERMUTE || op->code == IR_JOIN || op->code == IR_SPLIT))
+    check_shape_op_layouts(v, id);
   if (f->stage >= IR_STAGE_ALLOCATED && (op->code == IR_LOCAL_ALLOC || op->code == IR_MBAR_ALLOC)) {
     int64_t off = op->code == IR_LOCAL_ALLOC ? op->i[0] : op->i[1];
     int64_t align = op->code == IR_LOCAL_ALLOC ? 128 : 8;
@@ -650,6 +677,47 @@ static void check_op_types(struct verifier *v, uint32_t id) {
     if (!is_tile(a) || a->rank != 2 || !is_tile(r) || r->rank != 2 || r->dims[0] != a->dims[1] ||
         r->dims[1] != a->dims[0] || a->dtype != r->dtype)
       bad(v, id, "trans takes [a,b] to [b,a]");
+    break;
+  }
+  case IR_RESHAPE: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (!is_tile(a) || !is_tile(r) || a->rank < 1 || r->rank < 1 || a->dtype != r->dtype ||
+        ir_type_numel(a) != ir_type_numel(r))
+      bad(v, id, "reshape keeps the element type and the number of elements of a tile");
+    break;
+  }
+  case IR_PERMUTE: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    int perm[IR_MAX_RANK];
+    if (!is_tile(a) || !is_tile(r) || a->rank < 1 || r->rank != a->rank || a->dtype != r->dtype) {
+      bad(v, id, "permute keeps the rank and element type of a tile");
+      break;
+    }
+    if (!ir_perm_decode(op->i[0], a->rank, perm)) {
+      bad(v, id, "perm=%lld is not a permutation of the %d dimensions", (long long)op->i[0], a->rank);
+      break;
+    }
+    for (int i = 0; i < r->rank; i++)
+      if (r->dims[i] != a->dims[perm[i]]) bad(v, id, "result dimension %d is not operand dimension %d", i, perm[i]);
+    break;
+  }
+  case IR_JOIN: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (f->values.v[op->args[0]].type != f->values.v[op->args[1]].type) {
+      bad(v, id, "join operands must have one type");
+      break;
+    }
+    if (!is_tile(a) || a->rank < 1 || !is_tile(r) || r->rank != a->rank + 1 || r->dtype != a->dtype ||
+        r->dims[a->rank] != 2 || memcmp(r->dims, a->dims, sizeof(int32_t) * a->rank) != 0)
+      bad(v, id, "join takes two [d...] tiles to [d..., 2]");
+    break;
+  }
+  case IR_SPLIT: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (!is_tile(a) || a->rank < 2 || a->dims[a->rank - 1] != 2 || !is_tile(r) || r->rank != a->rank - 1 ||
+        r->dtype != a->dtype || memcmp(r->dims, a->dims, sizeof(int32_t) * r->rank) != 0)
+      bad(v, id, "split takes a [d..., 2] tile to [d...]");
+    if (op->i[0] != 0 && op->i[0] != 1) bad(v, id, "half must be 0 or 1");
     break;
   }
   case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN: {
@@ -854,7 +922,7 @@ bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err) {
   struct verifier v = {f, after, err, ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
                        ARENA_NEWN(&scratch, uint8_t, f->values.n + 1), ARENA_NEWN(&scratch, uint8_t, f->values.n + 1),
                        0, ARENA_NEWN(&scratch, uint8_t, f->values.n + 1), ARENA_NEWN(&scratch, ir_scalar, f->values.n + 1),
-                       false, 0, 0};
+                       false, 0, 0, &scratch};
   fold_block(&v, IR_GRID_BLOCK);
   fold_block(&v, IR_BODY_BLOCK);
   if (f->stage > IR_STAGE_GENERIC && !f->target) bad_func(&v, "GPU IR without a target");

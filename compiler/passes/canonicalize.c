@@ -9,6 +9,11 @@
  *   expand_dims(splat s)              -> splat s  : new shape
  *   broadcast(x) : type(x)            -> x        (and cast(x) : type(x) -> x)
  *   trans(trans(x))                   -> x
+ *   reshape/permute/split(const or splat) -> the const or splat of the new shape
+ *   reshape(x) : type(x) -> x, reshape(reshape(x)) -> reshape(x)
+ *   permute(x) {identity} -> x, permute(permute(x)) -> one permute, rank-2 permute -> trans
+ *   split(join(a, b)) {half=0|1}      -> a | b
+ *   join(split(x) {half=0}, split(x) {half=1}) -> x; join(c, c) of one constant -> c
  *   add(dot(a, b, 0), c)              -> dot(a, b, c)  (the dot has no other use)
  *   select(const c, a, b)             -> a or b
  *   if (const c) {...}                -> the taken branch, inlined
@@ -101,6 +106,82 @@ static void inline_region(struct canon *c, uint32_t ifop, uint32_t blk) {
   c->pc->changed = true;
 }
 
+static bool same_const(struct ir_func *f, ir_val x, ir_val y) {
+  struct ir_op *a = def(f, x), *b = def(f, y);
+  return a && b && a->code == IR_CONST && b->code == IR_CONST && a->i[0] == b->i[0] &&
+         memcmp(&a->f, &b->f, sizeof a->f) == 0;
+}
+
+/* reshape, permute, split and join: the rules listed at the top. */
+static void visit_shape_op(struct canon *c, uint32_t id) {
+  struct ir_func *f = c->pc->f;
+  struct ir_op *op = &f->ops.v[id];
+  ir_val a = op->args[0];
+  struct ir_op *d = def(f, a);
+  if (op->code == IR_JOIN) {
+    ir_val b = op->args[1];
+    struct ir_op *e = def(f, b);
+    if (d && e && d->code == IR_SPLIT && e->code == IR_SPLIT && d->args[0] == e->args[0] && d->i[0] == 0 &&
+        e->i[0] == 1)
+      replace(c, op->res, d->args[0]);
+    else if (same_const(f, a, b))
+      become_const(c, id, a);
+    else if (d && e && d->code == IR_SPLAT && e->code == IR_SPLAT && d->args[0] == e->args[0]) {
+      ir_op_rewrite(f, id, IR_SPLAT, &d->args[0], 1);
+      c->pc->changed = true;
+    }
+    return;
+  }
+  if (is_const(f, a)) {
+    become_const(c, id, a);
+    return;
+  }
+  if (d && d->code == IR_SPLAT) {
+    ir_op_rewrite(f, id, IR_SPLAT, &d->args[0], 1);
+    c->pc->changed = true;
+    return;
+  }
+  switch (op->code) {
+  case IR_RESHAPE:
+    if (f->values.v[a].type == f->values.v[op->res].type) {
+      replace(c, op->res, a);
+    } else if (d && d->code == IR_RESHAPE) {
+      ir_op_set_args(f, id, &d->args[0], 1);
+      c->pc->changed = true;
+    }
+    return;
+  case IR_PERMUTE: {
+    int rank = ir_vtype(f, a)->rank, p[IR_MAX_RANK], q[IR_MAX_RANK];
+    if (!ir_perm_decode(op->i[0], rank, p)) return;
+    bool identity = true;
+    for (int i = 0; i < rank; i++) identity &= p[i] == i;
+    if (identity) {
+      replace(c, op->res, a);
+      return;
+    }
+    if (d && d->code == IR_PERMUTE && ir_perm_decode(d->i[0], rank, q)) {
+      /* result dimension i is this operand's p[i], which is the inner operand's q[p[i]] */
+      int r[IR_MAX_RANK];
+      for (int i = 0; i < rank; i++) r[i] = q[p[i]];
+      ir_op_set_args(f, id, &d->args[0], 1);
+      f->ops.v[id].i[0] = ir_perm_encode(r, rank);
+      c->pc->changed = true;
+      return;
+    }
+    if (rank == 2) { /* [1, 0]: the transpose, which the dot-operand paths know */
+      ir_op_rewrite(f, id, IR_TRANS, &a, 1);
+      c->pc->changed = true;
+    }
+    return;
+  }
+  case IR_SPLIT:
+    if (d && d->code == IR_JOIN) replace(c, op->res, d->args[op->i[0] ? 1 : 0]);
+    return;
+  default:
+    return;
+  }
+}
+
 static void visit(struct ir_func *f, uint32_t id, void *ud) {
   struct canon *c = ud;
   struct ir_op *op = &f->ops.v[id];
@@ -136,6 +217,12 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
     if (d && d->code == IR_TRANS && op->code == IR_TRANS) replace(c, op->res, d->args[0]);
     return;
   }
+  case IR_RESHAPE:
+  case IR_PERMUTE:
+  case IR_SPLIT:
+  case IR_JOIN:
+    visit_shape_op(c, id);
+    return;
   case IR_SELECT: {
     int64_t cv;
     if (ir_value_const_int(f, op->args[0], &cv)) replace(c, op->res, cv ? op->args[1] : op->args[2]);

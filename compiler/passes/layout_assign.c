@@ -222,6 +222,88 @@ static uint16_t dot_operand(struct assign *A, uint16_t parent, int idx, int k_wi
   return ir_layout_intern(A->f, &l);
 }
 
+/* ---- shape ops: reshape, permute, join, split ----
+ * The result holds the operand's elements at relabeled coordinates, so no data needs to
+ * move when the result's layout is the operand's relabeled (ll_shape_view): then codegen
+ * renames registers. That relabeling is taken when it is a blocked layout (ll_fit_blocked;
+ * a permute of a blocked layout always is). Otherwise the operand is first converted to a
+ * layout whose relabeling is blocked: the flat blocked layout (ll_flat_blocked) for
+ * reshape, join and split, the default one for permute. That convert_layout is the only
+ * data movement, visible in the IR and its shared memory accounted as any conversion's;
+ * the op itself never moves data (codegen checks that the layouts allow it).
+ *
+ *   %2 = load ... : tile<64x64xf32, #1>       #1 = blocked<spt=[1,4], tpw=[2,16], ...>
+ *   %3 = reshape %2 : tile<64x32x2xf32, #2>   #2 = blocked<spt=[1,2,2], tpw=[2,16,1], ...>
+ *   %4 = split %3 {half=1} : tile<64x32xf32, #3>   #3 = blocked<spt=[1,2], tpw=[2,16], ...> */
+
+static int log2_of(int64_t x) {
+  int b = 0;
+  while (x > 1) x >>= 1, b++;
+  return b;
+}
+
+/* Register bits of the fallback flat layout: the default layout's vector width. */
+static int flat_reg_bits(struct assign *A, const struct ir_type *t) {
+  int64_t per_thread = ir_type_numel(t) / (32 * A->f->warps);
+  int vec = 16 / ir_dtype_bytes((ir_dtype)t->dtype);
+  return log2_of(TL_MAX(1, TL_MIN(vec, per_thread)));
+}
+
+static uint16_t shape_op_layout(struct assign *A, uint32_t id) {
+  struct ir_func *f = A->f;
+  const struct ir_op *op = &f->ops.v[id];
+  const struct ir_type *at = T(A, op->args[0]), *rt = T(A, op->res);
+  int W = f->warps;
+  uint16_t in = A->want[op->args[0]];
+  if (op->code == IR_JOIN && (!in || rematerializable(A, op->args[0])) && A->want[op->args[1]] &&
+      !rematerializable(A, op->args[1]))
+    in = A->want[op->args[1]]; /* join(x, zeros): x decides */
+  if (!in) in = default_layout(A, at);
+  const struct ir_layout *il = &f->layouts.v[in];
+  struct ir_layout e;
+  if (op->code == IR_PERMUTE && il->kind == IR_LAYOUT_BLOCKED) {
+    int perm[IR_MAX_RANK];
+    if (ir_perm_decode(op->i[0], at->rank, perm)) {
+      e = ll_permute_blocked(il, perm);
+      A->opreq[id] = in;
+      return ir_layout_intern(f, &e);
+    }
+  }
+  struct ll src, view;
+  if (ll_build(f, in, at->rank, at->dims, W, &src) &&
+      ll_shape_view(op->code, op->i[0], &src, rt->rank, rt->dims, &view, NULL) && ll_fit_blocked(&view, W, &e)) {
+    A->opreq[id] = in;
+    return ir_layout_intern(f, &e);
+  }
+  /* the operand moves first, into a layout whose relabeling is blocked by construction */
+  struct ir_layout se;
+  int bits = flat_reg_bits(A, at);
+  switch (op->code) {
+  case IR_PERMUTE: {
+    int perm[IR_MAX_RANK] = {0, 1, 2, 3};
+    ir_perm_decode(op->i[0], at->rank, perm); /* the verifier has checked it */
+    se = ll_default_blocked(at->rank, at->dims, W, ir_dtype_bytes((ir_dtype)at->dtype));
+    e = ll_permute_blocked(&se, perm);
+    break;
+  }
+  case IR_JOIN:
+    se = ll_flat_blocked(at->rank, at->dims, W, bits);
+    e = ll_flat_blocked(rt->rank, rt->dims, W, bits + 1);
+    break;
+  case IR_SPLIT:
+    bits = TL_MAX(bits, 1); /* both halves in one thread */
+    se = ll_flat_blocked(at->rank, at->dims, W, bits);
+    e = ll_flat_blocked(rt->rank, rt->dims, W, bits - 1);
+    break;
+  default: /* reshape */
+    se = ll_flat_blocked(at->rank, at->dims, W, bits);
+    e = ll_flat_blocked(rt->rank, rt->dims, W, bits);
+    break;
+  }
+  A->opreq[id] = ir_layout_intern(f, &se);
+  return ir_layout_intern(f, &e);
+}
+
 static void analyze_op(struct assign *A, uint32_t id) {
   struct ir_func *f = A->f;
   struct ir_op *op = &f->ops.v[id];
@@ -332,6 +414,12 @@ static void analyze_op(struct assign *A, uint32_t id) {
     A->opreq[id] = src == in ? 0 : src;
     break;
   }
+  case IR_RESHAPE:
+  case IR_PERMUTE:
+  case IR_JOIN:
+  case IR_SPLIT:
+    l = shape_op_layout(A, id);
+    break;
   case IR_REDUCE_SUM:
   case IR_REDUCE_MAX:
   case IR_REDUCE_MIN: {
@@ -505,7 +593,9 @@ static void rewrite_op(struct assign *A, uint32_t id) {
       need = rt->layout; /* gather, atomic: the indices (and predicate) in the data's layout */
     else if ((op->code == IR_SCATTER || op->code == IR_STORE) && k + 1 < n)
       need = T(A, args[n - 1])->layout; /* indices and predicate in the value's */
-    else if ((op->code == IR_EXPAND_DIMS || op->code == IR_TRANS) && id < A->nops && A->opreq[id])
+    else if ((op->code == IR_EXPAND_DIMS || op->code == IR_TRANS || op->code == IR_RESHAPE ||
+              op->code == IR_PERMUTE || op->code == IR_JOIN || op->code == IR_SPLIT) &&
+             id < A->nops && A->opreq[id])
       need = A->opreq[id];
     else if (op->code == IR_DOT && k < 2 && id < A->nops)
       need = k == 0 ? A->opreq[id] : A->opreq1[id];

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# ptxas.sh - assemble the PTX of every lib kernel (and a few non-default configurations) with
-# NVIDIA's ptxas for sm_80 and sm_90a, and record each kernel's registers, stack frame and
-# spills per target in a table.
+# ptxas.sh - assemble the PTX of every lib kernel (and a few non-default configurations, and the
+# shape-op kernels of tests/cli/shape_ops.tile) with NVIDIA's ptxas for sm_80 and sm_90a, and record
+# each kernel's registers, stack frame and spills per target in a table.
 #
 #   bash tests/cli/ptxas.sh BUILD_DIR SOURCE_DIR        (ctest runs it so)
 #
@@ -96,6 +96,19 @@ no_spill=(
   "attention.tile attention T=bf16,D=128,BM=128,BN=64,BNM=16,NW=4,CAUSAL=true"
   "attention.tile attention T=bf16,D=128,BM=128,BN=64,BNM=16,NW=4,HAS_LSE=true"
 )
+# Kernels outside lib/ name their file relative to the source directory: the shape ops
+# (reshape, permute, join, split, broadcast) over tile shapes, warp counts and dtypes.
+configs+=(
+  "tests/cli/shape_ops.tile rotary -"
+  "tests/cli/shape_ops.tile rotary T=f32,BM=1,D=16,NW=1"
+  "tests/cli/shape_ops.tile rotary T=f32,BM=128,D=64,NW=8"
+  "tests/cli/shape_ops.tile rotary T=bf16,BM=16,D=128,NW=2"
+  "tests/cli/shape_ops.tile unpack -"
+  "tests/cli/shape_ops.tile unpack BM=16,BN=32,NW=1"
+  "tests/cli/shape_ops.tile mixed -"
+  "tests/cli/shape_ops.tile mixed BM=16,NW=1"
+  "tests/cli/shape_ops.tile mixed BM=128,NW=8"
+)
 configs+=("attention.tile attention D=128,BM=128,BN=32,NW=4") # the previous head-dim-128 default
 configs+=("${no_spill[@]}")
 
@@ -137,7 +150,7 @@ for c in "${configs[@]}"; do
   for arch in $ARCHS; do
     ptx=$TMP/$kernel.$arch.ptx
     path=$SRC/lib/$file
-    [ "${file#*/}" != "$file" ] && path=$SRC/$file # a test kernel: tests/kernels/NAME.tile
+    case $file in */*) path=$SRC/$file ;; esac
     if ! "$TILEC" "$path" -k "$kernel" "${dargs[@]}" --emit=ptx --arch="$arch" -o "$ptx" 2>"$TMP/err"; then
       echo "FAIL: tilec $file -k $kernel ${dargs[*]} --arch=$arch did not emit PTX:"
       sed 's/^/  /' "$TMP/err"

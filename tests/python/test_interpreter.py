@@ -663,3 +663,218 @@ def test_rand_scalar_and_2d_offsets_dropout():
     w0, _, _ = rand_ref(0xFFFFFFFF, np.array([5]))
     c0, _, _ = rand_ref(7, np.array([9]))
     np.testing.assert_array_equal(a, [w0[0], w0[0], c0[0]])
+
+
+# ---- shape manipulation: reshape, permute, join, split, broadcast (SPEC sections 8, 12) ----
+# Exact data movement, so results must equal NumPy's bit for bit. Tiles are loaded from
+# tensors that may be smaller than the tile (ragged: the rest reads 0) and stored into
+# tensors that may be smaller too (the rest is not written).
+
+def _dims(shape):
+    return ", ".join(str(d) for d in shape)
+
+
+def _slice(shape):
+    return ", ".join(f"0 : +{d}" for d in shape)
+
+
+def _names(prefix, n):
+    return ", ".join(f"{prefix}{i}" for i in range(n))
+
+
+def _run_shape_kernel(expr, tile_in, tile_out, tensor_in, tensor_out, warps=4, dtype="f32"):
+    """Y[0 : +tile_out...] = expr(x) for x = X[0 : +tile_in...]; returns (x, y)."""
+    src = f"""kernel k(X: {dtype}[{_names('A', len(tile_in))}], Y: out {dtype}[{_names('B', len(tile_out))}])
+  grid(1) warps({warps}) {{
+  let x = X[{_slice(tile_in)}];
+  Y[{_slice(tile_out)}] = {expr};
+}}"""
+    k = tile.compile(source=src, name="shape.tile")
+    np_dt = np.float32 if dtype == "f32" else np.float16
+    x = RNG.standard_normal(tensor_in).astype(np_dt)
+    y = np.full(tensor_out, 7.0, np_dt)
+    k(x, y)
+    return x, y
+
+
+def _padded(x, shape):
+    p = np.zeros(shape, x.dtype)
+    p[tuple(slice(0, d) for d in x.shape)] = x
+    return p
+
+
+def _check_stored(y, ref):
+    """y's elements inside ref's tile equal ref; y is all written when it fits the tile."""
+    inside = tuple(slice(0, min(a, b)) for a, b in zip(y.shape, ref.shape))
+    np.testing.assert_array_equal(y[inside], ref[inside])
+
+
+@pytest.mark.parametrize("tin,tout,ragged", [
+    ((16, 64), (1024,), False), ((16, 64), (16, 32, 2), True), ((8, 8, 8), (64, 8), True),
+    ((1, 64), (64, 1), False), ((2, 2), (1, 4, 1), False), ((32, 4, 2), (2, 2, 8, 8), True),
+    ((128,), (8, 16), True), ((64, 1, 2), (128,), False), ((4, 256), (1024,), True),
+])
+@pytest.mark.parametrize("warps", [1, 4])
+def test_reshape_is_numpy_reshape(tin, tout, ragged, warps):
+    tensor_in = tuple(max(1, d - RNG.integers(0, d)) if ragged else d for d in tin)
+    x, y = _run_shape_kernel(f"reshape(x, [{_dims(tout)}])", tin, tout, tensor_in, tout, warps)
+    _check_stored(y, _padded(x, tin).reshape(tout))
+
+
+@pytest.mark.parametrize("tin,perm", [
+    ((16, 64), (1, 0)), ((4, 8, 16), (2, 0, 1)), ((4, 8, 16), (0, 2, 1)), ((1, 8, 2), (2, 1, 0)),
+    ((2, 4, 8, 16), (3, 1, 0, 2)), ((8, 1, 32), (-1, 0, 1)), ((4, 8, 16), (0, 1, 2)),
+])
+def test_permute_is_numpy_transpose(tin, perm):
+    tout = tuple(tin[p] for p in perm)
+    tensor_in = tuple(max(1, d - RNG.integers(0, d)) for d in tin)
+    x, y = _run_shape_kernel(f"permute(x, [{_dims(perm)}])", tin, tout, tensor_in, tout)
+    _check_stored(y, np.transpose(_padded(x, tin), perm))
+
+
+@pytest.mark.parametrize("tin", [(16, 64), (1, 8), (4, 1, 32), (2,), (8, 4, 2)])
+@pytest.mark.parametrize("warps", [1, 2, 8])
+def test_join_and_split_interleave(tin, warps):
+    """join(a, b)[..., 0] is a and [..., 1] is b (Triton's tl.join); split undoes it, and
+    split of a reshape to [..., n/2, 2] takes the even and odd elements."""
+    tj = tin + (2,)
+    x, y = _run_shape_kernel("join(x, x * 2.0 + 1.0)", tin, tj, tin, tj, warps)
+    np.testing.assert_array_equal(y, np.stack([x, x * np.float32(2) + np.float32(1)], axis=-1))
+    n = tin[-1]
+    if n >= 2:
+        src = f"""kernel k(X: f32[{_names('A', len(tin))}], E: out f32[{_names('B', len(tin))}],
+      O: out f32[{_names('C', len(tin))}]) grid(1) warps({warps}) {{
+  let x = X[{_slice(tin)}];
+  let (even, odd) = split(reshape(x, [{_dims(tin[:-1] + (n // 2, 2))}]));
+  E[{_slice(tin[:-1] + (n // 2,))}] = even;
+  O[{_slice(tin[:-1] + (n // 2,))}] = odd;
+}}"""
+        k = tile.compile(source=src, name="split.tile")
+        x = RNG.standard_normal(tin).astype(np.float32)
+        e = np.zeros(tin[:-1] + (n // 2,), np.float32)
+        o = np.zeros_like(e)
+        k(x, e, o)
+        np.testing.assert_array_equal(e, x[..., 0::2])
+        np.testing.assert_array_equal(o, x[..., 1::2])
+
+
+@pytest.mark.parametrize("shape", [(16, 64), (1, 32), (4, 8, 2)])
+def test_broadcast_is_numpy_broadcast_to(shape):
+    row = tuple(shape[1:])
+    src = f"""kernel k(V: f32[{_names('A', len(row))}], Y: out f32[{_names('B', len(shape))}], s: f32)
+  grid(1) {{
+  let v = V[{_slice(row)}];
+  Y[{_slice(shape)}] = broadcast(v, [{_dims(shape)}]) + broadcast(s, [{_dims(shape)}]);
+}}"""
+    k = tile.compile(source=src, name="bcast.tile")
+    v = RNG.standard_normal(row).astype(np.float32)
+    y = np.zeros(shape, np.float32)
+    s = float(RNG.standard_normal())
+    k(v, y, s)
+    np.testing.assert_array_equal(y, np.broadcast_to(v, shape) + np.float32(s))
+
+
+ROTARY = """
+kernel rotary<T: dtype = f32, BM: 1 | 16 | 32 | 64 = 32, D: 16 | 64 | 128 = 64, NW: 1 | 4 | 8 = 4>
+    (X: T[M, D], Cos: f32[M, D / 2], Sin: f32[M, D / 2], Y: out T[M, D])
+  grid(cdiv(M, BM)) warps(NW)
+{
+  let m0 = program_id(0) * BM;
+  let (even, odd) = split(reshape(f32(X[m0 : +BM, 0 : +D]), [BM, D / 2, 2]));
+  let c = Cos[m0 : +BM, 0 : +D / 2];
+  let s = Sin[m0 : +BM, 0 : +D / 2];
+  Y[m0 : +BM, 0 : +D] = T(reshape(join(even * c - odd * s, even * s + odd * c), [BM, D]));
+}
+"""
+
+
+@pytest.mark.parametrize("t,bm,d,nw,m", [
+    ("f32", 32, 64, 4, 77), ("f32", 1, 16, 1, 3), ("f32", 64, 128, 8, 130), ("f16", 16, 64, 4, 33),
+    ("f32", 16, 16, 8, 1),
+])
+def test_rotary_interleaved(t, bm, d, nw, m):
+    """Interleaved rotary embedding (GPT-J style): pairs (x[2i], x[2i+1]) rotated by angle
+    i of each row; split/join/reshape against a float64 NumPy reference. Tolerance: f32
+    1e-5 relative (two products and a sum), f16 output rounding (2e-3 relative)."""
+    k = tile.compile(source=ROTARY, name="rotary.tile",
+                     defines={"T": t, "BM": bm, "D": d, "NW": nw})
+    np_dt = np.float32 if t == "f32" else np.float16
+    x = RNG.standard_normal((m, d)).astype(np_dt)
+    theta = RNG.uniform(-np.pi, np.pi, (m, d // 2))
+    cos, sin = np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    k(x, cos, sin, y)
+    xe, xo = x[:, 0::2].astype(np.float64), x[:, 1::2].astype(np.float64)
+    ref = np.empty((m, d))
+    ref[:, 0::2] = xe * cos - xo * sin
+    ref[:, 1::2] = xe * sin + xo * cos
+    tol = 1e-5 if t == "f32" else 2e-3
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=tol, atol=tol)
+
+
+def test_int4_unpacking():
+    """Two 4-bit values per byte, low nibble first: join(lo, hi) then a reshape doubles the
+    last dimension; (q - 8) * scale dequantizes."""
+    src = """kernel unpack<BM: 16 = 16, BN: 32 = 32>(P: i8[M, N], S: f32[M], Y: out f32[M, N2])
+  grid(cdiv(M, BM)) {
+  let m0 = program_id(0) * BM;
+  let b = i32(P[m0 : +BM, 0 : +BN]);
+  let q = reshape(join(b & 15, (b >> 4) & 15), [BM, 2 * BN]);
+  Y[m0 : +BM, 0 : +2 * BN] = f32(q - 8) * S[m0 : +BM][:, None];
+}"""
+    k = tile.compile(source=src, name="unpack.tile")
+    m, n = 37, 32
+    p = RNG.integers(-128, 128, size=(m, n)).astype(np.int8)
+    s = RNG.uniform(0.5, 2.0, m).astype(np.float32)
+    y = np.zeros((m, 2 * n), np.float32)
+    k(p, s, y)
+    u = p.view(np.uint8).astype(np.int64)
+    q = np.stack([u & 15, u >> 4], axis=-1).reshape(m, 2 * n)
+    np.testing.assert_array_equal(y, ((q - 8) * s[:, None].astype(np.float64)).astype(np.float32))
+
+
+SHAPE_OPS = os.path.join(os.path.dirname(__file__), "..", "cli", "shape_ops.tile")
+
+
+@pytest.mark.parametrize("bm,nw,m", [(64, 4, 100), (16, 1, 16), (128, 8, 1)])
+def test_shape_ops_file_mixed(bm, nw, m):
+    """tests/cli/shape_ops.tile's `mixed` (its PTX is checked by ptxas.sh): a transposing
+    reshape, and a dot result split, rejoined and with row blocks permuted. Tolerance: the
+    f32 product of f16 inputs (K = 64) against float64, 1e-4."""
+    k = tile.compile(SHAPE_OPS, kernel="mixed", defines={"BM": bm, "NW": nw})
+    a = RNG.standard_normal((m, 64)).astype(np.float16)
+    b = RNG.standard_normal((64, 64)).astype(np.float16)
+    y = np.full((m, 64), np.nan, np.float32)
+    z = np.full((m, 64), np.nan, np.float32)
+    k(a, b, y, z)
+    rows = -(-m // bm) * bm
+    ap = _padded(a.astype(np.float64), (rows, 64))
+    acc = ap @ b.astype(np.float64)
+    t = ap.reshape(rows, 8, 8).transpose(0, 2, 1).reshape(rows, 64)
+    swapped = np.stack([acc[:, 1::2], acc[:, 0::2]], axis=-1).reshape(rows, 64)
+    zr = acc.reshape(rows // bm, bm // 16, 16, 64).transpose(0, 2, 1, 3).reshape(rows, 64)
+    np.testing.assert_allclose(y, (t + swapped)[:m], rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(z, zr[:m], rtol=1e-4, atol=1e-4)
+
+
+def test_shape_ops_file_rotary_and_unpack():
+    """The other kernels of tests/cli/shape_ops.tile in their default configurations."""
+    k = tile.compile(SHAPE_OPS, kernel="rotary")
+    m, d = 70, 128
+    x = RNG.standard_normal((m, d)).astype(np.float16)
+    theta = RNG.uniform(-np.pi, np.pi, (m, d // 2))
+    cos, sin = np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+    y = np.zeros_like(x)
+    k(x, cos, sin, y)
+    xe, xo = x[:, 0::2].astype(np.float64), x[:, 1::2].astype(np.float64)
+    ref = np.stack([xe * cos - xo * sin, xe * sin + xo * cos], axis=-1).reshape(m, d)
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=2e-3, atol=2e-3)
+    u = tile.compile(SHAPE_OPS, kernel="unpack")
+    p = RNG.integers(-128, 128, size=(65, 64)).astype(np.int8)
+    s = RNG.uniform(0.5, 2.0, 65).astype(np.float32)
+    out = np.zeros((65, 128), np.float16)
+    u(p, s, out)
+    bits = p.view(np.uint8).astype(np.int64)
+    q = np.stack([bits & 15, bits >> 4], axis=-1).reshape(65, 128)
+    ref = ((q - 8) * s[:, None].astype(np.float64)).astype(np.float32).astype(np.float16)
+    np.testing.assert_array_equal(out, ref)
