@@ -1052,10 +1052,10 @@ struct sema_info *sema_check_write_call(struct sema *s, struct ast_node *n, stru
     return i;
   }
   ir_dtype dt = (ir_dtype)ti->ty.dt;
-  bool ok = dt == DT_I32 || dt == DT_F32 || (b == BI_ATOMIC_ADD && (dt == DT_F16 || dt == DT_BF16));
+  bool ok = dt == DT_I32 || dt == DT_U32 || dt == DT_F32 || (b == BI_ATOMIC_ADD && (dt == DT_F16 || dt == DT_BF16));
   if (!ok)
     return lang_error(s->ctx, target->loc, D_ATOMIC_TYPE,
-                      "%s() on a tensor of %s is not supported: atomics work on i32 and f32%s", fname,
+                      "%s() on a tensor of %s is not supported: atomics work on i32, u32 and f32%s", fname,
                       ir_dtype_name(dt), b == BI_ATOMIC_ADD ? " (add also on f16 and bf16)" : ""),
            poison(i);
   i->ty = ti->ty;

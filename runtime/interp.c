@@ -342,6 +342,14 @@ static ir_scalar atomic_update(ir_dtype dt, void *base, int64_t off, int kind, i
     old.i = cur;
     return old;
   }
+  if (dt == DT_U32) {
+    uint32_t *p = (uint32_t *)base + off, x = (uint32_t)v.i, cur = __atomic_load_n(p, __ATOMIC_RELAXED), nv;
+    do {
+      nv = kind == 0 ? cur + x : kind == 1 ? (cur > x ? cur : x) : (cur < x ? cur : x);
+    } while (!__atomic_compare_exchange_n(p, &cur, nv, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    old.i = cur;
+    return old;
+  }
   if (dt == DT_F32) {
     uint32_t *p = (uint32_t *)base + off, cur = __atomic_load_n(p, __ATOMIC_RELAXED), nv;
     float xf = (float)v.f;

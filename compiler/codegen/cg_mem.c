@@ -644,6 +644,7 @@ void cg_gen_atomic(struct cg *g, const struct ir_op *op) {
                        : x.dt == DT_F16  ? "add.noftz.f16"
                        : x.dt == DT_BF16 ? "add.noftz.bf16"
                        : kind == 0       ? "add.u32"
+                       : x.dt == DT_U32  ? (kind == 1 ? "max.u32" : "min.u32")
                        : kind == 1       ? "max.s32"
                                          : "min.s32";
       LLVMValueRef ob = atomic_elem(g, ty, bits, addr, to_bits(g, val, x.dt), inb, want_old);

@@ -192,7 +192,7 @@ static void check_indexed(struct verifier *v, uint32_t id) {
   if (op->code == IR_ATOMIC) {
     if (vt(v, op->res) != data) bad(v, id, "the result (the old values) must have the value's type");
     if (op->i[0] < 0 || op->i[0] > 2) bad(v, id, "atomic kind %lld is not 0 (add), 1 (max) or 2 (min)", (long long)op->i[0]);
-    bool ok = data->dtype == DT_I32 || data->dtype == DT_F32 ||
+    bool ok = data->dtype == DT_I32 || data->dtype == DT_U32 || data->dtype == DT_F32 ||
               ((data->dtype == DT_F16 || data->dtype == DT_BF16) && op->i[0] == 0);
     if (!ok) bad(v, id, "no atomic %s on %s", op->i[0] == 0 ? "add" : op->i[0] == 1 ? "max" : "min", ir_dtype_name((ir_dtype)data->dtype));
   }

@@ -102,3 +102,18 @@ kernel g<BI: 8 = 8>(T: f32[A, 16, C], i: i32[BI], j: i32[BI], O: out f32[BI, 16]
     o = np.empty((8, 16), np.float32)
     k(t, i, j, o)
     np.testing.assert_array_equal(o, t[i, :, j])
+
+
+@pytest.mark.parametrize("n,s", [(1, 1), (333, 5)])
+def test_u32_atomics_are_unsigned_and_wrap(n, s):
+    x = RNG.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    seg = RNG.integers(0, s, n).astype(np.int32)
+    mx = np.zeros(s, np.uint32)
+    tot = RNG.integers(0, 2**32, s, dtype=np.uint64).astype(np.uint32)
+    ref_mx = mx.copy()
+    np.maximum.at(ref_mx, seg, x)
+    ref_tot = tot.astype(np.uint64)
+    np.add.at(ref_tot, seg, x.astype(np.uint64))
+    kernel("umax")(x, seg, mx, tot)
+    np.testing.assert_array_equal(mx, ref_mx)
+    np.testing.assert_array_equal(tot, (ref_tot % 2**32).astype(np.uint32))
