@@ -169,6 +169,7 @@ expand() {
 }
 
 # tk FILE KERNEL DEFINES SIZES [SCALARS] [EXTRA tilec ARGS...]: one `tilec run --check`.
+# FILE is in lib/, or a path from the repository root (tests/kernels/...).
 # DEFINES and SCALARS are comma-separated NAME=VALUE lists ("" for none).
 tk() {
   local file=$1 kernel=$2 defs=$3 sizes=$4 scalars=${5:-}
@@ -179,7 +180,7 @@ tk() {
   dtype=$(printf '%s\n' "$defs" | tr ',' '\n' | sed -n 's/^T=//p')
   config=$(printf '%s\n' "$defs" | tr ',' '\n' | grep -v '^T=' | paste -sd, -)
   check "$kernel" "${config:-default}${TK_TAG:-}" "$sizes" "${dtype:-$(default_dtype "$kernel")}" \
-    "$TILEC" run "lib/$file" -k "$kernel" "${args[@]}" --size "$sizes" --device="$DEVICE" \
+    "$TILEC" run "$(case $file in */*) echo "$file" ;; *) echo "lib/$file" ;; esac)" -k "$kernel" "${args[@]}" --size "$sizes" --device="$DEVICE" \
     --check --seed="$SEED" "$@"
 }
 
@@ -383,6 +384,24 @@ tk scan.tile cumsum T=f32,BM=8,BN=512,NW=2,REVERSE=true M=100,N=3000
 tk scan.tile cummax T=f16,BM=128,BN=64,NW=8 M=1000,N=100
 tk scan.tile cummax T=f32,BM=16,BN=8,NW=1 M=70,N=13
 
+# gathers, masked stores and atomics (tests/kernels/memory_ops.tile; the order of atomic f32
+# additions differs from the interpreter's: within --check's tolerance; kernels whose result
+# depends on the order of racing writes, scatters with duplicate positions and the old
+# values of atomic_max, are checked on the interpreter only). Random i32 inputs lie in
+# [-32, 32): half the indices are out of range, so masking is exercised.
+for s in M=1,N=1,K=1 M=7,N=33,K=17 M=33,N=40,K=100 M=64,N=31,K=4095 M=256,N=256,K=1024; do
+  tk tests/kernels/memory_ops.tile splitk "" "$s"
+done
+for s in M=1,N=1 M=7,N=33 M=33,N=32 M=1000,N=20; do tk tests/kernels/memory_ops.tile rowmask "" "$s"; done
+for s in N=1,NB=1 N=1000,NB=7 N=4095,NB=33; do tk tests/kernels/memory_ops.tile hist "" "$s"; done
+for s in N=1 N=1000 N=4095; do tk tests/kernels/memory_ops.tile total "" "$s"; done
+for s in N=1,S=1 N=333,S=40; do tk tests/kernels/memory_ops.tile umax "" "$s"; done
+# the examples (varlen attention needs valid sequence offsets: tools/bench_examples.py checks it)
+tk examples/embedding_bag.tile embedding_bag T=f32 V=1000,B=33,DIM=64
+tk examples/embedding_bag.tile embedding_bag T=f16,L=32,BD=256 V=50,B=7,DIM=1000
+tk examples/splitk_gemm.tile splitk_gemm T=f16 M=16,N=4095,K=8192
+tk examples/splitk_gemm.tile splitk_gemm T=bf16,BM=64,BN=128,SPLIT=4 M=7,N=33,K=1000
+
 # attention: sizes B,H,HKV (kv heads),N (queries),NK (keys); D is a define (default 64)
 SC="scale=0.125"
 for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=3,HKV=3,N=7,NK=33 B=1,H=2,HKV=2,N=1000,NK=1000 \
@@ -523,6 +542,7 @@ if [ "${PYTHON_CHECK:-1}" != 0 ] && [ -n "$WHEEL" ] && command -v python3 >/dev/
   PYENV=(env PYTHONPATH="$PYSITE" TILE_PY_INSTALLED=1 TILE_LIBRARY= TILE_CACHE_DIR=)
   check python "pytest tests/python" - - "${PYENV[@]}" python3 -m pytest -q -p no:cacheprovider tests/python
   [ "$DEVICE" = cuda ] && check python "launch overhead vs triton" - f32 "${PYENV[@]}" python3 tools/bench_python.py
+  [ "$DEVICE" = cuda ] && check python "examples vs torch" - - "${PYENV[@]}" python3 tools/bench_examples.py
 fi
 
 # ---- 7. profiling: the trace file, NVTX ranges and line information under Nsight Compute -------

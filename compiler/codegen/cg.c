@@ -879,7 +879,8 @@ bool cg_uniform_block(struct cg *g, uint32_t blk) {
     uint32_t parent = g->f->blocks.v[b].parent;
     if (!parent) return true;
     const struct ir_op *op = &g->f->ops.v[parent];
-    if (op->code != IR_FOR && op->code != IR_WARP_SPECIALIZE) return false;
+    /* if conditions are scalars, the same in every thread: both branches are uniform too */
+    if (op->code != IR_FOR && op->code != IR_IF && op->code != IR_WARP_SPECIALIZE) return false;
     b = op->block;
   }
   return true;

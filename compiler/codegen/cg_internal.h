@@ -96,7 +96,8 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord);
 void cg_coords(struct cg *g, const struct ll *l, uint32_t r, LLVMValueRef *coord);
 void cg_gen_region(struct cg *g, uint32_t blk);
 /* Whether every thread of the current role runs block blk: the body, a role's region, or a
- * loop body nested only in those (loop bounds are uniform). Barriers are safe there. */
+ * loop body or if branch nested only in those (loop bounds and conditions are scalars, the
+ * same in every thread). Barriers are safe there. */
 bool cg_uniform_block(struct cg *g, uint32_t blk);
 
 /* cg_data.c: data movement between threads */

@@ -244,51 +244,57 @@ static void store_elem(struct cg *g, ir_dtype dt, LLVMValueRef addr, LLVMValueRe
   cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, 3, true);
 }
 
+/* v consecutive elements of dt at addr as one predicated access (fill where pred is
+ * false) into out[0..v-1]: w words of `wbits`. */
+static void load_vec(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMValueRef pred, LLVMValueRef fill_bits,
+                     LLVMValueRef *out) {
+  int bits = ir_dtype_bytes(dt) * 8;
+  int total = v * bits, wbits = word_bits(bits, total), w = total / wbits;
+  int per_word = wbits / bits;
+  LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
+  LLVMValueRef fw = LLVMConstInt(wt, 0, 0);
+  for (int e = 0; e < per_word; e++)
+    fw = LLVMBuildOr(g->b, fw, LLVMBuildShl(g->b, LLVMBuildZExt(g->b, fill_bits, wt, ""), LLVMConstInt(wt, (unsigned)(e * bits), 0), ""), "");
+  char text[512], cons[128], dst[64];
+  const char *cw = cons_of(wbits);
+  int n = 0;
+  for (int i = 0; i < w; i++) n += snprintf(dst + n, sizeof dst - (size_t)n, "%s$%d", i ? ", " : "", i);
+  n = snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $%d, 0;\n", w + 1);
+  for (int i = 0; i < w; i++) n += snprintf(text + n, sizeof text - (size_t)n, " mov.b%d $%d, $%d;\n", wbits, i, w + 2);
+  snprintf(text + n, sizeof text - (size_t)n, " @p ld.global%s.b%d %s%s%s, [$%d];\n}", w == 1 ? "" : w == 2 ? ".v2" : ".v4",
+           wbits, w > 1 ? "{" : "", dst, w > 1 ? "}" : "", w);
+  n = 0;
+  for (int i = 0; i < w; i++) n += snprintf(cons + n, sizeof cons - (size_t)n, "=%s,", cw);
+  snprintf(cons + n, sizeof cons - (size_t)n, "l,r,%s", cw);
+  LLVMTypeRef rt = wt;
+  if (w > 1) {
+    LLVMTypeRef ts[4] = {wt, wt, wt, wt};
+    rt = LLVMStructTypeInContext(g->ctx, ts, (unsigned)w, 0);
+  }
+  LLVMValueRef args[3] = {addr, LLVMBuildZExt(g->b, pred, g->i32, ""), fw};
+  LLVMValueRef res = cg_asm(g, rt, text, cons, args, 3, true);
+  for (int i = 0; i < w; i++) {
+    LLVMValueRef word = w > 1 ? LLVMBuildExtractValue(g->b, res, (unsigned)i, "") : res;
+    for (int e = 0; e < per_word; e++) {
+      LLVMValueRef eb_bits = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, word, LLVMConstInt(wt, (unsigned)(e * bits), 0), ""),
+                                            LLVMIntTypeInContext(g->ctx, (unsigned)bits), "");
+      out[i * per_word + e] = from_bits(g, eb_bits, dt);
+    }
+  }
+}
+
 void cg_gen_load(struct cg *g, const struct ir_op *op) {
   struct access x;
   if (!setup_access(g, op, op->res, NULL, &x)) return;
   struct cgval *out = cg_new_val(g, op->res, x.nregs);
-  int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
   LLVMValueRef fill = cg_cast(g, cg_const(g, DT_F64, 0, op->f), DT_F64, x.dt);
   if (!ir_dtype_is_float(x.dt)) fill = cg_const(g, x.dt, (int64_t)op->f, 0);
   LLVMValueRef fill_bits = to_bits(g, fill, x.dt);
   if (x.vec > 1) {
-    /* one access of v elements = w words of `wbits` */
-    int total = x.vec * bits, wbits = word_bits(bits, total), w = total / wbits;
-    int per_word = wbits / bits;
-    LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
-    LLVMValueRef fw = LLVMConstInt(wt, 0, 0);
-    for (int e = 0; e < per_word; e++)
-      fw = LLVMBuildOr(g->b, fw, LLVMBuildShl(g->b, LLVMBuildZExt(g->b, fill_bits, wt, ""), LLVMConstInt(wt, (unsigned)(e * bits), 0), ""), "");
-    char text[512], cons[128], dst[64];
-    const char *cw = cons_of(wbits);
-    int n = 0;
-    for (int i = 0; i < w; i++) n += snprintf(dst + n, sizeof dst - (size_t)n, "%s$%d", i ? ", " : "", i);
-    n = snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $%d, 0;\n", w + 1);
-    for (int i = 0; i < w; i++) n += snprintf(text + n, sizeof text - (size_t)n, " mov.b%d $%d, $%d;\n", wbits, i, w + 2);
-    snprintf(text + n, sizeof text - (size_t)n, " @p ld.global%s.b%d %s%s%s, [$%d];\n}", w == 1 ? "" : w == 2 ? ".v2" : ".v4",
-             wbits, w > 1 ? "{" : "", dst, w > 1 ? "}" : "", w);
-    n = 0;
-    for (int i = 0; i < w; i++) n += snprintf(cons + n, sizeof cons - (size_t)n, "=%s,", cw);
-    snprintf(cons + n, sizeof cons - (size_t)n, "l,r,%s", cw);
-    LLVMTypeRef rt = wt;
-    if (w > 1) {
-      LLVMTypeRef ts[4] = {wt, wt, wt, wt};
-      rt = LLVMStructTypeInContext(g->ctx, ts, (unsigned)w, 0);
-    }
     for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
       LLVMValueRef off, inb;
       element_address(g, &x, r0, &off, &inb);
-      LLVMValueRef args[3] = {address(g, &x, off), LLVMBuildZExt(g->b, inb, g->i32, ""), fw};
-      LLVMValueRef res = cg_asm(g, rt, text, cons, args, 3, true);
-      for (int i = 0; i < w; i++) {
-        LLVMValueRef word = w > 1 ? LLVMBuildExtractValue(g->b, res, (unsigned)i, "") : res;
-        for (int e = 0; e < per_word; e++) {
-          LLVMValueRef eb_bits = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, word, LLVMConstInt(wt, (unsigned)(e * bits), 0), ""),
-                                                LLVMIntTypeInContext(g->ctx, (unsigned)bits), "");
-          out->r[r0 + (uint32_t)(i * per_word + e)] = from_bits(g, eb_bits, x.dt);
-        }
-      }
+      load_vec(g, x.dt, x.vec, address(g, &x, off), inb, fill_bits, out->r + r0);
     }
     return;
   }
@@ -379,14 +385,16 @@ static LLVMValueRef staged_at(struct cg *g, const LLVMValueRef *c, int32_t pitch
   return cg_smem_ptr(g, LLVMBuildMul(g->b, idx, cg_i32(g, eb), ""));
 }
 
-static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, struct access *direct) {
+/* pred (0: none) is the store's predicate, in the value's layout: it goes through shared
+ * memory too, one byte per element after the values. */
+static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, ir_val pred, struct access *direct) {
   struct ir_func *f = g->f;
   const struct ir_type *vt = ir_vtype(f, value);
   if (vt->rank != 2 || !vt->layout || f->layouts.v[vt->layout].kind != IR_LAYOUT_MMA) return false;
   if (!cg_uniform_block(g, op->block) || direct->dt == DT_BOOL) return false;
   int eb = ir_dtype_bytes(direct->dt);
   int32_t rows = vt->dims[0], cols = vt->dims[1], pitch = cols + 16 / eb;
-  unsigned bytes = (unsigned)(rows * pitch * eb);
+  unsigned vbytes = (unsigned)(rows * pitch * eb), bytes = vbytes + (pred ? (unsigned)(rows * cols) : 0);
   if (g->smem_scratch + bytes > g->target->smem_optin) return false;
   /* the blocked layout: 16-byte vectors if the tensor allows them, else one element */
   struct access x;
@@ -394,7 +402,7 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, str
   if (x.vec == 1 && !blocked_access(g, op, value, 16, &x)) return false;
   bool wider = x.vec > direct->vec, coalesced = x.vec == 1 && direct->vec == 1;
   if (!wider && !coalesced) return false;
-  struct cgval *v = cg_val(g, value);
+  struct cgval *v = cg_val(g, value), *pv = pred ? cg_val(g, pred) : NULL;
   if (g->failed) return false;
   cg_smem_reserve(g, bytes);
   /* registers to shared memory, runs of consecutive columns as one access */
@@ -416,6 +424,11 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, str
     LLVMValueRef st = LLVMBuildStore(g->b, val, ptr);
     LLVMSetAlignment(st, (unsigned)(run * eb));
   }
+  for (uint32_t r = 0; pv && r < direct->nregs; r++) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, src, r, c);
+    cg_smem_store_elem(g, pv->r[r], DT_BOOL, cg_linear_index(g, c, vt->dims, 2), vbytes);
+  }
   cg_barrier(g);
   /* back in the blocked layout, x.vec elements per access */
   LLVMValueRef *regs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
@@ -430,7 +443,13 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, str
       regs[r0 + (uint32_t)i] = from_bits(g, bitsv, direct->dt);
     }
   }
-  store_regs(g, &x, regs, NULL);
+  LLVMValueRef *preds = pv ? ARENA_NEWN(g->arena, LLVMValueRef, x.nregs) : NULL;
+  for (uint32_t r = 0; preds && r < x.nregs; r++) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, &x.l, r, c);
+    preds[r] = cg_smem_load_elem(g, DT_BOOL, cg_linear_index(g, c, vt->dims, 2), vbytes);
+  }
+  store_regs(g, &x, regs, preds);
   return true;
 }
 
@@ -438,9 +457,9 @@ void cg_gen_store(struct cg *g, const struct ir_op *op) {
   ir_val value = op->args[op->nargs - 1];
   struct access x;
   if (!setup_access(g, op, value, NULL, &x)) return;
-  /* a predicate (store %T[..], %pred, %v) is in the value's layout: the direct path */
+  /* a predicate (store %T[..], %pred, %v) is in the value's layout */
   bool has_pred = op->nargs == (uint32_t)x.rank + 3;
-  if (!has_pred && (staged_store(g, op, value, &x) || g->failed)) return;
+  if (staged_store(g, op, value, has_pred ? op->args[op->nargs - 2] : 0, &x) || g->failed) return;
   struct cgval *v = cg_val(g, value);
   struct cgval *p = has_pred ? cg_val(g, op->args[op->nargs - 2]) : NULL;
   if (g->failed) return;
@@ -540,6 +559,98 @@ static LLVMValueRef owner(struct cg *g, uint32_t lane_mask, uint32_t warp_mask) 
   return own;
 }
 
+/* How an i32 index tile varies along one of its dimensions: not at all, by +1 per step
+ * (with `div` dividing the value at every multiple of the run length), or otherwise. */
+enum { ALONG_OTHER, ALONG_CONST, ALONG_UNIT };
+struct along {
+  int kind;
+  int64_t div; /* ALONG_UNIT: the largest power of two known to divide the run starts' values */
+};
+
+static struct along along_dim(struct cg *g, ir_val v, int dim, int depth) {
+  struct ir_func *f = g->f;
+  struct along other = {ALONG_OTHER, 1};
+  uint32_t d = ir_def_op(f, v);
+  const struct ir_type *t = ir_vtype(f, v);
+  if (!d || depth > 16 || t->rank == 0) return other;
+  if (t->dims[dim] == 1) return (struct along){ALONG_CONST, 1};
+  const struct ir_op *op = &f->ops.v[d];
+  switch (op->code) {
+  case IR_CONST:
+  case IR_SPLAT:
+    return (struct along){ALONG_CONST, 1};
+  case IR_ARANGE:
+    return (struct along){ALONG_UNIT, (int64_t)1 << 30}; /* runs start at multiples of their length */
+  case IR_CONVERT_LAYOUT:
+    return along_dim(g, op->args[0], dim, depth + 1);
+  case IR_BROADCAST: {
+    const struct ir_type *st = ir_vtype(f, op->args[0]);
+    int sd = dim - (t->rank - st->rank);
+    if (sd < 0 || st->dims[sd] == 1) return (struct along){ALONG_CONST, 1};
+    return along_dim(g, op->args[0], sd, depth + 1);
+  }
+  case IR_EXPAND_DIMS: {
+    int axis = (int)op->i[0];
+    return dim == axis ? (struct along){ALONG_CONST, 1} : along_dim(g, op->args[0], dim > axis ? dim - 1 : dim, depth + 1);
+  }
+  case IR_ADD:
+  case IR_SUB: {
+    struct along a = along_dim(g, op->args[0], dim, depth + 1), b = along_dim(g, op->args[1], dim, depth + 1);
+    if (a.kind == ALONG_CONST && b.kind == ALONG_CONST) return a;
+    struct along u = a.kind == ALONG_UNIT ? a : b, c = a.kind == ALONG_UNIT ? b : a;
+    if (u.kind != ALONG_UNIT || c.kind != ALONG_CONST || (op->code == IR_SUB && a.kind != ALONG_UNIT)) return other;
+    /* the constant term's divisibility: a splat's scalar, or a uniform constant */
+    ir_val cv = a.kind == ALONG_UNIT ? op->args[1] : op->args[0];
+    uint32_t cd = ir_def_op(f, cv);
+    int64_t div = 1;
+    if (cd && f->ops.v[cd].code == IR_SPLAT) div = cg_divisibility(g, f->ops.v[cd].args[0]);
+    else if (cd && f->ops.v[cd].code == IR_CONST) {
+      int64_t k = f->ops.v[cd].i[0] < 0 ? -f->ops.v[cd].i[0] : f->ops.v[cd].i[0];
+      div = k == 0 ? (int64_t)1 << 30 : k & -k;
+    }
+    u.div = u.div < div ? u.div : div;
+    return u;
+  }
+  default:
+    if ((ir_ops[op->code].flags & OPF_ELEM)) {
+      for (uint32_t k = 0; k < op->nargs; k++)
+        if (along_dim(g, op->args[k], dim, depth + 1).kind != ALONG_CONST) return other;
+      return (struct along){ALONG_CONST, 1}; /* a function of values constant along dim */
+    }
+    return other;
+  }
+}
+
+/* Elements per vector access of a gather: the layout gives a thread v consecutive elements
+ * along the data's last dimension, the index of the tensor's contiguous dimension D grows
+ * by one along it from a multiple of v, every other index is constant along it, and the
+ * tensor's base, other strides and size along D allow v-element accesses (a vector then
+ * lies wholly inside or outside the tensor). 1 when any of that is not known. */
+static int gather_vector(struct cg *g, const struct ir_op *op, const struct indexed *x) {
+  if (x->data_rank == 0 || x->dt == DT_BOOL) return 1;
+  int eb = ir_dtype_bytes(x->dt), last = x->data_rank - 1;
+  int v = contiguous_run(&x->l, x->data_rank, eb);
+  if (v == 1) return 1;
+  const struct ir_type *tt = ir_vtype(g->f, op->args[0]);
+  int D = -1;
+  for (int d = 0; d < x->rank; d++) {
+    struct along a = along_dim(g, op->args[1 + d], last, 0);
+    if (a.kind == ALONG_UNIT && D < 0 && a.div % v == 0) {
+      D = d;
+    } else if (a.kind != ALONG_CONST) {
+      return 1;
+    }
+  }
+  if (D < 0 || !x->param->facts.stride1[D] || !ir_facts_allow_vector(x->param, tt, D, v * eb)) return 1;
+  if (IR_DIM_IS_SYM(tt->dims[D])) {
+    const struct ir_param *sp = ir_param_of(g->f, IR_DIM_SYM_VALUE(tt->dims[D]));
+    if (!sp || !sp->div16 || 16 % v) return 1;
+  } else if (tt->dims[D] % v) {
+    return 1;
+  }
+  return v;
+}
+
 void cg_gen_gather(struct cg *g, const struct ir_op *op) {
   struct indexed x;
   if (!setup_indexed(g, op, op->res, &x)) return;
@@ -547,6 +658,15 @@ void cg_gen_gather(struct cg *g, const struct ir_op *op) {
   LLVMValueRef fill = ir_dtype_is_float(x.dt) ? cg_cast(g, cg_const(g, DT_F64, 0, op->f), DT_F64, x.dt)
                                               : cg_const(g, x.dt, (int64_t)op->f, 0);
   LLVMValueRef fill_bits = to_bits(g, fill, x.dt);
+  int v = gather_vector(g, op, &x);
+  if (v > 1) { /* one access per run: the run's first element decides for all */
+    for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)v) {
+      LLVMValueRef addr, inb;
+      indexed_address(g, &x, r0, &addr, &inb);
+      load_vec(g, x.dt, v, addr, inb, fill_bits, out->r + r0);
+    }
+    return;
+  }
   for (uint32_t r = 0; r < x.nregs; r++) {
     LLVMValueRef addr, inb;
     indexed_address(g, &x, r, &addr, &inb);

@@ -117,3 +117,51 @@ def test_u32_atomics_are_unsigned_and_wrap(n, s):
     kernel("umax")(x, seg, mx, tot)
     np.testing.assert_array_equal(mx, ref_mx)
     np.testing.assert_array_equal(tot, (ref_tot % 2**32).astype(np.uint32))
+
+
+# ---- the examples (examples/*.tile): split-K GEMM, embedding bag, varlen attention ----------
+
+def example(name, **defines):
+    return tile.compile(os.path.join(ROOT, "examples", name + ".tile"), defines=defines or None)
+
+
+@pytest.mark.parametrize("m,n,kk,split", [(1, 1, 1, 2), (7, 100, 1000, 4), (33, 65, 4095, 16)])
+def test_example_splitk_gemm(m, n, kk, split):
+    a = RNG.standard_normal((m, kk)).astype(np.float16)
+    b = RNG.standard_normal((kk, n)).astype(np.float16)
+    c = np.zeros((m, n), np.float32)
+    example("splitk_gemm", BM=16, BN=64, BK=64, SPLIT=split)(a, b, c)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, ref, rtol=1e-4, atol=1e-4 * np.sqrt(kk))
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-5), (np.float16, 5e-3)])
+@pytest.mark.parametrize("v,bags,dim", [(1, 1, 1), (37, 33, 200), (1000, 7, 4095)])
+def test_example_embedding_bag(dtype, tol, v, bags, dim):
+    e = RNG.standard_normal((v, dim)).astype(dtype)
+    ids = RNG.integers(-2, v + 2, (bags, 8)).astype(np.int32)  # out-of-range ids add nothing
+    w = RNG.standard_normal((bags, 8)).astype(np.float32)
+    out = np.full((bags, dim), np.nan, dtype)
+    example("embedding_bag", T="f32" if dtype == np.float32 else "f16")(e, ids, w, out)
+    valid = (ids >= 0) & (ids < v)
+    rows = np.where(valid[:, :, None], e[np.clip(ids, 0, v - 1)].astype(np.float64), 0)
+    ref = np.einsum("blv,bl->bv", rows, w)
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=tol, atol=tol * 4)
+
+
+@pytest.mark.parametrize("lens", [[1], [70, 1, 33, 130], [64, 128, 3]])
+def test_example_varlen_attention_writes_only_its_rows(lens):
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    total, h, d = int(cu[-1]), 2, 64
+    q, k, v = (RNG.standard_normal((total, h, d)).astype(np.float16) for _ in range(3))
+    # a block of 64 rows runs into the next sequence: those rows belong to another program,
+    # which writes them concurrently; only the masked store keeps them right
+    o = np.full((total, h, d), np.nan, np.float16)
+    example("varlen_attention", D=64, BM=64, BN=32)(q, k, v, cu, o, scale=0.125, max_len=max(lens))
+    for s in range(len(lens)):
+        sl = slice(cu[s], cu[s + 1])
+        for hh in range(h):
+            sc = q[sl, hh].astype(np.float64) @ k[sl, hh].astype(np.float64).T * 0.125
+            p = np.exp(sc - sc.max(1, keepdims=True))
+            p /= p.sum(1, keepdims=True)
+            np.testing.assert_allclose(o[sl, hh].astype(np.float64), p @ v[sl, hh].astype(np.float64), atol=2e-3)
