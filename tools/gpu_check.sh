@@ -396,6 +396,12 @@ for s in M=1,N=1 M=7,N=33 M=33,N=32 M=1000,N=20; do tk tests/kernels/memory_ops.
 for s in N=1,NB=1 N=1000,NB=7 N=4095,NB=33; do tk tests/kernels/memory_ops.tile hist "" "$s"; done
 for s in N=1 N=1000 N=4095; do tk tests/kernels/memory_ops.tile total "" "$s"; done
 for s in N=1,S=1 N=333,S=40; do tk tests/kernels/memory_ops.tile umax "" "$s"; done
+# fp8 storage (software conversions, the same as the interpreter's): quantize and dequantize,
+# and a group-dequantizing product (an accumulator carried through two nested loops)
+for s in N=1 N=1000 N=4095; do tk tests/kernels/fp8.tile roundtrip "" "$s"; done
+for s in M=1,N=1,K=64,KG=1 M=33,N=65,K=256,KG=4 M=100,N=40,K=1024,KG=16; do
+  tk tests/kernels/fp8.tile dequant_gemm "" "$s"
+done
 # the examples (varlen attention needs valid sequence offsets: tools/bench_examples.py checks it)
 tk examples/embedding_bag.tile embedding_bag T=f32 V=1000,B=33,DIM=64
 tk examples/embedding_bag.tile embedding_bag T=f16,L=32,BD=256 V=50,B=7,DIM=1000

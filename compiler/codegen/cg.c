@@ -236,13 +236,72 @@ void cg_coords(struct cg *g, const struct ll *l, uint32_t r, LLVMValueRef *coord
 
 /* ---- elementwise ---- */
 
+/* ---- fp8 (storage types: i8 registers), converted exactly as compiler/util/fp16.h does ----
+ * Widening goes through f16, which holds every E4M3 and E5M2 value: an E5M2 byte is the top
+ * byte of its f16; an E4M3 byte's magnitude shifted into an f16's exponent and mantissa is
+ * the value scaled by 2^-8 (bias 7 against 15), which a multiplication by 256 undoes
+ * exactly, subnormals included. Narrowing rounds to nearest even: normal results by adding
+ * a rounding bias below the kept mantissa bits, subnormal ones by rounding |x| scaled to
+ * units of the smallest subnormal. E4M3 saturates to +-448 (infinity too) and has one NaN
+ * code; E5M2 overflows to infinity. */
+static LLVMValueRef fconst(struct cg *g, double x);
+
+LLVMValueRef cg_f8_to_f32(struct cg *g, LLVMValueRef v, ir_dtype dt) {
+  LLVMValueRef c = LLVMBuildZExt(g->b, v, g->i16, "");
+  if (dt == DT_F8E5M2)
+    return LLVMBuildFPExt(g->b, LLVMBuildBitCast(g->b, LLVMBuildShl(g->b, c, LLVMConstInt(g->i16, 8, 0), ""), g->f16, ""),
+                          g->f32, "");
+  LLVMValueRef mag = LLVMBuildAnd(g->b, c, LLVMConstInt(g->i16, 0x7f, 0), "");
+  LLVMValueRef sign = LLVMBuildShl(g->b, LLVMBuildAnd(g->b, c, LLVMConstInt(g->i16, 0x80, 0), ""), LLVMConstInt(g->i16, 8, 0), "");
+  LLVMValueRef h = LLVMBuildOr(g->b, sign, LLVMBuildShl(g->b, mag, LLVMConstInt(g->i16, 7, 0), ""), "");
+  LLVMValueRef x = LLVMBuildFMul(g->b, LLVMBuildFPExt(g->b, LLVMBuildBitCast(g->b, h, g->f16, ""), g->f32, ""),
+                                 fconst(g, 256.0), "");
+  LLVMValueRef nan = LLVMBuildICmp(g->b, LLVMIntEQ, mag, LLVMConstInt(g->i16, 0x7f, 0), "");
+  return LLVMBuildSelect(g->b, nan, fconst(g, NAN), x, "");
+}
+
+LLVMValueRef cg_f32_to_f8(struct cg *g, LLVMValueRef x, ir_dtype dt) {
+  bool e4 = dt == DT_F8E4M3;
+  int keep = e4 ? 3 : 2, drop = 23 - keep, rebias = e4 ? 127 - 7 : 127 - 15;
+  uint32_t min_normal = e4 ? 0x3c800000u /* 2^-6 */ : 0x38800000u /* 2^-14 */;
+  double sub_scale = e4 ? 512.0 /* 2^9 */ : 65536.0 /* 2^16 */;
+  LLVMTypeRef i32 = g->i32;
+  LLVMValueRef u = LLVMBuildBitCast(g->b, x, i32, "");
+  LLVMValueRef sign = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, u, cg_i32(g, 24), ""), cg_i32(g, 0x80), "");
+  LLVMValueRef mag = LLVMBuildAnd(g->b, u, cg_i32(g, 0x7fffffff), "");
+  /* normal: round the mantissa to `keep` bits (ties to even), rebias the exponent */
+  LLVMValueRef lsb = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, mag, cg_i32(g, drop), ""), cg_i32(g, 1), "");
+  LLVMValueRef r = LLVMBuildAdd(g->b, LLVMBuildAdd(g->b, mag, cg_i32(g, (1 << (drop - 1)) - 1), ""), lsb, "");
+  LLVMValueRef normal = LLVMBuildSub(g->b, LLVMBuildLShr(g->b, r, cg_i32(g, drop), ""), cg_i32(g, rebias << keep), "");
+  /* subnormal: |x| in units of the smallest subnormal, rounded to even */
+  LLVMValueRef ax = LLVMBuildBitCast(g->b, mag, g->f32, "");
+  LLVMTypeRef f32t = g->f32;
+  LLVMValueRef sc = LLVMBuildFMul(g->b, ax, fconst(g, sub_scale), "");
+  LLVMValueRef rn = cg_intrinsic(g, "llvm.rint", &f32t, 1, &sc, 1);
+  LLVMValueRef sub = LLVMBuildFPToUI(g->b, rn, i32, "");
+  LLVMValueRef small = LLVMBuildICmp(g->b, LLVMIntULT, mag, cg_i32(g, min_normal), "");
+  LLVMValueRef code = LLVMBuildSelect(g->b, small, sub, normal, "");
+  /* overflow (and infinity): E4M3 saturates at 0x7e (448), E5M2 becomes infinity (0x7c) */
+  int top = e4 ? 0x7e : 0x7c;
+  LLVMValueRef over = LLVMBuildICmp(g->b, LLVMIntUGT, code, cg_i32(g, top), "");
+  code = LLVMBuildSelect(g->b, over, cg_i32(g, top), code, "");
+  LLVMValueRef isnan = LLVMBuildICmp(g->b, LLVMIntUGT, mag, cg_i32(g, 0x7f800000), "");
+  LLVMValueRef nan = e4 ? cg_i32(g, 0x7f)
+                        : LLVMBuildOr(g->b, cg_i32(g, 0x7e),
+                                      LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, mag, cg_i32(g, 21), ""), cg_i32(g, 3), ""), "");
+  code = LLVMBuildSelect(g->b, isnan, nan, code, "");
+  return LLVMBuildTrunc(g->b, LLVMBuildOr(g->b, sign, code, ""), g->i8, "");
+}
+
 static LLVMValueRef to_f32(struct cg *g, LLVMValueRef v, ir_dtype dt) {
   if (dt == DT_F32) return v;
+  if (dt == DT_F8E4M3 || dt == DT_F8E5M2) return cg_f8_to_f32(g, v, dt);
   return LLVMBuildFPExt(g->b, v, g->f32, "");
 }
 
 static LLVMValueRef from_f32(struct cg *g, LLVMValueRef v, ir_dtype dt) {
   if (dt == DT_F32) return v;
+  if (dt == DT_F8E4M3 || dt == DT_F8E5M2) return cg_f32_to_f8(g, v, dt);
   return LLVMBuildFPTrunc(g->b, v, cg_reg_type(g, dt), "");
 }
 

@@ -86,6 +86,10 @@ LLVMTypeRef cg_reg_type(struct cg *g, ir_dtype dt);
 LLVMTypeRef cg_mem_int_type(struct cg *g, ir_dtype dt);
 LLVMValueRef cg_const(struct cg *g, ir_dtype dt, int64_t i, double f);
 LLVMValueRef cg_cast(struct cg *g, LLVMValueRef v, ir_dtype from, ir_dtype to);
+/* fp8 (i8 registers) to and from f32, as compiler/util/fp16.h converts (tests/unit/test_fp8_codegen.c
+ * runs them on the host against it) */
+LLVMValueRef cg_f8_to_f32(struct cg *g, LLVMValueRef v, ir_dtype dt);
+LLVMValueRef cg_f32_to_f8(struct cg *g, LLVMValueRef x, ir_dtype dt);
 LLVMValueRef cg_elem(struct cg *g, ir_opcode op, ir_dtype dt, LLVMValueRef a, LLVMValueRef b);
 
 struct cgval *cg_val(struct cg *g, ir_val v);

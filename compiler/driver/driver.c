@@ -116,12 +116,6 @@ enum tl_result tl_gpu_lower(struct ir_func *f, const struct tl_target *target, c
     const struct ir_op *op = &f->ops.v[i];
     if (!op->block || !op->nres) continue;
     const struct ir_type *t = ir_vtype(f, op->res);
-    /* fp8 is a storage type the interpreter converts; codegen has no conversion yet */
-    if (t->kind == IR_TY_TILE && (t->dtype == DT_F8E4M3 || t->dtype == DT_F8E5M2))
-      return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_DTYPE,
-                  "%s:%u:%u: error: %s values are not supported by the CUDA code generator yet (the CPU "
-                  "interpreter converts them; kernel '%s')",
-                  f->file ? f->file : f->name, op->loc.line, op->loc.col, ir_dtype_name((ir_dtype)t->dtype), f->name);
     /* atomics the target's instruction set lacks */
     if (op->code == IR_ATOMIC && t->dtype == DT_BF16 && !tl_has(target, TL_FEAT_ATOM_BF16))
       return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_DTYPE,
