@@ -382,10 +382,21 @@ static void analyze_op(struct assign *A, uint32_t id) {
     l = A->want[op->args[op->nargs - 1]];
     if (!l) l = default_layout(A, rt);
     break;
-  case IR_BROADCAST:
+  case IR_BROADCAST: {
+    /* keep the operand's threads (a row maximum broadcast back over its rows moves
+     * nothing), unless that spreads the result over fewer threads than the default layout
+     * does: [BM, 1] rows broadcast to [BM, BN] would leave each thread BN elements and
+     * whole warps repeating each other's work (index arithmetic such as
+     * rows[:, None] * N + cols[None, :]); the operand is then converted, or re-created
+     * when it is cheap */
     l = A->want[op->args[0]];
-    if (!l) l = default_layout(A, rt);
+    uint16_t d = default_layout(A, rt);
+    struct ll li, ld;
+    if (!l || (ll_build(f, l, rt->rank, rt->dims, f->warps, &li) && ll_build(f, d, rt->rank, rt->dims, f->warps, &ld) &&
+               li.nreg > ld.nreg))
+      l = d;
     break;
+  }
   case IR_EXPAND_DIMS: {
     uint16_t in = A->want[op->args[0]];
     int axis = (int)op->i[0];

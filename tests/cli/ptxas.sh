@@ -86,6 +86,7 @@ configs+=(
   "tests/kernels/memory_ops.tile perm -"
   "tests/kernels/memory_ops.tile umax -"
   "tests/kernels/readback.tile readback -"
+  "tests/kernels/broadcast2d.tile noise2d -"
   "tests/kernels/fp8.tile roundtrip -"
   "tests/kernels/fp8.tile dequant_gemm -"
   "examples/splitk_gemm.tile splitk_gemm -"
