@@ -8,6 +8,9 @@ after warm-up). One line per case and a ratio (PyTorch time / ours: above 1 is f
   examples/embedding_bag.tile     vs F.embedding_bag(mode="sum", per_sample_weights)
   examples/varlen_attention.tile  vs scaled_dot_product_attention on jagged nested tensors
                                   (FlashAttention's varlen kernel), else per sequence
+  lib/decode_attention.tile       paged (16-token pages, shuffled) and contiguous (one page
+                                  per sequence) vs SDPA on the contiguous cache (GQA), with
+                                  the KV bytes read per second
 
     python3 tools/bench_examples.py          (needs torch with CUDA)
 """
@@ -123,6 +126,47 @@ def varlen(lens, h, d, dt):
         t_ours, t_ref, err, 2e-2, "%s; ours %.0f TFLOP/s" % (what, flops / t_ours / 1e9))
 
 
+def decode(bsz, h, hkv, n, d, page, dt, contiguous=False):
+    k = torch.randn(bsz, hkv, n, d, device="cuda", dtype=dt)
+    v = torch.randn(bsz, hkv, n, d, device="cuda", dtype=dt)
+    q = torch.randn(bsz, h, d, device="cuda", dtype=dt)
+    scale = d ** -0.5
+    if contiguous:
+        page = n
+    pages = (n + page - 1) // page
+    pad = pages * page - n
+    def to_pages(x):  # [B, HKV, N, D] -> [B * pages, PAGE, HKV, D]
+        x = torch.nn.functional.pad(x, (0, 0, 0, pad)).permute(0, 2, 1, 3)
+        return x.reshape(bsz * pages, page, hkv, d)
+    order = torch.arange(bsz * pages, device="cuda") if contiguous else torch.randperm(bsz * pages, device="cuda")
+    kc, vc = torch.empty_like(to_pages(k)), torch.empty_like(to_pages(v))
+    kc[order], vc[order] = to_pages(k), to_pages(v)
+    table = order.view(bsz, pages).to(torch.int32).contiguous()
+    lens = torch.full((bsz,), n, device="cuda", dtype=torch.int32)
+    splits = max(1, -(-2 * 132 // (bsz * hkv)))
+    opart = torch.empty(bsz, h, splits, d, device="cuda", dtype=torch.float32)
+    lpart = torch.empty(bsz, h, splits, device="cuda", dtype=torch.float32)
+    out = torch.empty(bsz, h, d, device="cuda", dtype=dt)
+    tname = "f16" if dt == torch.float16 else "bf16"
+    lib = os.path.join(ROOT, "lib", "decode_attention.tile")
+    split = tile.compile(lib, kernel="decode_split", defines={"T": tname, "D": d})
+    comb = tile.compile(lib, kernel="decode_combine", defines={"T": tname, "D": d, "BS": max(8, 1 << (splits - 1).bit_length())})
+
+    def ours():
+        split(q, kc, vc, table, lens, opart, lpart, scale=scale)
+        comb(opart, lpart, out)
+
+    ours()
+    ref = F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale, enable_gqa=True)[:, :, 0]
+    err = (out.float() - ref.float()).abs().max().item()
+    t_ours = time_ms(ours)
+    t_ref = time_ms(lambda: F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale, enable_gqa=True))
+    gb = 2 * k.numel() * k.element_size() / 1e9
+    row("decode %s B=%d H=%d HKV=%d N=%d D=%d %s" % ("contiguous" if contiguous else "page=%d" % page, bsz, h, hkv, n, d,
+                                                  str(dt)[6:]), t_ours, t_ref, err, 2e-2,
+        "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits" % (gb / t_ours * 1e3, gb / t_ref * 1e3, splits))
+
+
 def main():
     torch.manual_seed(0)
     print("%-44s %9s %9s %8s" % ("case", "ours ms", "torch ms", "ratio"))
@@ -136,6 +180,10 @@ def main():
     varlen(lens, 16, 128, torch.float16)
     varlen(lens, 16, 128, torch.bfloat16)
     varlen(torch.randint(1, 1024, (64,), generator=gen).tolist(), 16, 64, torch.float16)
+    decode(8, 32, 8, 8187, 128, 16, torch.float16)
+    decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True)
+    decode(8, 32, 8, 8187, 128, 8, torch.bfloat16)
+    decode(64, 32, 8, 2048, 128, 64, torch.float16)
     bad = ROWS.count(False)
     print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
     return 1 if bad else 0

@@ -402,6 +402,13 @@ for s in N=1 N=1000 N=4095; do tk tests/kernels/fp8.tile roundtrip "" "$s"; done
 for s in M=1,N=1,K=64,KG=1 M=33,N=65,K=256,KG=4 M=100,N=40,K=1024,KG=16; do
   tk tests/kernels/fp8.tile dequant_gemm "" "$s"
 done
+# paged decode attention (lib/decode_attention.tile): random block tables and lengths (pages
+# outside the pool are masked); the split and combine kernels separately
+for s in B=1,H=1,HKV=1,NP=5,PAGE=8,MAXP=4,S=1 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 B=2,H=32,HKV=8,NP=64,PAGE=64,MAXP=32,S=3; do
+  tk decode_attention.tile decode_split T=f16 "$s" "scale=0.088"
+done
+tk decode_attention.tile decode_split T=bf16,D=64,BN=64 B=3,H=4,HKV=4,NP=40,PAGE=8,MAXP=16,S=2 "scale=0.125"
+for s in B=1,H=1,S=1 B=3,H=8,S=5 B=7,H=32,S=16; do tk decode_attention.tile decode_combine T=f16 "$s"; done
 # the examples (varlen attention needs valid sequence offsets: tools/bench_examples.py checks it)
 tk examples/embedding_bag.tile embedding_bag T=f32 V=1000,B=33,DIM=64
 tk examples/embedding_bag.tile embedding_bag T=f16,L=32,BD=256 V=50,B=7,DIM=1000
