@@ -8,6 +8,8 @@ after warm-up). One line per case and a ratio (PyTorch time / ours: above 1 is f
   examples/embedding_bag.tile     vs F.embedding_bag(mode="sum", per_sample_weights)
   examples/varlen_attention.tile  vs scaled_dot_product_attention on jagged nested tensors
                                   (FlashAttention's varlen kernel), else per sequence
+  lib/attention_bwd.tile          dQ, dK, dV (three kernels, from the forward's LSE) vs SDPA's
+                                  backward (its best backend), gradients checked against it
   lib/decode_attention.tile       paged (16-token pages, shuffled) and contiguous (one page
                                   per sequence) vs SDPA on the contiguous cache (GQA), with
                                   the KV bytes read per second
@@ -167,6 +169,43 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False):
         "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits" % (gb / t_ours * 1e3, gb / t_ref * 1e3, splits))
 
 
+def attention_bwd(b, h, hkv, n, d, causal, dt):
+    q = torch.randn(b, h, n, d, device="cuda", dtype=dt, requires_grad=True)
+    k = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
+    v = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
+    do = torch.randn(b, h, n, d, device="cuda", dtype=dt)
+    scale = d ** -0.5
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=hkv != h)
+    rq, rk, rv = torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+    tname = "f16" if dt == torch.float16 else "bf16"
+    fwd = tile.compile(os.path.join(ROOT, "lib", "attention.tile"), kernel="attention",
+                       defines={"T": tname, "D": d, "CAUSAL": causal, "HAS_LSE": True})
+    lib = os.path.join(ROOT, "lib", "attention_bwd.tile")
+    defs = {"T": tname, "D": d}
+    pre = tile.compile(lib, kernel="attention_bwd_pre", defines=defs)
+    dkdv = tile.compile(lib, kernel="attention_bwd_dkdv", defines=dict(defs, CAUSAL=causal))
+    dqk = tile.compile(lib, kernel="attention_bwd_dq", defines=dict(defs, CAUSAL=causal))
+    qd, kd, vd = q.detach(), k.detach(), v.detach()
+    o = torch.empty_like(qd)
+    lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
+    fwd(qd, kd, vd, o, lse, scale=scale)
+    delta = torch.empty_like(lse)
+    dq, dk, dv = torch.empty_like(qd), torch.empty_like(kd), torch.empty_like(vd)
+
+    def ours():
+        pre(o, do, delta)
+        dkdv(qd, kd, vd, do, lse, delta, dk, dv, scale=scale)
+        dqk(qd, kd, vd, do, lse, delta, dq, scale=scale)
+
+    ours()
+    err = max(((x.float() - r.float()).abs().max() / r.float().abs().max()).item() for x, r in ((dq, rq), (dk, rk), (dv, rv)))
+    flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+    t_ours = time_ms(ours)
+    t_ref = time_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
+    row("attention_bwd B=%d H=%d HKV=%d N=%d D=%d%s %s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:]),
+        t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s" % (flops / t_ours / 1e9, flops / t_ref / 1e9))
+
+
 def main():
     torch.manual_seed(0)
     print("%-44s %9s %9s %8s" % ("case", "ours ms", "torch ms", "ratio"))
@@ -180,6 +219,9 @@ def main():
     varlen(lens, 16, 128, torch.float16)
     varlen(lens, 16, 128, torch.bfloat16)
     varlen(torch.randint(1, 1024, (64,), generator=gen).tolist(), 16, 64, torch.float16)
+    attention_bwd(1, 16, 16, 2405, 64, False, torch.float16)
+    attention_bwd(1, 16, 16, 2405, 64, True, torch.float16)
+    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16)
     decode(8, 32, 8, 8187, 128, 16, torch.float16)
     decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True)
     decode(8, 32, 8, 8187, 128, 8, torch.bfloat16)

@@ -409,6 +409,16 @@ for s in B=1,H=1,HKV=1,NP=5,PAGE=8,MAXP=4,S=1 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8
 done
 tk decode_attention.tile decode_split T=bf16,D=64,BN=64 B=3,H=4,HKV=4,NP=40,PAGE=8,MAXP=16,S=2 "scale=0.125"
 for s in B=1,H=1,S=1 B=3,H=8,S=5 B=7,H=32,S=16; do tk decode_attention.tile decode_combine T=f16 "$s"; done
+# attention backward (lib/attention_bwd.tile): each kernel against the interpreter on random
+# inputs (LSE and delta random too: the kernels' arithmetic, not gradients; the gradients
+# are checked against PyTorch's in tools/bench_examples.py)
+for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=4,HKV=2,N=33,NK=70 B=1,H=2,HKV=2,N=300,NK=300; do
+  tk attention_bwd.tile attention_bwd_pre T=f16 "$s"
+  tk attention_bwd.tile attention_bwd_dkdv T=f16 "$s" "scale=0.125"
+  tk attention_bwd.tile attention_bwd_dq T=f16 "$s" "scale=0.125"
+done
+tk attention_bwd.tile attention_bwd_dkdv T=bf16,D=128,CAUSAL=true B=1,H=2,HKV=1,N=200,NK=200 "scale=0.088"
+tk attention_bwd.tile attention_bwd_dq T=bf16,D=128,CAUSAL=true B=1,H=2,HKV=1,N=200,NK=200 "scale=0.088"
 # the examples (varlen attention needs valid sequence offsets: tools/bench_examples.py checks it)
 tk examples/embedding_bag.tile embedding_bag T=f32 V=1000,B=33,DIM=64
 tk examples/embedding_bag.tile embedding_bag T=f16,L=32,BD=256 V=50,B=7,DIM=1000
