@@ -118,24 +118,32 @@ static void exec_elementwise(struct frame *fr, const struct ir_op *op) {
   }
 }
 
-static void exec_broadcast(struct frame *fr, const struct ir_op *op) {
-  const struct ir_type *at = vtype(fr, op->args[0]), *rt = vtype(fr, op->res);
-  int64_t ast[IR_MAX_RANK], n = ir_type_numel(rt);
-  dense_strides(at, ast);
-  for (int i = 0; i < at->rank; i++)
-    if (at->dims[i] == 1) ast[i] = 0;
+/* The result's elements in row-major order, each read from the operand at offset
+ * sum idx[d] * st[d] (strides in elements, per result dimension). */
+static void strided_gather(struct frame *fr, const struct ir_op *op, const int64_t *st) {
+  const struct ir_type *rt = vtype(fr, op->res);
+  int64_t n = ir_type_numel(rt);
   const ir_scalar *a = V(fr, op->args[0]);
   ir_scalar *r = V(fr, op->res);
   int64_t idx[IR_MAX_RANK] = {0};
   for (int64_t i = 0; i < n; i++) {
     int64_t src = 0;
-    for (int d = 0; d < rt->rank; d++) src += idx[d] * ast[d];
+    for (int d = 0; d < rt->rank; d++) src += idx[d] * st[d];
     r[i] = a[src];
     for (int d = rt->rank; d-- > 0;) {
       if (++idx[d] < rt->dims[d]) break;
       idx[d] = 0;
     }
   }
+}
+
+static void exec_broadcast(struct frame *fr, const struct ir_op *op) {
+  const struct ir_type *at = vtype(fr, op->args[0]);
+  int64_t ast[IR_MAX_RANK];
+  dense_strides(at, ast);
+  for (int i = 0; i < at->rank; i++)
+    if (at->dims[i] == 1) ast[i] = 0;
+  strided_gather(fr, op, ast);
 }
 
 static void exec_trans(struct frame *fr, const struct ir_op *op) {
@@ -152,22 +160,11 @@ static void exec_trans(struct frame *fr, const struct ir_op *op) {
 static void exec_permute(struct frame *fr, const struct ir_op *op) {
   const struct ir_type *at = vtype(fr, op->args[0]), *rt = vtype(fr, op->res);
   int perm[IR_MAX_RANK];
-  int64_t ast[IR_MAX_RANK], st[IR_MAX_RANK], n = ir_type_numel(rt);
+  int64_t ast[IR_MAX_RANK], st[IR_MAX_RANK];
   if (!ir_perm_decode(op->i[0], at->rank, perm)) return; /* the verifier refuses it */
   dense_strides(at, ast);
   for (int i = 0; i < rt->rank; i++) st[i] = ast[perm[i]];
-  const ir_scalar *a = V(fr, op->args[0]);
-  ir_scalar *r = V(fr, op->res);
-  int64_t idx[IR_MAX_RANK] = {0};
-  for (int64_t i = 0; i < n; i++) {
-    int64_t src = 0;
-    for (int d = 0; d < rt->rank; d++) src += idx[d] * st[d];
-    r[i] = a[src];
-    for (int d = rt->rank; d-- > 0;) {
-      if (++idx[d] < rt->dims[d]) break;
-      idx[d] = 0;
-    }
-  }
+  strided_gather(fr, op, st);
 }
 
 /* join interleaves (the new last dimension is the fastest); split takes every other

@@ -674,6 +674,16 @@ void cg_gen_gather(struct cg *g, const struct ir_op *op) {
   }
 }
 
+/* The address of register r's element and whether this thread writes it: inside the
+ * tensor, the owner of a replicated element, and where the predicate p (if any) holds. */
+static LLVMValueRef write_address(struct cg *g, struct indexed *x, uint32_t r, LLVMValueRef own, struct cgval *p,
+                                  LLVMValueRef *addr) {
+  LLVMValueRef inb;
+  indexed_address(g, x, r, addr, &inb);
+  inb = LLVMBuildAnd(g->b, inb, own, "");
+  return p ? LLVMBuildAnd(g->b, inb, p->r[r], "") : inb;
+}
+
 void cg_gen_scatter(struct cg *g, const struct ir_op *op) {
   struct indexed x;
   if (!setup_indexed(g, op, op->args[op->nargs - 1], &x)) return;
@@ -685,10 +695,7 @@ void cg_gen_scatter(struct cg *g, const struct ir_op *op) {
   LLVMValueRef own = owner(g, lm, wm);
   for (uint32_t r = 0; r < x.nregs; r++) {
     if (r & rm) continue;
-    LLVMValueRef addr, inb;
-    indexed_address(g, &x, r, &addr, &inb);
-    inb = LLVMBuildAnd(g->b, inb, own, "");
-    if (p) inb = LLVMBuildAnd(g->b, inb, p->r[r], "");
+    LLVMValueRef addr, inb = write_address(g, &x, r, own, p, &addr);
     store_elem(g, x.dt, addr, v->r[r], inb);
   }
 }
@@ -721,8 +728,7 @@ static LLVMValueRef atomic_elem(struct cg *g, const char *op_type, int bits, LLV
            "{\n .reg .pred p;\n setp.ne.b32 p, $3, 0;\n mov.b%d $0, 0;\n @p atom.global.%s $0, [$1], $2;\n}", bits,
            op_type);
   snprintf(cons, sizeof cons, "=%s,l,%s,r", c, c);
-  LLVMValueRef a3[3] = {args[0], args[1], args[2]};
-  return cg_asm(g, rt, text, cons, a3, 3, true);
+  return cg_asm(g, rt, text, cons, args, 3, true);
 }
 
 void cg_gen_atomic(struct cg *g, const struct ir_op *op) {
@@ -741,10 +747,7 @@ void cg_gen_atomic(struct cg *g, const struct ir_op *op) {
   int bits = ir_dtype_bytes(x.dt) * 8;
   for (uint32_t r = 0; r < x.nregs; r++) {
     if (r & rm) continue;
-    LLVMValueRef addr, inb;
-    indexed_address(g, &x, r, &addr, &inb);
-    inb = LLVMBuildAnd(g->b, inb, own, "");
-    if (p) inb = LLVMBuildAnd(g->b, inb, p->r[r], "");
+    LLVMValueRef addr, inb = write_address(g, &x, r, own, p, &addr);
     LLVMValueRef val = v->r[r], old = NULL;
     if (x.dt == DT_F32 && kind != 0) {
       /* float max/min as integer atomics: a non-negative float orders like its bits as a
