@@ -721,6 +721,10 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
     struct ir_module m;
     r = tl_parse_ir_module(k->filename, src, len, &k->arena, &k->strs, &m, &e);
     po.parse_ms = tl_now_ms() - t0;
+    if (!r && m.funcs.n == 0 && eo->what != TILE_EMIT_IR) { /* code for nothing: say so */
+      st = rt_error(ctx, TILE_NOT_FOUND, "%s: error: the IR defines no kernel", k->filename);
+      goto done;
+    }
     for (uint32_t i = 0; !r && i < m.funcs.n; i++) {
       struct ir_func *f = m.funcs.v[i];
       if (eo->passes) r = tl_run_passes(f, eo->passes, &po, &e);

@@ -111,6 +111,8 @@ expect 1 "no kernel named .nokernel." "$SRC/lib/gemm.tile" -k nokernel
 expect 1 "has kernels gemm, bmm" "$SRC/lib/gemm.tile"
 expect 1 "has no compile-time parameter .NOPE." "$SRC/lib/softmax.tile" -D NOPE=1
 expect 1 "defines no kernel" /dev/null
+: >empty.ir # IR text without a function: nothing to generate code for (fuzz_ir_ptx's empty input)
+expect 1 "empty\\.ir: error: the IR defines no kernel" empty.ir --emit=ptx --arch=sm_80
 printf 'kernel @k(%%X: tensor<f32[%%N]>) warps=4 {\ngrid:\n  %%0 = bogus_op\n}\n' >bad.ir
 expect 1 "^bad\\.ir:[0-9]+:[0-9]+: error: " bad.ir --emit=ir
 # IR that parses but breaks a verifier rule: the message points at the op, file:line:col
