@@ -610,6 +610,14 @@ static void check_stage(struct verifier *v, uint32_t id) {
       const struct ir_type *t = vt(v, op->res + r);
       if (t->kind == IR_TY_TILE && t->rank > 0 && !t->layout && op->code != IR_MBAR_ALLOC)
         bad(v, id, "result %u has no layout in GPU IR", r);
+      /* a distributed layout must describe the tile with the function's warps (codegen
+       * builds it so); textual IR can name any */
+      struct ll l;
+      if (t->kind == IR_TY_TILE && t->rank > 0 && t->layout && t->layout < f->layouts.n &&
+          f->layouts.v[t->layout].kind != IR_LAYOUT_SHARED && op->code != IR_MBAR_ALLOC &&
+          !ll_of_type(f, t, f->warps, &l))
+        bad(v, id, "result %u: layout #%u cannot describe a rank-%d tile of this shape with %d warps", r, t->layout,
+            t->rank, f->warps);
     }
   if (f->stage >= IR_STAGE_GPU && op->nargs >= 1 && op->nres == 1 &&
       (op->code == IR_RESHAPE || op->code == IR_PERMUTE || op->code == IR_JOIN || op->code == IR_SPLIT))
