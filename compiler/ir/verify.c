@@ -764,6 +764,18 @@ static void check_op_types(struct verifier *v, uint32_t id) {
     if (op->res && f->values.v[op->res].type != f->values.v[op->args[2]].type)
       bad(v, id, "dot result type must equal the accumulator's");
     if (!ir_dtype_is_float(c->dtype)) bad(v, id, "dot accumulator must be a float tile");
+    /* Tensor Core dots: the operands in the accumulator's dot_op layouts, as the layout
+     * pass makes them (codegen finds each fragment in the thread's registers by them) */
+    if (f->stage >= IR_STAGE_GPU && r && r->layout && r->layout < f->layouts.n &&
+        f->layouts.v[r->layout].kind == IR_LAYOUT_MMA)
+      for (int k = 0; k < 2; k++) {
+        const struct ir_type *x = k ? b : a;
+        const struct ir_layout *l = x->layout < f->layouts.n ? &f->layouts.v[x->layout] : NULL;
+        int kw = x->dtype == DT_F32 ? 1 : 2;
+        if (!l || l->kind != IR_LAYOUT_DOT_OP || l->op_idx != k || l->parent != r->layout || l->k_width != kw)
+          bad(v, id, "operand %d of a Tensor Core dot must have layout dot_op<op=%d, parent=#%u, kwidth=%d>", k, k,
+              r->layout, kw);
+      }
     break;
   }
   case IR_LOAD: case IR_STORE:
