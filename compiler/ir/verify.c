@@ -463,9 +463,22 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
   case IR_LOCAL_LOAD:
     check_buffer(v, id, op->args[0], op->args[1]);
     break;
-  case IR_ASYNC_COPY:
-    if (op->nargs >= 3) check_buffer(v, id, op->args[0], op->args[1]);
+  case IR_ASYNC_COPY: {
+    if (op->nargs < 3) break;
+    check_buffer(v, id, op->args[0], op->args[1]);
+    /* async_copy %buf, %slot, %T, %i0, ...: one integer index per tensor dimension, the
+     * mask naming sliced dimensions only, the buffer of the tensor's element type */
+    const struct ir_type *t = vt(v, op->args[2]), *buf = vt(v, op->args[0]);
+    if (t->kind != IR_TY_TENSOR || op->nargs != 3u + (uint32_t)t->rank) {
+      bad(v, id, "async_copy takes a buffer, a slot, a tensor parameter and one index per tensor dimension");
+      break;
+    }
+    for (uint32_t k = 3; k < op->nargs; k++)
+      if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "index %u is not an integer scalar", k - 3);
+    if ((uint64_t)op->i[0] >> t->rank) bad(v, id, "slice mask %lld names dimensions beyond rank %d", (long long)op->i[0], t->rank);
+    if (buf->dtype != t->dtype) bad(v, id, "the buffer's element type differs from the tensor's");
     break;
+  }
   case IR_WGMMA:
     if (f->layouts.v[vt(v, op->args[0])->layout].kind == IR_LAYOUT_SHARED) check_buffer(v, id, op->args[0], op->args[1]);
     check_buffer(v, id, op->args[2], op->args[3]);
