@@ -57,6 +57,12 @@ static bool build_blocked(const struct ir_layout *e, struct ll *l, int warps) {
   int32_t ext[IR_MAX_RANK] = {0};
   int r = l->rank;
   if (e->rank != r) return false;
+  unsigned seen = 0; /* the order must be a permutation of the dimensions (textual IR may say anything) */
+  for (int oi = 0; oi < r; oi++) {
+    unsigned d = e->order[oi];
+    if (d >= (unsigned)r || (seen >> d & 1)) return false;
+    seen |= 1u << d;
+  }
   for (int d = 0; d < r; d++) ext[d] = 1;
   int tpw = 1, wpc = 1;
   for (int oi = 0; oi < r; oi++) {
@@ -92,9 +98,16 @@ static bool build_blocked(const struct ir_layout *e, struct ll *l, int warps) {
 /* mma.sync m16n8k16 accumulator: per warp a 16x8 tile; c0/c1 adjacent columns, c2/c3 eight
  * rows down; lane = 4*g + t holds row g, columns 2t, 2t+1. Register bits after the first
  * two repeat the tile along N, then along M; warps tile M first, then N. */
-static bool build_mma(const struct ir_layout *e, struct ll *l) {
+/* An mma layout's warp tiling must cover exactly the function's warps, in powers of two
+ * (textual IR may say anything; the warp bases would overrun otherwise). */
+static bool mma_warps_ok(const struct ir_layout *e, int warps) {
   int wm = e->warps_per_cta[0], wn = e->warps_per_cta[1];
-  if (l->rank != 2) return false;
+  return wm > 0 && wn > 0 && !(wm & (wm - 1)) && !(wn & (wn - 1)) && wm * wn == warps;
+}
+
+static bool build_mma(const struct ir_layout *e, struct ll *l, int warps) {
+  int wm = e->warps_per_cta[0], wn = e->warps_per_cta[1];
+  if (l->rank != 2 || !mma_warps_ok(e, warps)) return false;
   add_reg(l, 1, 1);
   add_reg(l, 0, 8);
   const int32_t lanes[5][2] = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
@@ -119,9 +132,10 @@ static bool build_mma(const struct ir_layout *e, struct ll *l) {
  * (B); warps follow the parent accumulator, replicated along the other dimension.
  * 32-bit elements (tf32, m16n8k8; k_width 1): A (16x8) a0 (g, t), a1 (g+8, t), a2 (g, t+4),
  * a3 (g+8, t+4); B (8x8) b0 (k t, n g), b1 (k t+4, n g). */
-static bool build_dot_op(const struct ir_func *f, const struct ir_layout *e, struct ll *l) {
+static bool build_dot_op(const struct ir_func *f, const struct ir_layout *e, struct ll *l, int warps) {
+  if (e->parent == 0 || e->parent >= f->layouts.n) return false;
   const struct ir_layout *p = &f->layouts.v[e->parent];
-  if (p->kind != IR_LAYOUT_MMA || l->rank != 2) return false;
+  if (p->kind != IR_LAYOUT_MMA || l->rank != 2 || !mma_warps_ok(p, warps)) return false;
   int wm = p->warps_per_cta[0], wn = p->warps_per_cta[1];
   int32_t ext[2];
   uint8_t order[2];
@@ -183,9 +197,9 @@ bool ll_build(const struct ir_func *f, uint32_t layout, int rank, const int32_t 
   case IR_LAYOUT_BLOCKED:
     return build_blocked(e, out, warps);
   case IR_LAYOUT_MMA:
-    return build_mma(e, out);
+    return build_mma(e, out, warps);
   case IR_LAYOUT_DOT_OP:
-    return build_dot_op(f, e, out);
+    return build_dot_op(f, e, out, warps);
   case IR_LAYOUT_SLICE: {
     int32_t pshape[IR_MAX_RANK];
     int dim = e->dim;
