@@ -476,6 +476,7 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     for (uint32_t k = 3; k < op->nargs; k++)
       if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "index %u is not an integer scalar", k - 3);
     if ((uint64_t)op->i[0] >> t->rank) bad(v, id, "slice mask %lld names dimensions beyond rank %d", (long long)op->i[0], t->rank);
+    else if (__builtin_popcountll((uint64_t)op->i[0]) != 2) bad(v, id, "async_copy copies a 2-d slice (its mask names 2 dimensions)");
     if (buf->dtype != t->dtype) bad(v, id, "the buffer's element type differs from the tensor's");
     break;
   }
