@@ -480,11 +480,18 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     if (buf->dtype != t->dtype) bad(v, id, "the buffer's element type differs from the tensor's");
     break;
   }
-  case IR_WGMMA:
-    if (f->layouts.v[vt(v, op->args[0])->layout].kind == IR_LAYOUT_SHARED) check_buffer(v, id, op->args[0], op->args[1]);
+  case IR_WGMMA: {
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (a->layout && a->layout < f->layouts.n && f->layouts.v[a->layout].kind == IR_LAYOUT_SHARED)
+      check_buffer(v, id, op->args[0], op->args[1]);
+    else if (a->kind != IR_TY_TILE || a->rank != 2 || !a->layout || a->layout >= f->layouts.n ||
+             f->layouts.v[a->layout].kind != IR_LAYOUT_DOT_OP || f->layouts.v[a->layout].op_idx != 0 ||
+             a->dtype != vt(v, op->args[2])->dtype)
+      bad(v, id, "operand A is neither a shared buffer nor a rank-2 register tile in a dot_op<op=0> layout of B's element type");
     check_buffer(v, id, op->args[2], op->args[3]);
     if (op->i[1] && f->sched.wgmma == 0) bad(v, id, "async wgmma although the schedule forbids wgmma");
     break;
+  }
   case IR_WGMMA_WAIT:
     if (op->nres != op->nargs) bad(v, id, "wgmma_wait has %u results for %u operands", op->nres, op->nargs);
     for (uint32_t k = 0; k < op->nargs && k < op->nres; k++)
@@ -633,6 +640,18 @@ static void check_stage(struct verifier *v, uint32_t id) {
         bad(v, id, "result %u: layout #%u cannot describe a rank-%d tile of this shape with %d warps", r, t->layout,
             t->rank, f->warps);
     }
+  /* the same for the values a region's block defines (a loop's carried values) */
+  for (uint32_t rg = 0; f->stage >= IR_STAGE_GPU && !v->in_grid && rg < op->nregions; rg++) {
+    const struct ir_block *b = &f->blocks.v[op->region + rg];
+    for (uint32_t k = 0; k < b->nargs; k++) {
+      const struct ir_type *t = vt(v, b->args + k);
+      struct ll l;
+      if (t->kind == IR_TY_TILE && t->rank > 0 &&
+          (!t->layout || (t->layout < f->layouts.n && f->layouts.v[t->layout].kind != IR_LAYOUT_SHARED &&
+                          !ll_of_type(f, t, f->warps, &l))))
+        bad(v, id, "region %u argument %u has no usable layout in GPU IR", rg, k);
+    }
+  }
   if (f->stage >= IR_STAGE_GPU && op->nargs >= 1 && op->nres == 1 &&
       (op->code == IR_RESHAPE || op->code == IR_PERMUTE || op->code == IR_JOIN || op->code == IR_SPLIT))
     check_shape_op_layouts(v, id);
