@@ -489,6 +489,9 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
              a->dtype != vt(v, op->args[2])->dtype)
       bad(v, id, "operand A is neither a shared buffer nor a rank-2 register tile in a dot_op<op=0> layout of B's element type");
     check_buffer(v, id, op->args[2], op->args[3]);
+    if (!r || f->values.v[op->args[4]].type != f->values.v[op->res].type || r->rank != 2 || r->dtype != DT_F32 ||
+        !r->layout || r->layout >= f->layouts.n || f->layouts.v[r->layout].kind != IR_LAYOUT_MMA)
+      bad(v, id, "the accumulator and the result must be one rank-2 f32 tile type in an mma layout");
     if (op->i[1] && f->sched.wgmma == 0) bad(v, id, "async wgmma although the schedule forbids wgmma");
     break;
   }
