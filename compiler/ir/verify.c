@@ -481,6 +481,7 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     break;
   }
   case IR_WGMMA: {
+    if (op->nargs != 5 || op->nres != 1) break; /* reported by the operand count check */
     const struct ir_type *a = vt(v, op->args[0]);
     if (a->layout && a->layout < f->layouts.n && f->layouts.v[a->layout].kind == IR_LAYOUT_SHARED)
       check_buffer(v, id, op->args[0], op->args[1]);
@@ -672,6 +673,9 @@ static void check_op_types(struct verifier *v, uint32_t id) {
   const struct ir_func *f = v->f;
   const struct ir_op *op = &f->ops.v[id];
   const struct ir_opinfo *info = &ir_ops[op->code];
+  /* a wrong operand or result count is reported by verify_op; the rules below index them */
+  if ((info->nargs >= 0 && op->nargs != (uint32_t)info->nargs) || (info->nres >= 0 && op->nres != (uint32_t)info->nres))
+    return;
   if (info->flags & OPF_ELEM) {
     check_elementwise(v, id);
     return;
