@@ -186,12 +186,19 @@ static void exec_split(struct frame *fr, const struct ir_op *op) {
   for (int64_t i = 0; i < n; i++) r[i] = a[2 * i + half];
 }
 
+/* A tile seen as [outer, len, inner] around axis ax. */
+static void around_axis(const struct ir_type *t, int ax, int64_t *outer, int64_t *len, int64_t *inner) {
+  *outer = *inner = 1;
+  *len = t->dims[ax];
+  for (int i = 0; i < ax; i++) *outer *= t->dims[i];
+  for (int i = ax + 1; i < t->rank; i++) *inner *= t->dims[i];
+}
+
 static void exec_reduce(struct frame *fr, const struct ir_op *op) {
   const struct ir_type *at = vtype(fr, op->args[0]);
   int ax = (int)op->i[0];
-  int64_t outer = 1, inner = 1, len = at->dims[ax];
-  for (int i = 0; i < ax; i++) outer *= at->dims[i];
-  for (int i = ax + 1; i < at->rank; i++) inner *= at->dims[i];
+  int64_t outer, inner, len;
+  around_axis(at, ax, &outer, &len, &inner);
   const ir_scalar *a = V(fr, op->args[0]);
   ir_scalar *r = V(fr, op->res);
   bool isf = ir_dtype_is_float(at->dtype);
@@ -217,9 +224,8 @@ static void exec_scan(struct frame *fr, const struct ir_op *op) {
   const struct ir_type *at = vtype(fr, op->args[0]);
   int ax = (int)op->i[0];
   bool rev = op->i[1] != 0;
-  int64_t outer = 1, inner = 1, len = at->dims[ax];
-  for (int i = 0; i < ax; i++) outer *= at->dims[i];
-  for (int i = ax + 1; i < at->rank; i++) inner *= at->dims[i];
+  int64_t outer, inner, len;
+  around_axis(at, ax, &outer, &len, &inner);
   const ir_scalar *a = V(fr, op->args[0]);
   ir_scalar *r = V(fr, op->res);
   bool isf = ir_dtype_is_float(at->dtype);
