@@ -159,31 +159,35 @@ Test(fuzz, ir_nesting_depth_is_bounded) {
   arena_free(&fx.a);
 }
 
+/* Compiles src to PTX for both GPU tiers (sm_80 and sm_90a) in a fresh context, with
+ * compile flags `flags`, and expects each to succeed and contain `needle`. */
+static void expect_ptx_on_both_tiers(const char *name, const char *src, unsigned flags, const char *needle) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  const char *archs[] = {"sm_80", "sm_90a"};
+  for (int a = 0; a < 2; a++) {
+    char *out = NULL;
+    tile_status st = test_emit_ptx(ctx, name, src, archs[a], flags, &out);
+    cr_expect_eq(st, TILE_OK, "%s on %s: %s: %s", src, archs[a], tile_status_name(st), tile_errmsg(ctx));
+    cr_expect(out && strstr(out, needle), "%s on %s: no '%s' in the PTX", src, archs[a], needle);
+    tile_free(out);
+  }
+  tile_context_destroy(ctx);
+}
+
 /* fp8 tensors compiled for CUDA: codegen lowered the conversions to and from f8e4m3 and
  * f8e5m2 (stored as i8) with fptrunc/fpext, an invalid LLVM module: "internal compiler
  * error" (fuzz_pipeline: layernorm with an f8e5m2 output). Both tiers now convert in
  * software (tests/host/fp8_codegen.c checks the conversions against the interpreter's). */
 Test(fuzz, cuda_fp8_conversions_compile) {
-  tile_context *ctx = NULL;
-  tile_context_options o = {.cache_dir = ""};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
-  const char *srcs[] = {
-      "kernel k(X: f32[N], Y: out f8e5m2[N]) grid(1) { Y[0 : +32] = X[0 : +32]; }\n",
-      "kernel k(X: f8e4m3[N], Y: out f32[N]) grid(1) { Y[0] = f32(X[0]); }\n",
-      "kernel k(X: f8e4m3[N], Y: out f8e5m2[N]) grid(1) { Y[0 : +64] = f16(X[0 : +64]) * 2.0; }\n",
-  };
-  const char *archs[] = {"sm_80", "sm_90a"};
-  for (size_t i = 0; i < 3; i++)
-    for (size_t a = 0; a < 2; a++) {
-      tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = archs[a]};
-      tile_emit_options eo = {.what = TILE_EMIT_PTX};
-      char *out = NULL;
-      tile_status st = tile_emit(ctx, "k.tile", srcs[i], strlen(srcs[i]), &co, &eo, &out, NULL);
-      cr_expect_eq(st, TILE_OK, "%s on %s: %s: %s", srcs[i], archs[a], tile_status_name(st), tile_errmsg(ctx));
-      cr_expect(out && strstr(out, ".entry"), "%s on %s: no PTX entry", srcs[i], archs[a]);
-      tile_free(out);
-    }
-  tile_context_destroy(ctx);
+  expect_ptx_on_both_tiers("k.tile", "kernel k(X: f32[N], Y: out f8e5m2[N]) grid(1) { Y[0 : +32] = X[0 : +32]; }\n", 0,
+                           ".entry");
+  expect_ptx_on_both_tiers("k.tile", "kernel k(X: f8e4m3[N], Y: out f32[N]) grid(1) { Y[0] = f32(X[0]); }\n", 0,
+                           ".entry");
+  expect_ptx_on_both_tiers(
+      "k.tile", "kernel k(X: f8e4m3[N], Y: out f8e5m2[N]) grid(1) { Y[0 : +64] = f16(X[0 : +64]) * 2.0; }\n", 0,
+      ".entry");
 }
 
 /* Two async wgmma accumulators of 256x256 f32 on 4 warps are 1024 registers per thread in
@@ -222,24 +226,13 @@ Test(fuzz, wgmma_wait_over_1024_registers) {
  * built a conversion of a null value and crashed inside LLVM (CI's fuzz_pipeline run, an
  * i64 tensor loaded in a loop). Now one ld.global.v2.b64. */
 Test(fuzz, i64_vector_load_in_loop) {
-  tile_context *ctx = NULL;
-  tile_context_options o = {.cache_dir = ""};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
   const char *src = "kernel k(B: i64[M, N], Y: out f32[M, N]) grid(M) warps(1) {\n"
                     "  let row = program_id(0);\n"
                     "  for c in range(0, N, 64) {\n"
                     "    Y[row, c : +64] = f32(load(B[row, c : +64], fill=0)) + f16(B[row, c : +64]);\n"
                     "  }\n"
                     "}\n";
-  const char *archs[] = {"sm_80", "sm_90a"};
-  for (int i = 0; i < 2; i++) {
-    char *out = NULL;
-    tile_status st = test_emit_ptx(ctx, "k.tile", src, archs[i], 0, &out);
-    cr_assert_eq(st, TILE_OK, "%s: %s: %s", archs[i], tile_status_name(st), tile_errmsg(ctx));
-    cr_expect(strstr(out, "ld.global.v2.b64"), "%s: no 128-bit load of two i64", archs[i]);
-    tile_free(out);
-  }
-  tile_context_destroy(ctx);
+  expect_ptx_on_both_tiers("k.tile", src, 0, "ld.global.v2.b64"); /* one 128-bit load of two i64 */
 }
 
 /* An accumulator carried through two nested loops (the shape of every group-quantized GEMM)
@@ -248,9 +241,6 @@ Test(fuzz, i64_vector_load_in_loop) {
  * carried values kept no layout ("carried value changes type", issue 16). The inner body's
  * dot now decides for both. */
 Test(fuzz, accumulator_through_two_nested_loops) {
-  tile_context *ctx = NULL;
-  tile_context_options o = {.cache_dir = ""};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
   const char *src = "kernel g2(A: f16[M, K], B: i8[K, N], S: f16[KG, N], C: out f16[M, N])\n"
                     "  grid(cdiv(M, 64), cdiv(N, 64)) {\n"
                     "  let m0 = program_id(0) * 64;\n"
@@ -264,13 +254,5 @@ Test(fuzz, accumulator_through_two_nested_loops) {
                     "  }\n"
                     "  C[m0 : +64, n0 : +64] = f16(acc);\n"
                     "}\n";
-  const char *archs[] = {"sm_80", "sm_90a"};
-  for (int i = 0; i < 2; i++) {
-    char *out = NULL;
-    tile_status st = test_emit_ptx(ctx, "g2.tile", src, archs[i], TILE_VERIFY_EACH, &out);
-    cr_assert_eq(st, TILE_OK, "%s: %s: %s", archs[i], tile_status_name(st), tile_errmsg(ctx));
-    cr_expect(strstr(out, "mma"), "%s: the dot is not on the Tensor Cores", archs[i]);
-    tile_free(out);
-  }
-  tile_context_destroy(ctx);
+  expect_ptx_on_both_tiers("g2.tile", src, TILE_VERIFY_EACH, "mma"); /* the dot on the Tensor Cores */
 }
