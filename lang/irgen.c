@@ -207,17 +207,18 @@ static ir_val place(struct irgen *g, ir_val v, const struct sty *vt, int pos, co
   return convert(g, v, &cur, &t); /* leading ones, then the broadcast */
 }
 
-/* The per-element index tiles of a gather subscript (sema's gather_shape): one i32 tile of
- * the result's shape per tensor dimension. Index tiles broadcast to the index shape B and
- * sit at B's position; a slice `s : +N` is s + arange(N) at its own position. */
+/* The per-element index tiles of a tensor subscript: one i32 tile of the result's shape
+ * per tensor dimension. For a gather subscript (sema's gather_shape) index tiles broadcast
+ * to the index shape B and sit at B's position; a slice `s : +N` is s + arange(N) at its
+ * own position; a scalar index is splat. A plain slice subscript (an atomic's) has no B. */
 static void lower_gather_indices(struct irgen *g, struct ast_node *idx, ir_val *args) {
   struct sema_info *i = sema_info(g->s, idx);
   struct sema_sym *t = sema_info(g->s, idx->a)->sym;
   struct sty rt = i->ty, i32 = scalar_sty(DT_I32);
   rt.dt = DT_I32;
   rt.weak = 0;
-  struct sty b = i->opnd;
-  int bpos = (int)i->attr, slice_pos = 0;
+  struct sty b = i->gather ? i->opnd : i32;
+  int bpos = i->gather ? (int)i->attr : 0, slice_pos = 0;
   args[0] = t->val;
   for (uint32_t d = 0; d < idx->list.n; d++) {
     struct ast_node *e = idx->list.v[d];
@@ -341,16 +342,7 @@ static ir_val lower_atomic(struct irgen *g, struct ast_node *n, enum builtin_id 
   ir_val v = lower_to(g, args[1], &slice);
   ir_val m = lower_mask(g, args[2], &slice);
   ir_val a[IR_MAX_RANK + 3];
-  if (ti->gather) {
-    lower_gather_indices(g, args[0], a);
-  } else {
-    /* a slice is addressed element by element too: its index tiles */
-    ti->gather = true;
-    ti->opnd = scalar_sty(DT_I32);
-    ti->attr = 0;
-    lower_gather_indices(g, args[0], a);
-    ti->gather = false;
-  }
+  lower_gather_indices(g, args[0], a); /* a slice too is addressed element by element */
   uint32_t nargs = args[0]->list.n + 1;
   if (m) a[nargs++] = m;
   a[nargs++] = v;
