@@ -181,7 +181,7 @@ tk() {
   config=$(printf '%s\n' "$defs" | tr ',' '\n' | grep -v '^T=' | paste -sd, -)
   check "$kernel" "${config:-default}${TK_TAG:-}" "$sizes" "${dtype:-$(default_dtype "$kernel")}" \
     "$TILEC" run "$(case $file in */*) echo "$file" ;; *) echo "lib/$file" ;; esac)" -k "$kernel" "${args[@]}" --size "$sizes" --device="$DEVICE" \
-    --check --seed="$SEED" "$@"
+    --check --seed="$SEED" ${TK_EXTRA:-} "$@"
 }
 
 # ---- header --------------------------------------------------------------------------------
@@ -372,58 +372,65 @@ for k in softmax layernorm rmsnorm; do
   tk "$k.tile" "$k" T=bf16,BN=128,NW=8 M=1000,N=4095 "$sc"
 done
 
-# scans (lib/scan.tile): cumsum along rows in BN chunks (REVERSE: from the end), cummax down
-# columns in BM chunks; axes within a thread, across lanes and across warps
-for s in M=1,N=1 M=7,N=33 M=33,N=1000 M=64,N=4095; do
-  tk scan.tile cumsum T=f32 "$s"
-  tk scan.tile cummax T=f32 "$s"
-done
-tk scan.tile cumsum T=f16,BM=16,BN=64,NW=1,REVERSE=true M=33,N=1000
-tk scan.tile cumsum T=bf16,BM=1,BN=1024,NW=8 M=7,N=4095
-tk scan.tile cumsum T=f32,BM=8,BN=512,NW=2,REVERSE=true M=100,N=3000
-tk scan.tile cummax T=f16,BM=128,BN=64,NW=8 M=1000,N=100
-tk scan.tile cummax T=f32,BM=16,BN=8,NW=1 M=70,N=13
+# The language features (scans, gathers, masked stores, atomics, fp8, and the kernels built on
+# them) on both GPU tiers: the Hopper tier (the H200's own), then the Ampere tier (sm_80 code,
+# which the H200 also runs: mma.sync, cp.async, no TMA or wgmma), as rows tagged "sm_80".
+lang_checks() {
+  # scans (lib/scan.tile): cumsum along rows in BN chunks (REVERSE: from the end), cummax down
+  # columns in BM chunks; axes within a thread, across lanes and across warps
+  for s in M=1,N=1 M=7,N=33 M=33,N=1000 M=64,N=4095; do
+    tk scan.tile cumsum T=f32 "$s"
+    tk scan.tile cummax T=f32 "$s"
+  done
+  tk scan.tile cumsum T=f16,BM=16,BN=64,NW=1,REVERSE=true M=33,N=1000
+  tk scan.tile cumsum T=bf16,BM=1,BN=1024,NW=8 M=7,N=4095
+  tk scan.tile cumsum T=f32,BM=8,BN=512,NW=2,REVERSE=true M=100,N=3000
+  tk scan.tile cummax T=f16,BM=128,BN=64,NW=8 M=1000,N=100
+  tk scan.tile cummax T=f32,BM=16,BN=8,NW=1 M=70,N=13
 
-# gathers, masked stores and atomics (tests/kernels/memory_ops.tile; the order of atomic f32
-# additions differs from the interpreter's: within --check's tolerance; kernels whose result
-# depends on the order of racing writes, scatters with duplicate positions and the old
-# values of atomic_max, are checked on the interpreter only). Random i32 inputs lie in
-# [-32, 32): half the indices are out of range, so masking is exercised.
-for s in M=1,N=1,K=1 M=7,N=33,K=17 M=33,N=40,K=100 M=64,N=31,K=4095 M=256,N=256,K=1024; do
-  tk tests/kernels/memory_ops.tile splitk "" "$s"
-done
-for s in M=1,N=1 M=7,N=33 M=33,N=32 M=1000,N=20; do tk tests/kernels/memory_ops.tile rowmask "" "$s"; done
-for s in N=1,NB=1 N=1000,NB=7 N=4095,NB=33; do tk tests/kernels/memory_ops.tile hist "" "$s"; done
-for s in N=1 N=1000 N=4095; do tk tests/kernels/memory_ops.tile total "" "$s"; done
-for s in N=1,S=1 N=333,S=40; do tk tests/kernels/memory_ops.tile umax "" "$s"; done
-# fp8 storage (software conversions, the same as the interpreter's): quantize and dequantize,
-# and a group-dequantizing product (an accumulator carried through two nested loops)
-for s in N=1 N=1000 N=4095; do tk tests/kernels/fp8.tile roundtrip "" "$s"; done
-for s in M=1,N=1,K=64,KG=1 M=33,N=65,K=256,KG=4 M=100,N=40,K=1024,KG=16; do
-  tk tests/kernels/fp8.tile dequant_gemm "" "$s"
-done
-# paged decode attention (lib/decode_attention.tile): random block tables and lengths (pages
-# outside the pool are masked); the split and combine kernels separately
-for s in B=1,H=1,HKV=1,NP=5,PAGE=8,MAXP=4,S=1 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 B=2,H=32,HKV=8,NP=64,PAGE=64,MAXP=32,S=3; do
-  tk decode_attention.tile decode_split T=f16 "$s" "scale=0.088"
-done
-tk decode_attention.tile decode_split T=bf16,D=64,BN=64 B=3,H=4,HKV=4,NP=40,PAGE=8,MAXP=16,S=2 "scale=0.125"
-for s in B=1,H=1,S=1 B=3,H=8,S=5 B=7,H=32,S=16; do tk decode_attention.tile decode_combine T=f16 "$s"; done
-# attention backward (lib/attention_bwd.tile): each kernel against the interpreter on random
-# inputs (LSE and delta random too: the kernels' arithmetic, not gradients; the gradients
-# are checked against PyTorch's in tools/bench_examples.py)
-for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=4,HKV=2,N=33,NK=70 B=1,H=2,HKV=2,N=300,NK=300; do
-  tk attention_bwd.tile attention_bwd_pre T=f16 "$s"
-  tk attention_bwd.tile attention_bwd_dkdv T=f16 "$s" "scale=0.125"
-  tk attention_bwd.tile attention_bwd_dq T=f16 "$s" "scale=0.125"
-done
-tk attention_bwd.tile attention_bwd_dkdv T=bf16,D=128,CAUSAL=true B=1,H=2,HKV=1,N=200,NK=200 "scale=0.088"
-tk attention_bwd.tile attention_bwd_dq T=bf16,D=128,CAUSAL=true B=1,H=2,HKV=1,N=200,NK=200 "scale=0.088"
-# the examples (varlen attention needs valid sequence offsets: tools/bench_examples.py checks it)
-tk examples/embedding_bag.tile embedding_bag T=f32 V=1000,B=33,DIM=64
-tk examples/embedding_bag.tile embedding_bag T=f16,L=32,BD=256 V=50,B=7,DIM=1000
-tk examples/splitk_gemm.tile splitk_gemm T=f16 M=16,N=4095,K=8192
-tk examples/splitk_gemm.tile splitk_gemm T=bf16,BM=64,BN=128,SPLIT=4 M=7,N=33,K=1000
+  # gathers, masked stores and atomics (tests/kernels/memory_ops.tile; the order of atomic f32
+  # additions differs from the interpreter's: within --check's tolerance; kernels whose result
+  # depends on the order of racing writes, scatters with duplicate positions and the old
+  # values of atomic_max, are checked on the interpreter only). Random i32 inputs lie in
+  # [-32, 32): half the indices are out of range, so masking is exercised.
+  for s in M=1,N=1,K=1 M=7,N=33,K=17 M=33,N=40,K=100 M=64,N=31,K=4095 M=256,N=256,K=1024; do
+    tk tests/kernels/memory_ops.tile splitk "" "$s"
+  done
+  for s in M=1,N=1 M=7,N=33 M=33,N=32 M=1000,N=20; do tk tests/kernels/memory_ops.tile rowmask "" "$s"; done
+  for s in N=1,NB=1 N=1000,NB=7 N=4095,NB=33; do tk tests/kernels/memory_ops.tile hist "" "$s"; done
+  for s in N=1 N=1000 N=4095; do tk tests/kernels/memory_ops.tile total "" "$s"; done
+  for s in N=1,S=1 N=333,S=40; do tk tests/kernels/memory_ops.tile umax "" "$s"; done
+  # fp8 storage (software conversions, the same as the interpreter's): quantize and dequantize,
+  # and a group-dequantizing product (an accumulator carried through two nested loops)
+  for s in N=1 N=1000 N=4095; do tk tests/kernels/fp8.tile roundtrip "" "$s"; done
+  for s in M=1,N=1,K=64,KG=1 M=33,N=65,K=256,KG=4 M=100,N=40,K=1024,KG=16; do
+    tk tests/kernels/fp8.tile dequant_gemm "" "$s"
+  done
+  # paged decode attention (lib/decode_attention.tile): random block tables and lengths (pages
+  # outside the pool are masked); the split and combine kernels separately
+  for s in B=1,H=1,HKV=1,NP=5,PAGE=8,MAXP=4,S=1 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 B=2,H=32,HKV=8,NP=64,PAGE=64,MAXP=32,S=3; do
+    tk decode_attention.tile decode_split T=f16 "$s" "scale=0.088"
+  done
+  tk decode_attention.tile decode_split T=bf16,D=64,BN=64 B=3,H=4,HKV=4,NP=40,PAGE=8,MAXP=16,S=2 "scale=0.125"
+  for s in B=1,H=1,S=1 B=3,H=8,S=5 B=7,H=32,S=16; do tk decode_attention.tile decode_combine T=f16 "$s"; done
+  # attention backward (lib/attention_bwd.tile): each kernel against the interpreter on random
+  # inputs (LSE and delta random too: the kernels' arithmetic, not gradients; the gradients
+  # are checked against PyTorch's in tools/bench_examples.py)
+  for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=4,HKV=2,N=33,NK=70 B=1,H=2,HKV=2,N=300,NK=300; do
+    tk attention_bwd.tile attention_bwd_pre T=f16 "$s"
+    tk attention_bwd.tile attention_bwd_dkdv T=f16 "$s" "scale=0.125"
+    tk attention_bwd.tile attention_bwd_dq T=f16 "$s" "scale=0.125"
+  done
+  tk attention_bwd.tile attention_bwd_dkdv T=bf16,D=128,CAUSAL=true B=1,H=2,HKV=1,N=200,NK=200 "scale=0.088"
+  tk attention_bwd.tile attention_bwd_dq T=bf16,D=128,CAUSAL=true B=1,H=2,HKV=1,N=200,NK=200 "scale=0.088"
+  # the examples (varlen attention needs valid sequence offsets: tools/bench_examples.py checks it)
+  tk examples/embedding_bag.tile embedding_bag T=f32 V=1000,B=33,DIM=64
+  tk examples/embedding_bag.tile embedding_bag T=f16,L=32,BD=256 V=50,B=7,DIM=1000
+  tk examples/splitk_gemm.tile splitk_gemm T=f16 M=16,N=4095,K=8192
+  tk examples/splitk_gemm.tile splitk_gemm T=bf16,BM=64,BN=128,SPLIT=4 M=7,N=33,K=1000
+}
+lang_checks
+TK_TAG=" sm_80" TK_EXTRA="--arch=sm_80" lang_checks
 
 # attention: sizes B,H,HKV (kv heads),N (queries),NK (keys); D is a define (default 64)
 SC="scale=0.125"
@@ -487,7 +494,8 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
       esac
       check "$kernel" "$tool ${defs:-default}${1:+ $1}" "$sizes" "$(printf '%s\n' "$defs" | sed -n 's/.*T=\([a-z0-9]*\).*/\1/p')" \
         bash -c "$wrap" "$tool" "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 1 --print-limit 5 \
-        "$TILEC" run "lib/$file" -k "$kernel" "${args[@]}" --size "$sizes" --device=cuda --seed="$SEED" "$@"
+        "$TILEC" run "$(case $file in */*) echo "$file" ;; *) echo "lib/$file" ;; esac)" -k "$kernel" "${args[@]}" \
+        --size "$sizes" --device=cuda --seed="$SEED" "$@"
     }
     memcheck() { sancheck memcheck "$@"; }
     memcheck gemm.tile gemm T=f16,HAS_BIAS=true,HAS_RESIDUAL=true M=33,N=7,K=100 "$AB"
@@ -503,6 +511,17 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
     memcheck rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"
     memcheck attention.tile attention T=f16,CAUSAL=true,HAS_LSE=true B=1,H=2,HKV=1,N=33,NK=100 "$SC"
+    # the language features' kernels: gathers, scatters, masked stores, atomics, fp8, scans
+    MO=tests/kernels/memory_ops.tile
+    memcheck $MO splitk "" M=33,N=40,K=100 ""
+    memcheck $MO rowmask "" M=33,N=32 ""
+    memcheck $MO hist "" N=1000,NB=7 ""
+    memcheck tests/kernels/fp8.tile dequant_gemm "" M=33,N=65,K=256,KG=4 ""
+    memcheck scan.tile cumsum T=f16 M=33,N=1000 ""
+    memcheck decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088"
+    memcheck attention_bwd.tile attention_bwd_dkdv T=f16,CAUSAL=true B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
+    memcheck attention_bwd.tile attention_bwd_dq T=f16,CAUSAL=true B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
+    memcheck examples/embedding_bag.tile embedding_bag T=f16 V=50,B=7,DIM=1000 ""
     # every lib kernel under racecheck and synccheck, in each schedule it is launched with
     # (the warp-specialized TMA ring, the cp.async pipeline, the persistent tile loop)
     for tool in racecheck synccheck; do
@@ -517,6 +536,10 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
       sancheck $tool layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
       sancheck $tool rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"
       sancheck $tool attention.tile attention T=f16,CAUSAL=true B=1,H=2,HKV=1,N=100,NK=100 "$SC"
+      sancheck $tool tests/kernels/memory_ops.tile splitk "" M=33,N=40,K=100 ""
+      sancheck $tool scan.tile cumsum T=f32 M=33,N=1000 ""
+      sancheck $tool decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088"
+      sancheck $tool attention_bwd.tile attention_bwd_dkdv T=f16 B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
     done
   else
     check sanitizer compute-sanitizer - - sh -c 'echo "compute-sanitizer not found"; exit 77'

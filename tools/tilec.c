@@ -987,11 +987,15 @@ static int run_cmd(tile_context *ctx, struct options *o) {
         break;
       }
       double num = 0, den = 0, maxabs = 0;
-      size_t nan = 0;
+      size_t nan = 0, inf = 0; /* NaNs anywhere; infinities that differ (equal ones match) */
       for (size_t e = 0; e < b->n; e++) {
         double g = elem_as_double(b->host, pi.dtype, e), r = elem_as_double(b->ref, pi.dtype, e);
         if (isnan(g) || isnan(r)) {
           nan++;
+          continue;
+        }
+        if (isinf(g) || isinf(r)) {
+          if (g != r) inf++;
           continue;
         }
         num += (g - r) * (g - r);
@@ -1000,9 +1004,11 @@ static int run_cmd(tile_context *ctx, struct options *o) {
       }
       double rel = den > 0 ? sqrt(num / den) : sqrt(num);
       double tol = tolerance_for(pi.dtype);
-      bool ok = nan == 0 && rel <= tol;
-      printf("  check %-10s rel_l2=%.3e max_abs=%.3e nan=%zu tol=%.0e  %s\n", pi.name, rel, maxabs, nan,
-             tol, ok ? "PASS" : "FAIL");
+      bool ok = nan == 0 && inf == 0 && rel <= tol;
+      printf("  check %-10s rel_l2=%.3e max_abs=%.3e nan=%zu tol=%.0e  %s", pi.name, rel, maxabs, nan, tol,
+             ok ? "PASS" : "FAIL");
+      if (inf) printf(" (%zu infinities differ)", inf);
+      printf("\n");
       if (!ok) rc = 1;
     }
   }
