@@ -1158,7 +1158,7 @@ static void check_for(struct sema *s, struct ast_node *n) {
           lang_error(s->ctx, arg->a->loc, D_RANGE, "`stages` must be between 0 and 16, found %lld",
                      (long long)st);
         else
-          fi->attr = st;
+          fi->attr = st > 1 ? st : 1; /* 0 and 1: no pipelining; no `stages=` (attr 0): the compiler picks */
         continue;
       }
       npos++;

@@ -4,8 +4,9 @@
  * Needs: smem_stage's form, in which each staged tile of a loop body is
  *   barrier; async_copy %buf, %slot0, %T[idx...]; async_commit; async_wait 0; barrier
  * followed by its readers (local_load or wgmma of %buf, %slot0). Applies to for loops with
- * stages=S >= 2 whose copy indices are computed from the induction variable by pure ops.
- * Every buffer gets S slots. The loop's `depth` attribute records how many wgmma groups of
+ * stages=S >= 2 whose copy indices are computed from the induction variable by pure ops;
+ * a loop with stages=0 (no `stages=` in the source) gets a depth from auto_stages (the
+ * shared memory it would take), recorded in its attribute. Every buffer gets S slots. The loop's `depth` attribute records how many wgmma groups of
  * earlier iterations may still be reading when a slot is refilled (the wgmma-async pass
  * makes that many in flight).
  *
@@ -436,13 +437,50 @@ static bool pipeline_cp_async(struct pass_ctx *pc, struct loop_info *L, bool wgm
   return true;
 }
 
+/* Bytes of a shared buffer's type. */
+static int64_t buffer_bytes(const struct ir_func *f, ir_val buf) {
+  const struct ir_type *t = ir_vtype(f, buf);
+  int64_t n = ir_dtype_bytes((ir_dtype)t->dtype);
+  for (int d = 0; d < t->rank; d++) n *= t->dims[d];
+  return n;
+}
+
+/* The stage count of a loop that did not ask for one (stages=0 in the IR: the source had no
+ * `stages=`): 3 when the function's buffers with the loop's copies in 3 slots take at most
+ * half the target's shared memory (two programs still fit on a multiprocessor, and codegen's
+ * scratch fits above), else 2 when they fit with 16 KiB to spare, else 1 (no pipelining).
+ * Every buffer counts whole, as if none were reused (an upper bound). Loops of fewer than
+ * 4 iterations known at compile time are not pipelined. */
+static int auto_stages(const struct ir_func *f, const struct loop_info *L) {
+  /* a short loop of known length (an inner loop over a quantization group: ub = lb + 64)
+   * refills its pipeline at every entry for little overlap: left alone */
+  const struct ir_op *lp = &f->ops.v[L->loop];
+  int64_t lb, ub, step, len = -1;
+  uint32_t d = ir_def_op(f, lp->args[1]);
+  if (ir_value_const_int(f, lp->args[2], &step) && step > 0) {
+    if (ir_value_const_int(f, lp->args[0], &lb) && ir_value_const_int(f, lp->args[1], &ub)) len = ub - lb;
+    else if (d && f->ops.v[d].code == IR_ADD && f->ops.v[d].args[0] == lp->args[0] &&
+             ir_value_const_int(f, f->ops.v[d].args[1], &ub))
+      len = ub;
+  }
+  if (len >= 0 && (len + step - 1) / step < 4) return 1;
+  int64_t fixed = 0, ring = 0;
+  for (uint32_t i = 1; i < f->ops.n; i++)
+    if (f->ops.v[i].block && f->ops.v[i].code == IR_LOCAL_ALLOC) fixed += buffer_bytes(f, f->ops.v[i].res);
+  for (uint32_t i = 0; i < L->ncopies; i++) ring += buffer_bytes(f, f->ops.v[L->copies[i]].args[0]);
+  int64_t cap = f->target ? (int64_t)f->target->smem_optin : 49152;
+  if (fixed + 2 * ring <= cap / 2) return 3;
+  if (fixed + ring + 16384 <= cap) return 2;
+  return 1;
+}
+
 static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
   struct ir_func *f = pc->f;
   struct loop_info L;
   memset(&L, 0, sizeof L);
   L.loop = loop;
   L.S = (int)f->ops.v[loop].i[0];
-  if (L.S < 2) return false;
+  if (L.S == 1) return false;
   L.body = f->ops.v[loop].region;
   L.iv = f->blocks.v[L.body].args;
   struct ir_block *bb = &f->blocks.v[L.body];
@@ -458,6 +496,11 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
     L.copies[L.ncopies++] = id;
   }
   if (!L.ncopies) return false;
+  if (L.S == 0) { /* no stages= in the source: the pass picks, and the loop records it */
+    L.S = auto_stages(f, &L);
+    f->ops.v[loop].i[0] = L.S;
+    if (L.S < 2) return true;
+  }
   bool any = false;
   bool wgmma_readers = readers_are_wgmma(f, L.body, L.copies, L.ncopies, &any) && any;
   /* the ring form: TMA for every copy, wgmma readers, a positive constant step */
