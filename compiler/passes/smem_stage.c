@@ -93,11 +93,29 @@ static bool writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t) {
   return false;
 }
 
+/* Conversions already staged for an earlier wgmma (an operand shared by several products in
+ * one loop, as SwiGLU's X): op id -> its staging, so the next product reads the same buffer.
+ * The conversions themselves are removed once no dot uses them. And loads already copied
+ * asynchronously: value id of the loaded tile -> its buffer, so that a tile feeding two
+ * products in two orientations (attention backward's Q in q @ k.T and ds.T @ q) is copied
+ * once and read twice (local_load with and without trans). */
+struct staged_map {
+  struct staged *by_op; /* indexed by convert op id; buf == 0: not staged */
+  uint32_t n;
+  struct staged *by_root; /* indexed by value id: async copies only */
+  uint32_t nroot;
+};
+
 /* Moves the operand of convert op `conv` into a shared buffer: an async copy at the
  * load's position when the load moves with its loop, a register store otherwise.
  * `where` is the op before which the operand is needed. */
-static void stage(struct ir_func *f, uint32_t conv, uint32_t where, struct staged *st) {
+static void stage(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint32_t where, struct staged *st) {
   find_root(f, conv, st);
+  if (st->root < sm->nroot && sm->by_root[st->root].buf) { /* copied already: same buffer */
+    st->buf = sm->by_root[st->root].buf;
+    st->slot = sm->by_root[st->root].slot;
+    return;
+  }
   uint32_t d = ir_def_op(f, st->root);
   const struct ir_type *tt = T(f, st->root);
   struct ir_type bt = *tt;
@@ -133,6 +151,9 @@ static void stage(struct ir_func *f, uint32_t conv, uint32_t where, struct stage
     uint32_t w = ir_build(&b, IR_ASYNC_WAIT, NULL, 0, NULL, 0);
     f->ops.v[w].i[0] = 0;
     ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+    /* the copy sits at the load, before every use of it in the loop body: later
+     * conversions of the same tile read this buffer */
+    if (st->root < sm->nroot) sm->by_root[st->root] = *st;
   } else {
     ir_builder_before(&b, f, where);
     st->buf = ir_build1(&b, IR_LOCAL_ALLOC, buf_type, NULL, 0);
@@ -149,20 +170,13 @@ static uint32_t convert_into(struct ir_func *f, ir_val v) {
   return d && f->ops.v[d].code == IR_CONVERT_LAYOUT ? d : 0;
 }
 
-/* Conversions already staged for an earlier wgmma (an operand shared by several products in
- * one loop, as SwiGLU's X): op id -> its staging, so the next product reads the same buffer.
- * The conversions themselves are removed once no dot uses them. */
-struct staged_map {
-  struct staged *by_op; /* indexed by convert op id; buf == 0: not staged */
-  uint32_t n;
-};
 
 static void stage_once(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint32_t where, struct staged *st) {
   if (conv < sm->n && sm->by_op[conv].buf) {
     *st = sm->by_op[conv];
     return;
   }
-  stage(f, conv, where, st);
+  stage(f, sm, conv, where, st);
   if (conv < sm->n) sm->by_op[conv] = *st;
 }
 
@@ -228,7 +242,9 @@ static bool try_wgmma(struct ir_func *f, struct staged_map *sm, uint32_t dot) {
 void pass_smem_stage(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   uint32_t nops = f->ops.n;
-  struct staged_map sm = {ARENA_NEWN(pc->scratch, struct staged, nops + 1), nops};
+  uint32_t nvals = f->values.n;
+  struct staged_map sm = {ARENA_NEWN(pc->scratch, struct staged, nops + 1), nops,
+                          ARENA_NEWN(pc->scratch, struct staged, nvals + 1), nvals};
   for (uint32_t id = 1; id < nops; id++)
     if (f->ops.v[id].block && f->ops.v[id].code == IR_DOT && try_wgmma(f, &sm, id)) pc->changed = true;
   nops = f->ops.n;
@@ -241,7 +257,7 @@ void pass_smem_stage(struct pass_ctx *pc) {
     /* only conversions feeding an mma.sync dot; wgmma's buffers are staged above */
     if (register_renaming(f, id)) continue;
     struct staged st;
-    stage(f, id, id, &st);
+    stage(f, &sm, id, id, &st);
     struct ir_builder b;
     ir_val la[2] = {st.buf, st.slot};
     ir_type_id ft = f->values.v[f->ops.v[id].res].type;
