@@ -145,7 +145,7 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False):
     kc[order], vc[order] = to_pages(k), to_pages(v)
     table = order.view(bsz, pages).to(torch.int32).contiguous()
     lens = torch.full((bsz,), n, device="cuda", dtype=torch.int32)
-    splits = max(1, -(-2 * 132 // (bsz * hkv)))
+    splits = max(1, 2 * 132 // (bsz * hkv))  # one wave: 2 programs per SM (lib/decode_attention.tile)
     opart = torch.empty(bsz, h, splits, d, device="cuda", dtype=torch.float32)
     lpart = torch.empty(bsz, h, splits, device="cuda", dtype=torch.float32)
     out = torch.empty(bsz, h, d, device="cuda", dtype=dt)
