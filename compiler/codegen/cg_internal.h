@@ -139,6 +139,9 @@ void cg_load_k_slice(struct cg *g, ir_val v, int kb);
 bool cg_dot_is_mma(struct cg *g, const struct ir_op *op);
 void cg_gen_mma_dot(struct cg *g, const struct ir_op *op);
 int64_t cg_divisibility(struct cg *g, ir_val v);
+/* The shared-memory address of element (row, col) of a copy's destination. */
+typedef LLVMValueRef (*cg_dst_fn)(struct cg *g, void *ud, LLVMValueRef row, LLVMValueRef col);
+void cg_gather_to_shared(struct cg *g, const struct ir_op *op, int max_run_bytes, cg_dst_fn dst, void *ud);
 
 /* cg_async.c: mbarriers, TMA, wgmma waits, named barriers, roles */
 void cg_gen_mbar_alloc(struct cg *g, const struct ir_op *op);

@@ -674,6 +674,51 @@ void cg_gen_gather(struct cg *g, const struct ir_op *op) {
   }
 }
 
+/* The gather form of async_copy (async_copy %buf, %slot, %T, %idx... with mask 0): each
+ * thread copies the elements that the index tiles' layout gives it, from the tensor at
+ * those indices to dst(row, col), their place in the buffer. Where gather_vector finds runs
+ * of 4, 8 or 16 bytes, each run is one cp.async (src-size 0 past the tensor's bounds: zero
+ * filled, the address not read); otherwise the elements go through registers (loaded, zero
+ * where out of bounds, and stored), the same bytes in shared memory. A run must also be
+ * contiguous at its destination: at most max_run_bytes (the buffer's swizzle unit). */
+void cg_gather_to_shared(struct cg *g, const struct ir_op *op, int max_run_bytes, cg_dst_fn dst, void *ud) {
+  struct ir_op view = *op; /* as a gather: the tensor, then the index tiles */
+  view.args = op->args + 2;
+  view.nargs = op->nargs - 2;
+  struct indexed x;
+  if (!setup_indexed(g, &view, view.args[1], &x)) return;
+  if (x.data_rank != 2) {
+    cg_fail(g, "a gathering async_copy needs rank-2 index tiles");
+    return;
+  }
+  int eb = ir_dtype_bytes(x.dt), v = gather_vector(g, &view, &x), bytes = v * eb;
+  LLVMTypeRef gptr = LLVMTypeOf(x.t->ptr);
+  if ((bytes == 4 || bytes == 8 || bytes == 16) && bytes <= max_run_bytes) {
+    char name[64];
+    snprintf(name, sizeof name, "llvm.nvvm.cp.async.%s.shared.global.%d.s", bytes == 16 ? "cg" : "ca", bytes);
+    for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)v) {
+      LLVMValueRef addr, inb, c[2];
+      indexed_address(g, &x, r0, &addr, &inb);
+      cg_coords(g, &x.l, r0, c);
+      LLVMValueRef args[3] = {dst(g, ud, c[0], c[1]), LLVMBuildIntToPtr(g->b, addr, gptr, ""),
+                              LLVMBuildSelect(g->b, inb, cg_i32(g, bytes), cg_i32(g, 0), "")};
+      cg_intrinsic(g, name, NULL, 0, args, 3);
+    }
+    return;
+  }
+  LLVMValueRef zero = LLVMConstInt(LLVMIntTypeInContext(g->ctx, (unsigned)(eb * 8)), 0, 0);
+  for (uint32_t r = 0; r < x.nregs; r++) {
+    LLVMValueRef addr, inb, c[2];
+    indexed_address(g, &x, r, &addr, &inb);
+    LLVMValueRef bits = to_bits(g, load_elem(g, x.dt, addr, inb, zero), x.dt);
+    cg_coords(g, &x.l, r, c);
+    LLVMValueRef st = LLVMBuildStore(g->b, bits, dst(g, ud, c[0], c[1]));
+    LLVMSetAlignment(st, (unsigned)eb);
+  }
+  /* ordinary stores read by wgmma (the async proxy) need a proxy fence before the barrier */
+  if (g->uses_wgmma) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
+}
+
 /* The address of register r's element and whether this thread writes it: inside the
  * tensor, the owner of a replicated element, and where the predicate p (if any) holds. */
 static LLVMValueRef write_address(struct cg *g, struct indexed *x, uint32_t r, LLVMValueRef own, struct cgval *p,

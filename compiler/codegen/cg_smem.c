@@ -607,11 +607,26 @@ static LLVMValueRef element_at(struct cg *g, const struct cg_tensor *t, LLVMValu
   return LLVMBuildGEP2(g->b, g->i8, corner, &off, 1, "");
 }
 
+struct gather_dst {
+  const struct sbuf *s;
+  LLVMValueRef slot;
+};
+
+static LLVMValueRef gather_dst_at(struct cg *g, void *ud, LLVMValueRef row, LLVMValueRef col) {
+  const struct gather_dst *d = ud;
+  return swizzled_ptr(g, d->s, d->slot, row, col);
+}
+
 void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
   struct ir_func *f = g->f;
   struct sbuf s;
   buffer_info(g, op->args[0], &s);
   LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  if (op->i[0] == 0) { /* the gather form: per-element indices (cg_mem.c) */
+    struct gather_dst d = {&s, slot};
+    cg_gather_to_shared(g, op, s.vec * s.eb, gather_dst_at, &d);
+    return;
+  }
   ir_val tv = op->args[2];
   const struct ir_value *tval = &f->values.v[tv];
   const struct ir_param *p = &f->params.v[tval->index];

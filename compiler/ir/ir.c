@@ -209,6 +209,17 @@ bool ir_defined_within(const struct ir_func *f, ir_val v, uint32_t blk) {
   return false;
 }
 
+bool ir_block_writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    if ((ir_ops[op->code].flags & OPF_WRITE) && op->nargs && op->args[0] == t) return true;
+    for (uint32_t r = 0; r < op->nregions; r++)
+      if (ir_block_writes_tensor(f, op->region + r, t)) return true;
+  }
+  return false;
+}
+
 ir_val ir_view_source(const struct ir_func *f, ir_val v) {
   for (uint32_t d; (d = ir_def_op(f, v));) {
     uint16_t c = f->ops.v[d].code;

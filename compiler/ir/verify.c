@@ -473,11 +473,27 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
       bad(v, id, "async_copy takes a buffer, a slot, a tensor parameter and one index per tensor dimension");
       break;
     }
+    if (buf->dtype != t->dtype) bad(v, id, "the buffer's element type differs from the tensor's");
+    if (op->i[0] == 0) {
+      /* the gather form: one i32 index tile per tensor dimension, all of one type whose
+       * shape is the buffer's (rows x cols) and whose layout says which thread copies what */
+      const struct ir_type *x0 = vt(v, op->args[3]);
+      int br = buf->rank;
+      if (!is_tile(x0) || x0->rank != 2 || x0->dtype != DT_I32 || !x0->layout || x0->dims[0] != buf->dims[br - 2] ||
+          x0->dims[1] != buf->dims[br - 1]) {
+        bad(v, id, "a gathering async_copy (mask 0) takes i32 index tiles of the buffer's %dx%d shape",
+            buf->dims[br - 2], buf->dims[br - 1]);
+        break;
+      }
+      for (uint32_t k = 4; k < op->nargs; k++)
+        if (f->values.v[op->args[k]].type != f->values.v[op->args[3]].type)
+          bad(v, id, "index %u's type differs from index 0's (a gathering async_copy's indices share one type)", k - 3);
+      break;
+    }
     for (uint32_t k = 3; k < op->nargs; k++)
       if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "index %u is not an integer scalar", k - 3);
     if ((uint64_t)op->i[0] >> t->rank) bad(v, id, "slice mask %lld names dimensions beyond rank %d", (long long)op->i[0], t->rank);
     else if (__builtin_popcountll((uint64_t)op->i[0]) != 2) bad(v, id, "async_copy copies a 2-d slice (its mask names 2 dimensions)");
-    if (buf->dtype != t->dtype) bad(v, id, "the buffer's element type differs from the tensor's");
     break;
   }
   case IR_WGMMA: {

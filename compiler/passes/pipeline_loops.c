@@ -4,7 +4,8 @@
  * Needs: smem_stage's form, in which each staged tile of a loop body is
  *   barrier; async_copy %buf, %slot0, %T[idx...]; async_commit; async_wait 0; barrier
  * followed by its readers (local_load or wgmma of %buf, %slot0). Applies to for loops with
- * stages=S >= 2 whose copy indices are computed from the induction variable by pure ops;
+ * stages=S >= 2 whose copy indices are computed from the induction variable by pure ops
+ * (and by loads of tensors the function does not write);
  * a loop with stages=0 (no `stages=` in the source) gets a depth from auto_stages (the
  * shared memory it would take), recorded in its attribute. Every buffer gets S slots. The loop's `depth` attribute records how many wgmma groups of
  * earlier iterations may still be reading when a slot is refilled (the wgmma-async pass
@@ -56,13 +57,18 @@ struct chain {
 };
 
 /* Adds the ops that compute v inside the body (from the induction variable and values
- * defined outside) to the chain. False if v depends on anything else. */
+ * defined outside) to the chain. False if v depends on anything else. Pure ops, and loads
+ * and gathers of tensors the function never writes (a paged cache's block table: reading
+ * it iterations ahead sees the same values). */
 static bool collect(struct ir_func *f, uint32_t body, ir_val iv, ir_val v, struct chain *c) {
   if (v == iv || !ir_defined_within(f, v, body)) return true;
   uint32_t d = ir_def_op(f, v);
   if (!d || f->ops.v[d].block != body) return false;
   const struct ir_op *op = &f->ops.v[d];
-  if (!(ir_ops[op->code].flags & OPF_PURE) || op->nregions) return false;
+  bool read_only = (op->code == IR_LOAD || op->code == IR_GATHER) &&
+                   !ir_block_writes_tensor(f, IR_BODY_BLOCK, op->args[0]);
+  if (!(ir_ops[op->code].flags & OPF_PURE) && !read_only) return false;
+  if (op->nregions) return false;
   for (uint32_t i = 0; i < c->n; i++)
     if (c->ops[i] == d) return true;
   for (uint32_t k = 0; k < op->nargs; k++)
@@ -508,7 +514,8 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
   bool ring = tl_has(f->target, TL_FEAT_TMA) && ir_func_wgmma(f) && tl_sched_get(f->sched.tma, 1) && wgmma_readers &&
               f->warps % 4 == 0 && ir_value_const_int(f, f->ops.v[loop].args[2], &step) && step > 0;
   struct ir_type boxes[MAX_COPIES];
-  for (uint32_t i = 0; ring && i < L.ncopies; i++) ring = tma_box(f, L.copies[i], &boxes[i]);
+  for (uint32_t i = 0; ring && i < L.ncopies; i++) /* gathers (mask 0) have no TMA box */
+    ring = f->ops.v[L.copies[i]].i[0] != 0 && tma_box(f, L.copies[i], &boxes[i]);
   if (ring) return pipeline_ring(pc, &L, boxes, step);
   return pipeline_cp_async(pc, &L, wgmma_readers);
 }

@@ -8,6 +8,8 @@
  *     (a GEMM's A and B blocks, attention's K and V blocks), is copied asynchronously from
  *     global to shared memory (async_copy = cp.async, out-of-bounds elements zero-filled)
  *     into a buffer allocated before the loop; the pipeline pass then multi-buffers it;
+ *   - so is a 2-d gather that moves with its loop (paged attention's K and V rows, at
+ *     per-element indices): async_copy's gather form, indexed by the gather's index tiles;
  *   - anything else (attention's Q, loaded once) is stored from registers (local_store).
  *
  * A transpose feeding the conversion (q @ k.T) is absorbed: the buffer keeps the loaded
@@ -21,6 +23,7 @@
  *                                                         async_commit; async_wait {pending=0}
  *                                                         barrier
  *                                                         %b = local_load %buf, %0 {trans=1}   */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,19 +83,6 @@ static void find_root(struct ir_func *f, uint32_t conv, struct staged *st) {
   st->root = root;
 }
 
-/* Whether block blk (recursively) writes tensor t: then its loads must stay where they
- * are (an async copy would be issued iterations ahead, before the writes it must see). */
-static bool writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t) {
-  const struct ir_block *b = &f->blocks.v[blk];
-  for (uint32_t i = 0; i < b->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
-    if ((ir_ops[op->code].flags & OPF_WRITE) && op->nargs && op->args[0] == t) return true;
-    for (uint32_t r = 0; r < op->nregions; r++)
-      if (writes_tensor(f, op->region + r, t)) return true;
-  }
-  return false;
-}
-
 /* Conversions already staged for an earlier wgmma (an operand shared by several products in
  * one loop, as SwiGLU's X): op id -> its staging, so the next product reads the same buffer.
  * The conversions themselves are removed once no dot uses them. And loads already copied
@@ -125,8 +115,12 @@ static void stage(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint3
   uint32_t loop = f->blocks.v[blk].parent;
   bool in_loop = loop && f->ops.v[loop].code == IR_FOR;
   bool async = false;
-  if (d && f->ops.v[d].code == IR_LOAD && in_loop && f->ops.v[d].block == blk && f->ops.v[d].f == 0 &&
-      !writes_tensor(f, f->ops.v[loop].region, f->ops.v[d].args[0])) {
+  /* a slice load, or a 2-d gather (its copy: one cp.async per row piece, at the gather's
+   * per-element indices), that moves with the loop and reads what the loop does not write;
+   * zero fill only (cp.async's) */
+  bool gather = d && f->ops.v[d].code == IR_GATHER && tt->rank == 2 && tl_sched_get(f->sched.gather, 1);
+  if (d && (f->ops.v[d].code == IR_LOAD || gather) && in_loop && f->ops.v[d].block == blk && f->ops.v[d].f == 0 &&
+      !signbit(f->ops.v[d].f) && !ir_block_writes_tensor(f, f->ops.v[loop].region, f->ops.v[d].args[0])) {
     const struct ir_op *ld_op = &f->ops.v[d];
     for (uint32_t k = 1; k < ld_op->nargs; k++)
       if (ir_defined_within(f, ld_op->args[k], blk)) async = true;
@@ -146,7 +140,7 @@ static void stage(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint3
     args[n++] = st->slot;
     for (uint32_t k = 0; k < lo->nargs; k++) args[n++] = lo->args[k];
     uint32_t cp = ir_build(&b, IR_ASYNC_COPY, args, n, NULL, 0);
-    f->ops.v[cp].i[0] = f->ops.v[d].i[0];
+    f->ops.v[cp].i[0] = gather ? 0 : f->ops.v[d].i[0]; /* mask 0: the gather form */
     ir_build(&b, IR_ASYNC_COMMIT, NULL, 0, NULL, 0);
     uint32_t w = ir_build(&b, IR_ASYNC_WAIT, NULL, 0, NULL, 0);
     f->ops.v[w].i[0] = 0;

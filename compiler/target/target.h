@@ -74,9 +74,11 @@ const char *tl_target_names(void);
  *   ws=0|1           warp specialization: a producer warpgroup issues the TMA loads
  *   persistent=0|1   one program per multiprocessor walks the tiles (needs ws)
  *   wait=0|1         wgmma wait depth in pipelined loops (1: the previous stage's group)
+ *   gather=0|1       gathered Tensor Core operands copied asynchronously (cp.async per
+ *                    row piece) and so pipelined like slices; 0: loaded into registers
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
-  signed char wgmma, tma, ws, persistent, wait;
+  signed char wgmma, tma, ws, persistent, wait, gather;
   short producer_regs, consumer_regs;
 };
 

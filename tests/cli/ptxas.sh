@@ -92,6 +92,9 @@ configs+=(
   "attention_bwd.tile attention_bwd_dq D=128"
   "attention_bwd.tile attention_bwd_dkdv T=bf16,CAUSAL=true"
   "decode_attention.tile decode_split D=64,BN=64"
+  "tests/kernels/gather_gemm.tile gather_gemm -"
+  "tests/kernels/gather_gemm.tile gather_gemm UNALIGNED"
+  "tests/kernels/gather_gemm.tile gather_gemm BM=16,NW=1"
   "tests/kernels/fp8.tile roundtrip -"
   "tests/kernels/fp8.tile dequant_gemm -"
   "examples/splitk_gemm.tile splitk_gemm -"
@@ -168,6 +171,11 @@ declare -A must_have=(
   ["attention.tile attention - sm_90a"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global vote.sync.all.pred"
   ["scan.tile cumsum T=bf16,BM=1,BN=1024,NW=8 sm_80"]="shfl.sync.bfly.b32 bar.sync"
   ["scan.tile cummax - sm_90a"]="shfl.sync.bfly.b32 bar.sync"
+  ["decode_attention.tile decode_split - sm_80"]="cp.async.cg.shared.global mma.sync.aligned.m16n8k16"
+  ["decode_attention.tile decode_split - sm_90a"]="cp.async.cg.shared.global mma.sync.aligned.m16n8k16"
+  ["tests/kernels/gather_gemm.tile gather_gemm - sm_80"]="cp.async.cg.shared.global mma.sync.aligned.m16n8k16"
+  ["tests/kernels/gather_gemm.tile gather_gemm - sm_90a"]="cp.async.cg.shared.global wgmma.mma_async"
+  ["tests/kernels/gather_gemm.tile gather_gemm UNALIGNED sm_80"]="ld.global.b16 st.shared.b16"
 )
 
 fails=0

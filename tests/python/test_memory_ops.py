@@ -165,3 +165,22 @@ def test_example_varlen_attention_writes_only_its_rows(lens):
             p = np.exp(sc - sc.max(1, keepdims=True))
             p /= p.sum(1, keepdims=True)
             np.testing.assert_allclose(o[sl, hh].astype(np.float64), p @ v[sl, hh].astype(np.float64), atol=2e-3)
+
+
+@pytest.mark.parametrize("m,kk,n,r,defs", [(1, 1, 1, 1, {}), (7, 33, 5, 3, {}), (50, 100, 70, 129, {"BM": 16, "NW": 1}),
+                                           (1000, 256, 128, 300, {}), (64, 40, 33, 100, {"BM": 128, "NW": 8})])
+def test_gather_gemm_rows_by_index(m, kk, n, r, defs):
+    """tests/kernels/gather_gemm.tile: C[i] = A[idx[i]] @ B, a gather feeding the Tensor Cores
+    in a loop (an asynchronous, pipelined copy on the GPU); indices out of range give zero
+    rows. f16 inputs (NumPy has no bf16), f32 sums within 1e-3 of float64."""
+    dt = np.float16
+    a = RNG.standard_normal((m, kk)).astype(dt)
+    b = RNG.standard_normal((kk, n)).astype(dt)
+    idx = RNG.integers(-3, m + 3, r).astype(np.int32)
+    c = np.full((r, n), np.nan, np.float32)
+    k = tile.compile(os.path.join(ROOT, "tests", "kernels", "gather_gemm.tile"), defines=defs or None)
+    k(a, idx, b, c)
+    ok = (idx >= 0) & (idx < m)
+    rows = np.where(ok[:, None], a.astype(np.float64)[np.clip(idx, 0, m - 1)], 0.0)
+    ref = rows @ b.astype(np.float64)
+    np.testing.assert_allclose(c, ref, rtol=1e-3, atol=1e-3 * np.sqrt(kk))
