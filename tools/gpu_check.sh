@@ -400,6 +400,15 @@ lang_checks() {
   for s in N=1,NB=1 N=1000,NB=7 N=4095,NB=33; do tk tests/kernels/memory_ops.tile hist "" "$s"; done
   for s in N=1 N=1000 N=4095; do tk tests/kernels/memory_ops.tile total "" "$s"; done
   for s in N=1,S=1 N=333,S=40; do tk tests/kernels/memory_ops.tile umax "" "$s"; done
+  # a product over gathered rows (tests/kernels/gather_gemm.tile: the gather copied by
+  # cp.async and pipelined; indices in [-32, 32): half the rows zero); rows that are
+  # not 16-byte multiples: the register path of the same copy
+  for s in M=1,K=16,N=8,R=1 M=40,K=100,N=33,R=7 M=64,K=256,N=128,R=300; do
+    tk tests/kernels/gather_gemm.tile gather_gemm "" "$s"
+  done
+  tk tests/kernels/gather_gemm.tile gather_gemm BM=16,NW=1 M=50,K=1000,N=70,R=129
+  tk tests/kernels/gather_gemm.tile gather_gemm T=bf16,BM=128,NW=8 M=64,K=64,N=256,R=200
+  tk tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=99,N=33,R=70 # K=99: rows not 16-byte multiples
   # fp8 storage (software conversions, the same as the interpreter's): quantize and dequantize,
   # and a group-dequantizing product (an accumulator carried through two nested loops)
   for s in N=1 N=1000 N=4095; do tk tests/kernels/fp8.tile roundtrip "" "$s"; done
@@ -517,6 +526,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck $MO rowmask "" M=33,N=32 ""
     memcheck $MO hist "" N=1000,NB=7 ""
     memcheck tests/kernels/fp8.tile dequant_gemm "" M=33,N=65,K=256,KG=4 ""
+    memcheck tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=100,N=33,R=70 ""
     memcheck scan.tile cumsum T=f16 M=33,N=1000 ""
     memcheck decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088"
     memcheck attention_bwd.tile attention_bwd_dkdv T=f16,CAUSAL=true B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
@@ -539,6 +549,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
       sancheck $tool tests/kernels/memory_ops.tile splitk "" M=33,N=40,K=100 ""
       sancheck $tool scan.tile cumsum T=f32 M=33,N=1000 ""
       sancheck $tool decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088"
+      sancheck $tool tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=100,N=33,R=70 ""
       sancheck $tool attention_bwd.tile attention_bwd_dkdv T=f16 B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
     done
   else
