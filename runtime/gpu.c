@@ -367,6 +367,8 @@ static tile_status prepare_checked(tile_context *ctx, tile_kernel *k, const stru
   k->stats.shared_bytes = sp->smem;
   k->stats.registers = sp->regs;
   k->stats.local_bytes = sp->local_bytes;
+  k->stats.blocks_per_sm = sp->occupancy;
+  k->stats.multiprocessors = ctx->dev.sm_count > 0 ? ctx->dev.sm_count : -1;
   k->stats.repacked = b->repacked;
   k->stats.cache_hit = k->specs.n == before ? 1 : sp->cache_hit ? 2 : 0;
   k->stats.compile_ms = k->stats.cache_hit == 1 ? tl_now_ms() - t0 : sp->compile_ms;
@@ -764,8 +766,11 @@ static tile_status load_spec(tile_context *ctx, tile_kernel *k, const struct rt_
   sp->threads = a->threads;
   sp->smem = a->smem;
   sp->code = a->code;
+  /* every specialization: persistent grids size themselves by it, callers read it in the
+   * stats (tile_kernel_stats.blocks_per_sm) */
   sp->occupancy = 1;
-  if (a->code.persistent && rt_cuda_occupancy(&ctx->cuda, sp->func, (int)a->threads, a->smem, &sp->occupancy, err, sizeof err))
+  if (rt_cuda_occupancy(&ctx->cuda, sp->func, (int)a->threads, a->smem, &sp->occupancy, err, sizeof err) ||
+      sp->occupancy < 1)
     sp->occupancy = 1;
   sp->regs = fa.num_regs;
   sp->local_bytes = fa.local_bytes;

@@ -188,6 +188,7 @@ static tile_status launch(tile_context *ctx, tile_kernel *k, const tile_arg *arg
       k->stats.grid[2] = (unsigned)b.grid[2];
       k->stats.threads = 1;
       k->stats.registers = k->stats.local_bytes = -1;
+      k->stats.blocks_per_sm = k->stats.multiprocessors = -1;
       k->stats.repacked = 0;
       if (run) {
         struct strbuf err;

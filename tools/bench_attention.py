@@ -94,7 +94,8 @@ TILE_OK, TILE_BAD_LAUNCH = 0, 6
 
 
 class TileContextOptions(ctypes.Structure):
-    _fields_ = [("cuda_device", c_int), ("cpu_threads", c_int), ("cache_dir", c_char_p)]
+    _fields_ = [("cuda_device", c_int), ("cpu_threads", c_int), ("cache_dir", c_char_p),
+                ("alloc", c_void_p), ("alloc_ud", c_void_p), ("trace_path", c_char_p)]
 
 
 class TileDefine(ctypes.Structure):
@@ -103,7 +104,7 @@ class TileDefine(ctypes.Structure):
 
 class TileCompileOptions(ctypes.Structure):
     _fields_ = [("kernel", c_char_p), ("defines", POINTER(TileDefine)), ("ndefines", c_uint),
-                ("device", c_int), ("arch", c_char_p), ("flags", c_uint)]
+                ("device", c_int), ("arch", c_char_p), ("flags", c_uint), ("schedule", c_char_p)]
 
 
 class TileTensor(ctypes.Structure):
@@ -126,7 +127,8 @@ class TileLaunchOptions(ctypes.Structure):
 class TileKernelStats(ctypes.Structure):
     _fields_ = [("grid", c_uint * 3), ("threads", c_uint), ("shared_bytes", c_uint),
                 ("registers", c_int), ("local_bytes", c_int), ("compile_ms", c_double),
-                ("cache_hit", c_int), ("repacked", c_uint)]
+                ("cache_hit", c_int), ("repacked", c_uint), ("blocks_per_sm", c_int),
+                ("multiprocessors", c_int)]
 
 
 class TileBenchOptions(ctypes.Structure):
@@ -142,36 +144,38 @@ class TileBenchResult(ctypes.Structure):
 class TileDeviceInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 256), ("cc_major", c_int), ("cc_minor", c_int),
                 ("sm_count", c_int), ("smem_per_block_optin", c_int), ("driver_version", c_int),
-                ("arch", c_char_p)]
+                ("arch", c_char_p), ("clock_mhz", c_int), ("peak_tc_f16_tflops", c_double),
+                ("peak_f32_tflops", c_double), ("peak_mem_gbps", c_double)]
 
 
 # Sizes and offsets printed by this C program, compiled against runtime/include/tile.h with
 # gcc 12 (Debian 12, x86-64) on the build machine (the same program LAYOUT_PROGRAM below):
-#   tile_context_options 16 (cache_dir 8)      tile_define 16
-#   tile_compile_options 40 (ndefines 16, device 20, arch 24, flags 32)
+#   tile_context_options 40 (cache_dir 8, trace_path 32)      tile_define 16
+#   tile_compile_options 48 (ndefines 16, device 20, arch 24, flags 32, schedule 40)
 #   tile_tensor 80 (dtype 8, rank 12, shape 16, strides 48)      tile_arg 88 (u 8)
 #   tile_launch_options 8
-#   tile_kernel_stats 48 (threads 12, registers 20, local_bytes 24, compile_ms 32, cache_hit 40,
-#                         repacked 44)
+#   tile_kernel_stats 56 (threads 12, registers 20, local_bytes 24, compile_ms 32, cache_hit 40,
+#                         repacked 44, blocks_per_sm 48, multiprocessors 52)
 #   tile_bench_options 32 (warmup 8, max_ms 16, flush_l2_bytes 24)
 #   tile_bench_result 32 (reps 24)
-#   tile_device_info 288 (cc_major 256, driver_version 272, arch 280)
+#   tile_device_info 320 (cc_major 256, driver_version 272, arch 280, peak_mem_gbps 312)
 EXPECTED_LAYOUT = {
-    "tile_context_options": (TileContextOptions, 16, {"cache_dir": 8}),
+    "tile_context_options": (TileContextOptions, 40, {"cache_dir": 8, "trace_path": 32}),
     "tile_define": (TileDefine, 16, {"value": 8}),
-    "tile_compile_options": (TileCompileOptions, 40,
-                             {"ndefines": 16, "device": 20, "arch": 24, "flags": 32}),
+    "tile_compile_options": (TileCompileOptions, 48,
+                             {"ndefines": 16, "device": 20, "arch": 24, "flags": 32, "schedule": 40}),
     "tile_tensor": (TileTensor, 80, {"dtype": 8, "rank": 12, "shape": 16, "strides": 48}),
     "tile_arg": (TileArg, 88, {"u": 8}),
     "tile_launch_options": (TileLaunchOptions, 8, {"stream": 0}),
-    "tile_kernel_stats": (TileKernelStats, 48, {"threads": 12, "registers": 20,
+    "tile_kernel_stats": (TileKernelStats, 56, {"threads": 12, "registers": 20,
                                                 "local_bytes": 24, "compile_ms": 32,
-                                                "cache_hit": 40, "repacked": 44}),
+                                                "cache_hit": 40, "repacked": 44,
+                                                "blocks_per_sm": 48, "multiprocessors": 52}),
     "tile_bench_options": (TileBenchOptions, 32, {"warmup": 8, "max_ms": 16,
                                                   "flush_l2_bytes": 24}),
     "tile_bench_result": (TileBenchResult, 32, {"reps": 24}),
-    "tile_device_info": (TileDeviceInfo, 288, {"cc_major": 256, "driver_version": 272,
-                                               "arch": 280}),
+    "tile_device_info": (TileDeviceInfo, 320, {"cc_major": 256, "driver_version": 272,
+                                               "arch": 280, "peak_mem_gbps": 312}),
 }
 
 LAYOUT_PROGRAM = r"""
@@ -181,22 +185,22 @@ LAYOUT_PROGRAM = r"""
 #define S(t) printf("%s size %zu\n", #t, sizeof(t))
 #define O(t, f) printf("%s %s %zu\n", #t, #f, offsetof(t, f))
 int main(void) {
-  S(tile_context_options); O(tile_context_options, cache_dir);
+  S(tile_context_options); O(tile_context_options, cache_dir); O(tile_context_options, trace_path);
   S(tile_define); O(tile_define, value);
   S(tile_compile_options); O(tile_compile_options, ndefines); O(tile_compile_options, device);
-  O(tile_compile_options, arch); O(tile_compile_options, flags);
+  O(tile_compile_options, arch); O(tile_compile_options, flags); O(tile_compile_options, schedule);
   S(tile_tensor); O(tile_tensor, dtype); O(tile_tensor, rank); O(tile_tensor, shape);
   O(tile_tensor, strides);
   S(tile_arg); O(tile_arg, u);
   S(tile_launch_options); O(tile_launch_options, stream);
   S(tile_kernel_stats); O(tile_kernel_stats, threads); O(tile_kernel_stats, registers);
   O(tile_kernel_stats, local_bytes); O(tile_kernel_stats, compile_ms); O(tile_kernel_stats, cache_hit);
-  O(tile_kernel_stats, repacked);
+  O(tile_kernel_stats, repacked); O(tile_kernel_stats, blocks_per_sm); O(tile_kernel_stats, multiprocessors);
   S(tile_bench_options); O(tile_bench_options, warmup); O(tile_bench_options, max_ms);
   O(tile_bench_options, flush_l2_bytes);
   S(tile_bench_result); O(tile_bench_result, reps);
   S(tile_device_info); O(tile_device_info, cc_major); O(tile_device_info, driver_version);
-  O(tile_device_info, arch);
+  O(tile_device_info, arch); O(tile_device_info, peak_mem_gbps);
   return 0;
 }
 """

@@ -145,13 +145,20 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False):
     kc[order], vc[order] = to_pages(k), to_pages(v)
     table = order.view(bsz, pages).to(torch.int32).contiguous()
     lens = torch.full((bsz,), n, device="cuda", dtype=torch.int32)
-    splits = max(1, 2 * 132 // (bsz * hkv))  # one wave: 2 programs per SM (lib/decode_attention.tile)
-    opart = torch.empty(bsz, h, splits, d, device="cuda", dtype=torch.float32)
-    lpart = torch.empty(bsz, h, splits, device="cuda", dtype=torch.float32)
     out = torch.empty(bsz, h, d, device="cuda", dtype=dt)
     tname = "f16" if dt == torch.float16 else "bf16"
     lib = os.path.join(ROOT, "lib", "decode_attention.tile")
     split = tile.compile(lib, kernel="decode_split", defines={"T": tname, "D": d})
+    # one wave of programs: as many splits as fit at once (lib/decode_attention.tile), from the
+    # specialization's occupancy (prepared with one split: the same code for every S)
+    opart = torch.empty(bsz, h, 1, d, device="cuda", dtype=torch.float32)
+    lpart = torch.empty(bsz, h, 1, device="cuda", dtype=torch.float32)
+    split.prepare(q, kc, vc, table, lens, opart, lpart, scale=scale)
+    st = split.stats()
+    slots = max(1, st["blocks_per_sm"]) * max(1, st["multiprocessors"])
+    splits = max(1, slots // (bsz * hkv))
+    opart = torch.empty(bsz, h, splits, d, device="cuda", dtype=torch.float32)
+    lpart = torch.empty(bsz, h, splits, device="cuda", dtype=torch.float32)
     comb = tile.compile(lib, kernel="decode_combine", defines={"T": tname, "D": d, "BS": max(8, 1 << (splits - 1).bit_length())})
 
     def ours():
@@ -166,7 +173,8 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False):
     gb = 2 * k.numel() * k.element_size() / 1e9
     row("decode %s B=%d H=%d HKV=%d N=%d D=%d %s" % ("contiguous" if contiguous else "page=%d" % page, bsz, h, hkv, n, d,
                                                   str(dt)[6:]), t_ours, t_ref, err, 2e-2,
-        "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits" % (gb / t_ours * 1e3, gb / t_ref * 1e3, splits))
+        "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits, %d programs/SM" % (
+            gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"]))
 
 
 def attention_bwd(b, h, hkv, n, d, causal, dt):

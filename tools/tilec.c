@@ -955,9 +955,9 @@ static int run_cmd(tile_context *ctx, struct options *o) {
   if (!rc && tile_kernel_get_stats(k, &ks) == TILE_OK) {
     printf("  grid %ux%ux%u", ks.grid[0], ks.grid[1], ks.grid[2]);
     if (dev == TILE_DEVICE_CUDA)
-      printf(", %u threads, %u B shared, %d registers, %d B local, compiled in %.1f ms%s", ks.threads,
-             ks.shared_bytes, ks.registers, ks.local_bytes, ks.compile_ms,
-             ks.cache_hit == 2 ? " (on-disk cache)" : ks.cache_hit ? " (cached)" : "");
+      printf(", %u threads, %u B shared, %d registers, %d B local, %d per SM x %d SMs, compiled in %.1f ms%s",
+             ks.threads, ks.shared_bytes, ks.registers, ks.local_bytes, ks.blocks_per_sm, ks.multiprocessors,
+             ks.compile_ms, ks.cache_hit == 2 ? " (on-disk cache)" : ks.cache_hit ? " (cached)" : "");
     printf("\n");
     if (ks.repacked) {
       printf("  repacked to aligned rows first:");

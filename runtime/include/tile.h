@@ -369,6 +369,10 @@ typedef struct tile_kernel_stats {
                          kernel's in-memory cache, 2 = the on-disk cache (loaded now) */
   unsigned repacked;  /* bit i: parameter i was copied to aligned scratch first (see
                          tile_launch; parameters 0-31) */
+  int blocks_per_sm;  /* programs of this specialization that fit on one multiprocessor at
+                         once (registers, shared memory, threads); -1 when unknown (CPU) */
+  int multiprocessors; /* the device's multiprocessors; -1 on the CPU. Their product is how
+                          many programs run at once: size split-K or split-KV grids by it */
 } tile_kernel_stats;
 TILE_API tile_status tile_kernel_get_stats(const tile_kernel *k, tile_kernel_stats *out);
 

@@ -1061,6 +1061,8 @@ Test(api, kernel_stats_cpu) {
   cr_expect_eq(s.grid[1], 2, "cdiv(100, 64)");
   cr_expect_eq(s.grid[2], BATCH);
   cr_expect_eq(s.registers, -1);
+  cr_expect_eq(s.blocks_per_sm, -1, "no occupancy on the CPU");
+  cr_expect_eq(s.multiprocessors, -1);
   cr_expect_eq(tile_kernel_get_stats(k, NULL), TILE_INVALID_ARGUMENT);
   cr_expect_eq(tile_kernel_get_stats(NULL, &s), TILE_INVALID_ARGUMENT);
   /* tile_kernel_prepare is a no-op on the CPU but still checks the arguments */

@@ -79,6 +79,9 @@ static int prepare_in(tile_context *ctx, tile_cache_stats *stats) {
   cr_assert_eq(st, TILE_OK, "%s: %s", tile_status_name(st), tile_errmsg(ctx));
   tile_kernel_stats ks;
   cr_assert_eq(tile_kernel_get_stats(k, &ks), TILE_OK);
+  /* the occupancy of the prepared specialization (the stand-in driver answers 1 block) */
+  cr_expect_eq(ks.blocks_per_sm, 1);
+  cr_expect_gt(ks.multiprocessors, 0);
   if (stats) cr_assert_eq(tile_cache_get_stats(ctx, stats), TILE_OK);
   snprintf(status, sizeof status, "%s", tile_cache_status(ctx));
   snprintf(path_used, sizeof path_used, "%s", tile_cache_path(ctx));

@@ -575,13 +575,15 @@ class Kernel:
                 raise _error(ctx.ptr, st)
 
     def stats(self, device="cuda", index=0):
-        """The last launch's specialization: grid, threads, shared memory, registers, ..."""
+        """The last launch's specialization: grid, threads, shared memory, registers, ...;
+        blocks_per_sm * multiprocessors is how many of its programs run at once (-1: CPU)."""
         _, handle, _ = self._handle(device, index)
         s = ffi.new("tile_kernel_stats *")
         lib.tile_kernel_get_stats(handle, s)
         return {"grid": tuple(s.grid), "threads": s.threads, "shared_bytes": s.shared_bytes,
                 "registers": s.registers, "local_bytes": s.local_bytes, "compile_ms": s.compile_ms,
-                "cache_hit": s.cache_hit, "repacked": s.repacked}
+                "cache_hit": s.cache_hit, "repacked": s.repacked,
+                "blocks_per_sm": s.blocks_per_sm, "multiprocessors": s.multiprocessors}
 
     def bench(self, *args, warmup=10, reps=50, max_ms=2000.0, flush_l2_bytes=0, stream=None, **kwargs):
         """Median milliseconds of `reps` launches (CUDA events; the interpreter's wall clock)."""
