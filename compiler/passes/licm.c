@@ -4,9 +4,12 @@
  * are all defined outside the loop is moved in front of the loop. After layout assignment
  * this is what takes `convert_layout %q` (the Q tile of attention, a Tensor Core operand
  * staged through shared memory) out of the key loop, so it happens once per program
- * instead of once per key block. Loads are not moved: a store in the loop may write what
- * they read. Runs innermost loops first by recursing before hoisting, so an op can climb
- * several levels in one run.
+ * instead of once per key block. A load or gather with invariant operands moves too when
+ * nothing in the loop writes its tensor (the layout pass re-issues a load next to a use in
+ * another layout, inside the loop: attention backward's log-sum-exp row was read again at
+ * every key block); loads are bounds-checked, so one ahead of a loop that runs zero times
+ * reads nothing it should not. Runs innermost loops first by recursing before hoisting, so
+ * an op can climb several levels in one run.
  *
  *   for %i ... {                          %c = convert_layout %q
  *     %c = convert_layout %q      =>      for %i ... {
@@ -42,7 +45,8 @@ static void hoist_loop(struct licm *L, uint32_t loop) {
   while (i < f->blocks.v[body].ops.n) {
     uint32_t id = f->blocks.v[body].ops.v[i];
     struct ir_op *op = &f->ops.v[id];
-    bool ok = (ir_ops[op->code].flags & OPF_PURE) && !op->nregions && op->nres;
+    bool read_only = (op->code == IR_LOAD || op->code == IR_GATHER) && !ir_block_writes_tensor(f, body, op->args[0]);
+    bool ok = ((ir_ops[op->code].flags & OPF_PURE) || read_only) && !op->nregions && op->nres;
     for (uint32_t k = 0; ok && k < op->nargs; k++) ok = !L->inside[op->args[k]];
     if (!ok) {
       i++;
