@@ -38,6 +38,13 @@ struct assign {
   uint16_t *opreq1;  /* op -> required layout of operand 1 (dot) */
   uint32_t nops;     /* size of the op maps (ops created by the rewrite have none) */
   bool changed;
+  /* the last load or gather re-issued for each value (sink), in which layout and block:
+   * a second use in the same layout and block reads the same one (K and V of a paged
+   * cache index their rows with one block-table row) */
+  ir_val *sunk;
+  uint16_t *sunk_layout;
+  uint32_t *sunk_block;
+  uint32_t nsunk;
 };
 
 static const struct ir_type *T(struct assign *A, ir_val v) { return ir_vtype(A->f, v); }
@@ -518,14 +525,19 @@ static ir_val remat(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
   return f->ops.v[c].res;
 }
 
-/* Rebuilds op `d` (a broadcast, expand_dims or unary elementwise op, or a load) producing
- * v in layout l, with its tile operand converted instead: converting a bias vector before
- * broadcasting it moves BN elements through shared memory, not BM x BN; a load re-issued
- * in the needed layout moves nothing at all. */
+/* Rebuilds op `d` (a broadcast, expand_dims or unary elementwise op, a load or a gather)
+ * producing v in layout l, with its tile operands converted instead: converting a bias
+ * vector before broadcasting it moves BN elements through shared memory, not BM x BN; a
+ * load re-issued in the needed layout moves nothing at all, nor does a gather whose index
+ * tiles are re-created there. */
 static ir_val sink(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
   struct ir_func *f = A->f;
   uint32_t d = ir_def_op(f, v);
   struct ir_op src = f->ops.v[d];
+  uint32_t blk = f->ops.v[before].block;
+  if (v < A->nsunk && A->sunk[v] && A->sunk_layout[v] == l && A->sunk_block[v] == blk)
+    return A->sunk[v]; /* re-created earlier in this block (the rewrite inserts in program
+                          order); loads only of tensors nothing writes (sinkable) */
   ir_val args[3 + IR_MAX_RANK];
   for (uint32_t k = 0; k < src.nargs; k++) args[k] = src.args[k];
   if (src.code != IR_LOAD) {
@@ -539,16 +551,46 @@ static ir_val sink(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
   uint32_t c = ir_build(&b, (ir_opcode)src.code, args, src.nargs, &nt, 1);
   memcpy(f->ops.v[c].i, src.i, sizeof src.i);
   f->ops.v[c].f = src.f;
+  if (v < A->nsunk) {
+    A->sunk[v] = f->ops.v[c].res;
+    A->sunk_layout[v] = l;
+    A->sunk_block[v] = blk;
+  }
   return f->ops.v[c].res;
 }
 
-static bool sinkable(struct assign *A, ir_val v, uint16_t l) {
+/* Whether an op from position `from` up to (not including) op `to` of one block, or a block
+ * nested in one of them, writes tensor t. */
+static bool written_between(struct ir_func *f, uint32_t from, uint32_t to, ir_val t) {
+  const struct ir_block *b = &f->blocks.v[f->ops.v[from].block];
+  bool in = false;
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    uint32_t id = b->ops.v[i];
+    if (id == from) in = true;
+    if (id == to) return false;
+    if (!in) continue;
+    const struct ir_op *op = &f->ops.v[id];
+    if ((ir_ops[op->code].flags & OPF_WRITE) && op->nargs && op->args[0] == t) return true;
+    for (uint32_t r = 0; r < op->nregions; r++)
+      if (ir_block_writes_tensor(f, op->region + r, t)) return true;
+  }
+  return true; /* `to` is not in the block: assume the worst */
+}
+
+static bool sinkable(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
   struct ir_func *f = A->f;
   uint32_t d = ir_def_op(f, v);
   if (!d) return false;
   const struct ir_op *op = &f->ops.v[d];
   const struct ir_layout *e = &f->layouts.v[l];
-  if (op->code == IR_LOAD) return e->kind != IR_LAYOUT_DOT_OP; /* operands are staged instead */
+  /* a load re-issued in the needed layout, or a gather with its indices re-created there (a
+   * paged cache's block-table row was converted twice per key block), where it is used: only
+   * when nothing can have written the tensor in between (nothing in the kernel writes it, or
+   * the use is in the load's block with no write between them: GEMM's beta * C) */
+  if (op->code == IR_LOAD || op->code == IR_GATHER)
+    return e->kind != IR_LAYOUT_DOT_OP && e->kind != IR_LAYOUT_SHARED && /* operands: staged instead */
+           (!ir_block_writes_tensor(f, IR_BODY_BLOCK, op->args[0]) ||
+            (f->ops.v[before].block == op->block && !written_between(f, d, before, op->args[0])));
   if (op->code == IR_BROADCAST || op->code == IR_EXPAND_DIMS) return is_tile(A, op->args[0]);
   if (!(ir_ops[op->code].flags & OPF_ELEM) || e->kind == IR_LAYOUT_DOT_OP) return false;
   /* elementwise: worth it when at most one operand has to move (beta * C: the splat of
@@ -564,7 +606,7 @@ static ir_val in_layout(struct assign *A, ir_val v, uint16_t l, uint32_t before)
   struct ir_func *f = A->f;
   if (!l || T(A, v)->layout == l) return v;
   if (cheap(A, v, 0)) return remat(A, v, l, before);
-  if (sinkable(A, v, l)) return sink(A, v, l, before);
+  if (sinkable(A, v, l, before)) return sink(A, v, l, before);
   struct ir_builder b;
   ir_builder_before(&b, f, before);
   ir_type_id nt = with_layout(f, f->values.v[v].type, l);
@@ -639,7 +681,7 @@ static void rewrite_block(struct assign *A, uint32_t blk) {
 
 void pass_layout_assign(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
-  struct assign A = {f, NULL, NULL, NULL, NULL, 0, false};
+  struct assign A = {f, NULL, NULL, NULL, NULL, 0, false, NULL, NULL, NULL, 0};
   A.want = ARENA_NEWN(pc->scratch, uint16_t, f->values.n + 1);
   A.opreq = ARENA_NEWN(pc->scratch, uint16_t, f->ops.n + 1);
   A.opreq1 = ARENA_NEWN(pc->scratch, uint16_t, f->ops.n + 1);
@@ -671,6 +713,11 @@ void pass_layout_assign(struct pass_ctx *pc) {
   uint16_t *want = ARENA_NEWN(pc->scratch, uint16_t, f->values.n * 2 + 64);
   memcpy(want, A.want, sizeof(uint16_t) * f->values.n);
   A.want = want;
+  A.nsunk = f->values.n;
+  A.sunk = ARENA_NEWN(pc->scratch, ir_val, A.nsunk + 1);
+  A.sunk_layout = ARENA_NEWN(pc->scratch, uint16_t, A.nsunk + 1);
+  A.sunk_block = ARENA_NEWN(pc->scratch, uint32_t, A.nsunk + 1);
+  memset(A.sunk, 0, sizeof(ir_val) * (A.nsunk + 1));
   rewrite_block(&A, IR_BODY_BLOCK);
   f->stage = IR_STAGE_GPU; /* every tile has a layout: GPU ops may appear from here on */
   pc->changed = true;
