@@ -238,6 +238,8 @@ typedef struct tile_compile_options {
    *   ws=0           no warp specialization (no producer warpgroup)
    *   persistent=0   one program per tile instead of one per multiprocessor
    *   wait=0         wgmma waits for its own group (no overlap with the next stage's)
+   *   gather=0       (every target) gathered Tensor Core operands loaded into registers and
+   *                  stored to shared memory, instead of cp.async copies that loops pipeline
    *   regs=P/C       setmaxnreg budgets of the producer and consumer warpgroups
    * An unknown key or value is a TILE_INVALID_ARGUMENT error. Part of every cache key. */
   const char *schedule;
