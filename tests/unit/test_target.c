@@ -40,13 +40,15 @@ Test(target, schedule_parse_and_format) {
   tl_schedule_format(&s, buf, sizeof buf);
   cr_assert_str_eq(buf, "");
   cr_assert_eq(tl_sched_get(s.ws, 1), 1);
-  cr_assert(tl_schedule_parse("ws=0,persistent=on,regs=24/240", &s, err, sizeof err), "%s", err);
+  cr_assert_eq(tl_sched_get(s.gather, 1), 1);
+  cr_assert(tl_schedule_parse("ws=0,persistent=on,gather=0,regs=24/240", &s, err, sizeof err), "%s", err);
   cr_assert_eq(s.ws, 0);
   cr_assert_eq(s.persistent, 1);
+  cr_assert_eq(s.gather, 0);
   cr_assert_eq(s.producer_regs, 24);
   cr_assert_eq(s.consumer_regs, 240);
   tl_schedule_format(&s, buf, sizeof buf);
-  cr_assert_str_eq(buf, "ws=0,persistent=1,regs=24/240");
+  cr_assert_str_eq(buf, "ws=0,persistent=1,gather=0,regs=24/240");
   /* the canonical text parses back to the same options */
   struct tl_schedule t;
   cr_assert(tl_schedule_parse(buf, &t, err, sizeof err));
