@@ -421,6 +421,9 @@ lang_checks() {
     tk decode_attention.tile decode_split T=f16 "$s" "scale=0.088"
   done
   tk decode_attention.tile decode_split T=bf16,D=64,BN=64 B=3,H=4,HKV=4,NP=40,PAGE=8,MAXP=16,S=2 "scale=0.125"
+  # the same with gathers through registers (--schedule=gather=0: no cp.async gathers)
+  TK_TAG="${TK_TAG:-} gather=0" tk decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088" --schedule=gather=0
+  TK_TAG="${TK_TAG:-} gather=0" tk tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=100,N=33,R=70 "" --schedule=gather=0
   for s in B=1,H=1,S=1 B=3,H=8,S=5 B=7,H=32,S=16; do tk decode_attention.tile decode_combine T=f16 "$s"; done
   # attention backward (lib/attention_bwd.tile): each kernel against the interpreter on random
   # inputs (LSE and delta random too: the kernels' arithmetic, not gradients; the gradients
