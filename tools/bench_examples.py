@@ -14,7 +14,18 @@ after warm-up). One line per case and a ratio (PyTorch time / ours: above 1 is f
                                   per sequence) vs SDPA on the contiguous cache (GQA), with
                                   the KV bytes read per second
 
+  lib/softmax.tile, layernorm.tile, rmsnorm.tile
+                                  vs F.softmax, F.layer_norm, F.rms_norm at 8192 x 8192 and
+                                  4096 x 50257, f16 and bf16: GB/s (bytes read + written) and
+                                  the percentage of a device-to-device copy's GB/s measured
+                                  in the same run; the default configuration and a
+                                  single-pass one (BN >= N)
+  lib/gemm.tile                   at its default configuration (no tuning) vs torch.mm
+                                  (cuBLAS) on skinny shapes: 1, 16, 64 x 8192 x 8192 and
+                                  128 x 4096 x 4096
+
     python3 tools/bench_examples.py          (needs torch with CUDA)
+    python3 tools/bench_examples.py rows gemm   (only those sections)
 """
 import os
 import statistics
@@ -214,9 +225,79 @@ def attention_bwd(b, h, hkv, n, d, causal, dt):
         t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s" % (flops / t_ours / 1e9, flops / t_ref / 1e9))
 
 
+COPY_GBS = {}
+
+
+def copy_gbs(nbytes):
+    """A device-to-device copy's GB/s (bytes read + written) for a buffer of nbytes."""
+    if nbytes not in COPY_GBS:
+        x = torch.empty(nbytes // 2, device="cuda", dtype=torch.float16).normal_()
+        y = torch.empty_like(x)
+        COPY_GBS[nbytes] = 2 * nbytes / time_ms(lambda: y.copy_(x)) / 1e6
+    return COPY_GBS[nbytes]
+
+
+def rows(kind, m, n, dt, **defs):
+    """A row-wise kernel against its PyTorch equivalent; GB/s counts X read and Y written."""
+    x = torch.randn(m, n, device="cuda", dtype=dt)
+    y = torch.empty_like(x)
+    w = torch.randn(n, device="cuda", dtype=dt)
+    bias = torch.randn(n, device="cuda", dtype=dt)
+    stats = torch.empty(m, device="cuda", dtype=torch.float32)
+    stats2 = torch.empty(m, device="cuda", dtype=torch.float32)
+    tname = "f16" if dt == torch.float16 else "bf16"
+    k = tile.compile(os.path.join(ROOT, "lib", kind + ".tile"), kernel=kind, defines=dict(T=tname, **defs))
+    if kind == "softmax":
+        ours, ref = (lambda: k(x, y)), (lambda: F.softmax(x, dim=-1))
+    elif kind == "layernorm":
+        ours = lambda: k(x, w, bias, y, stats, stats2, eps=1e-5)  # noqa: E731
+        ref = lambda: F.layer_norm(x, (n,), w, bias, eps=1e-5)  # noqa: E731
+    else:
+        ours = lambda: k(x, w, y, stats, eps=1e-5)  # noqa: E731
+        ref = lambda: F.rms_norm(x, (n,), w, eps=1e-5)  # noqa: E731
+    ours()
+    want = ref()
+    err = ((y.float() - want.float()).abs().max() / want.float().abs().max()).item()
+    t_ours, t_ref = time_ms(ours), time_ms(ref)
+    nbytes = 2 * x.numel() * x.element_size()
+    cp = copy_gbs(x.numel() * x.element_size())
+    g_ours, g_ref = nbytes / t_ours / 1e6, nbytes / t_ref / 1e6
+    cfg = ",".join("%s=%s" % kv for kv in defs.items()) or "default"
+    row("%s %dx%d %s %s" % (kind, m, n, str(dt)[6:], cfg), t_ours, t_ref, err, 1e-2 if dt == torch.float16 else 2e-2,
+        "ours %.0f GB/s = %.0f%% of copy (%.0f), torch %.0f GB/s = %.0f%%" % (g_ours, 100 * g_ours / cp, cp, g_ref,
+                                                                          100 * g_ref / cp))
+
+
+def gemm_default(m, n, k, dt):
+    """lib/gemm.tile at its default configuration (what a user gets before tuning)."""
+    a = torch.randn(m, k, device="cuda", dtype=dt)
+    b = torch.randn(k, n, device="cuda", dtype=dt)
+    c = torch.empty(m, n, device="cuda", dtype=dt)
+    g = tile.compile(os.path.join(ROOT, "lib", "gemm.tile"), kernel="gemm",
+                     defines={"T": "f16" if dt == torch.float16 else "bf16"})
+    ours = lambda: g(a, b, c)  # noqa: E731  (bias, R unused; alpha 1, beta 0 by default)
+    ours()
+    want = torch.mm(a, b)
+    err = ((c.float() - want.float()).abs().max() / want.float().abs().max()).item()
+    t_ours, t_ref = time_ms(ours), time_ms(lambda: torch.mm(a, b))
+    fl = 2.0 * m * n * k
+    row("gemm default %dx%dx%d %s" % (m, n, k, str(dt)[6:]), t_ours, t_ref, err, 1e-2,
+        "vs torch.mm; ours %.1f, cuBLAS %.1f TFLOP/s; config %s" % (fl / t_ours / 1e9, fl / t_ref / 1e9,
+                                                                   g.config()))
+
+
 def main():
     torch.manual_seed(0)
+    only = set(sys.argv[1:])
     print("%-44s %9s %9s %8s" % ("case", "ours ms", "torch ms", "ratio"))
+    if only:
+        if "rows" in only:
+            main_rows()
+        if "gemm" in only:
+            main_gemm()
+        bad = ROWS.count(False)
+        print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
+        return 1 if bad else 0
     splitk(16, 4096, 8192, torch.float16, BM=16, BN=64, BK=128, SPLIT=8)
     splitk(16, 4096, 8192, torch.float16, BM=16, BN=128, BK=64, SPLIT=16)
     splitk(64, 8192, 8192, torch.bfloat16, BM=64, BN=128, BK=64, SPLIT=4)
@@ -234,9 +315,26 @@ def main():
     decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True)
     decode(8, 32, 8, 8187, 128, 8, torch.bfloat16)
     decode(64, 32, 8, 2048, 128, 64, torch.float16)
+    main_rows()
+    main_gemm()
     bad = ROWS.count(False)
     print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
     return 1 if bad else 0
+
+
+def main_rows():
+    for kind in ("softmax", "layernorm", "rmsnorm"):
+        for dt in (torch.float16, torch.bfloat16):
+            rows(kind, 8192, 8192, dt)
+            rows(kind, 8192, 8192, dt, BN=8192, NW=16)
+        rows(kind, 4096, 50257, torch.float16)
+        rows(kind, 4096, 50257, torch.float16, BN=16384, NW=16)
+
+
+def main_gemm():
+    for dt in (torch.float16, torch.bfloat16):
+        for m, n, k in ((1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192), (128, 4096, 4096)):
+            gemm_default(m, n, k, dt)
 
 
 if __name__ == "__main__":
