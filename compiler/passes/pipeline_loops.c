@@ -452,11 +452,12 @@ static int64_t buffer_bytes(const struct ir_func *f, ir_val buf) {
 }
 
 /* The stage count of a loop that did not ask for one (stages=0 in the IR: the source had no
- * `stages=`): 3 when the function's buffers with the loop's copies in 3 slots take at most
- * half the target's shared memory (two programs still fit on a multiprocessor, and codegen's
- * scratch fits above), else 2 when they fit with 16 KiB to spare, else 1 (no pipelining).
- * Every buffer counts whole, as if none were reused (an upper bound). Loops of fewer than
- * 4 iterations known at compile time are not pipelined. */
+ * `stages=`): 3 when the function's buffers with the loop's copies in 3 slots, plus the
+ * largest layout conversion's scratch, take at most half the target's shared memory (two
+ * programs still fit on a multiprocessor), else 2 when that with 2 slots fits, else 1 (no
+ * pipelining). Every buffer counts whole, as if none were reused: an upper bound, so a
+ * kernel that fitted unpipelined never fails to fit because of the choice. Loops of fewer
+ * than 4 iterations known at compile time are not pipelined. */
 static int auto_stages(const struct ir_func *f, const struct loop_info *L) {
   /* a short loop of known length (an inner loop over a quantization group: ub = lb + 64)
    * refills its pipeline at every entry for little overlap: left alone */
@@ -470,13 +471,19 @@ static int auto_stages(const struct ir_func *f, const struct loop_info *L) {
       len = ub;
   }
   if (len >= 0 && (len + step - 1) / step < 4) return 1;
-  int64_t fixed = 0, ring = 0;
-  for (uint32_t i = 1; i < f->ops.n; i++)
-    if (f->ops.v[i].block && f->ops.v[i].code == IR_LOCAL_ALLOC) fixed += buffer_bytes(f, f->ops.v[i].res);
+  /* an upper bound of the shared memory: every buffer whole, plus codegen's scratch for
+   * the largest layout conversion (which it places above the live buffers) */
+  int64_t fixed = 0, ring = 0, scratch = 0;
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block) continue;
+    if (op->code == IR_LOCAL_ALLOC) fixed += buffer_bytes(f, op->res);
+    if (op->code == IR_CONVERT_LAYOUT && buffer_bytes(f, op->res) > scratch) scratch = buffer_bytes(f, op->res);
+  }
   for (uint32_t i = 0; i < L->ncopies; i++) ring += buffer_bytes(f, f->ops.v[L->copies[i]].args[0]);
   int64_t cap = f->target ? (int64_t)f->target->smem_optin : 49152;
-  if (fixed + 2 * ring <= cap / 2) return 3;
-  if (fixed + ring + 16384 <= cap) return 2;
+  if (fixed + 2 * ring + scratch <= cap / 2) return 3;
+  if (fixed + ring + scratch + 4096 <= cap) return 2;
   return 1;
 }
 
