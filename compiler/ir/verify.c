@@ -675,6 +675,18 @@ static void check_stage(struct verifier *v, uint32_t id) {
   if (f->stage >= IR_STAGE_GPU && op->nargs >= 1 && op->nres == 1 &&
       (op->code == IR_RESHAPE || op->code == IR_PERMUTE || op->code == IR_JOIN || op->code == IR_SPLIT))
     check_shape_op_layouts(v, id);
+  /* a reduction keeps each thread's elements: its result is the operand's layout sliced
+   * along the reduced axis (codegen finds each input register's place in the result so) */
+  if (f->stage >= IR_STAGE_GPU && !v->in_grid && op->nargs == 1 && op->nres == 1 &&
+      (op->code == IR_REDUCE_SUM || op->code == IR_REDUCE_MAX || op->code == IR_REDUCE_MIN)) {
+    const struct ir_type *a = vt(v, op->args[0]), *r = vt(v, op->res);
+    if (is_tile(a) && is_tile(r) && r->rank > 0 && r->layout && r->layout < f->layouts.n) {
+      const struct ir_layout *rl = &f->layouts.v[r->layout];
+      if (rl->kind != IR_LAYOUT_SLICE || rl->dim != op->i[0] || rl->parent != a->layout)
+        bad(v, id, "the result's layout #%u is not the operand's layout #%u sliced along axis %lld", r->layout,
+            a->layout, (long long)op->i[0]);
+    }
+  }
   if (f->stage >= IR_STAGE_ALLOCATED && (op->code == IR_LOCAL_ALLOC || op->code == IR_MBAR_ALLOC)) {
     int64_t off = op->code == IR_LOCAL_ALLOC ? op->i[0] : op->i[1];
     int64_t align = op->code == IR_LOCAL_ALLOC ? 128 : 8;
