@@ -47,6 +47,7 @@
  *                                             async_wait {pending=0}                      */
 #include <string.h>
 
+#include "layout.h"
 #include "passes.h"
 
 enum { MAX_COPIES = 16, MAX_CHAIN = 128 };
@@ -443,6 +444,109 @@ static bool pipeline_cp_async(struct pass_ctx *pc, struct loop_info *L, bool wgm
   return true;
 }
 
+/* ---- register prefetch (loops without asynchronous copies) ----
+ *
+ * A loop whose loads are not staged (row-wise kernels: softmax's chunks, a norm's rows)
+ * waits for each iteration's loads before computing on them. The loads of iteration i + 1
+ * are issued at the start of iteration i instead, into values the loop carries, so they
+ * are in flight while iteration i computes (one iteration of lookahead, at the cost of
+ * their registers: at most PREFETCH_REGS 32-bit registers per thread in all):
+ *
+ *   for %c = %lb to %ub step %s {          %x0 = load %X[.., %lb]
+ *     %x = load %X[.., %c]          =>     for %c ... iter(.., %x = %x0) {
+ *     ...uses of %x...                       %xn = load %X[.., %c + %s]
+ *     yield ...                              ...uses of %x...
+ *   }                                        yield ..., %xn }
+ *
+ * Loads only of tensors the kernel never writes, with indices computed from the loop
+ * variable like the copies' (collect), in loops without products; the load past the last
+ * iteration reads nothing out of bounds (every load is bounds-checked) and its value is
+ * dropped. */
+enum { MAX_PREFETCH = 4, PREFETCH_REGS = 32 };
+
+static int regs_of(struct ir_func *f, ir_val v) {
+  const struct ir_type *t = ir_vtype(f, v);
+  struct ll l;
+  if (t->kind != IR_TY_TILE || t->rank == 0 || !ll_of_type(f, t, f->warps, &l)) return 1 << 20;
+  return (int)(((int64_t)ll_num_regs(&l) * ir_dtype_bytes((ir_dtype)t->dtype) + 3) / 4);
+}
+
+static bool has_dot(const struct ir_func *f, uint32_t blk) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    if (op->code == IR_DOT || op->code == IR_WGMMA) return true;
+    for (uint32_t r = 0; r < op->nregions; r++)
+      if (has_dot(f, op->region + r)) return true;
+  }
+  return false;
+}
+
+static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
+  /* loops with products are register-bound rather than latency-bound (their Tensor Core
+   * operands are staged and pipelined as copies; an f32 FMA product spilled with its
+   * operands prefetched) */
+  if (!tl_sched_get(f->sched.prefetch, 1) || has_dot(f, L->body)) return false;
+  const struct ir_block *bb = &f->blocks.v[L->body];
+  uint32_t loads[MAX_PREFETCH], n = 0;
+  int regs = 0;
+  for (uint32_t i = 0; i < bb->ops.n && n < MAX_PREFETCH; i++) {
+    uint32_t id = bb->ops.v[i];
+    const struct ir_op *op = &f->ops.v[id];
+    if (op->code != IR_LOAD || op->nres != 1 || ir_block_writes_tensor(f, IR_BODY_BLOCK, op->args[0])) continue;
+    bool moves = false;
+    for (uint32_t k = 1; k < op->nargs; k++) moves = moves || ir_defined_within(f, op->args[k], L->body);
+    int r = regs_of(f, op->res);
+    if (!moves || regs + r > PREFETCH_REGS) continue;
+    struct chain c = L->c; /* taken only if every index is computable ahead */
+    bool ok = true;
+    for (uint32_t k = 1; k < op->nargs && ok; k++) ok = collect(f, L->body, L->iv, op->args[k], &c);
+    if (!ok) continue;
+    L->c = c;
+    loads[n++] = id;
+    regs += r;
+  }
+  if (!n) return false;
+  const struct ir_op *lp = &f->ops.v[L->loop];
+  ir_val lb = lp->args[0];
+  struct ir_builder b;
+  ir_builder_before(&b, f, L->loop);
+  b.loc = lp->loc;
+  struct ir_valmap m;
+  ir_valmap_init(&m, f, f->arena);
+  emit_chain(&b, &L->c, L->iv, lb, &m);
+  ir_val init[MAX_PREFETCH];
+  for (uint32_t j = 0; j < n; j++) {
+    uint32_t c = ir_clone_op(&b, loads[j], &m); /* (it may move f->ops.v) */
+    init[j] = f->ops.v[c].res;
+  }
+  uint32_t nc = f->ops.v[L->loop].nargs - 3;
+  uint32_t nl = ir_for_add_carried(f, L->loop, init, n);
+  uint32_t nbody = f->ops.v[nl].region;
+  ir_val niv = f->blocks.v[nbody].args;
+  /* the next iteration's loads, issued first: in flight while this iteration computes */
+  uint32_t yid = VEC_LAST(f->blocks.v[nbody].ops);
+  ir_builder_before(&b, f, f->blocks.v[nbody].ops.v[0]);
+  ir_valmap_init(&m, f, f->arena);
+  emit_chain(&b, &L->c, niv, ir_binary(&b, IR_ADD, niv, f->ops.v[nl].args[2]), &m);
+  ir_val next[MAX_PREFETCH];
+  for (uint32_t j = 0; j < n; j++) {
+    uint32_t c = ir_clone_op(&b, loads[j], &m);
+    next[j] = f->ops.v[c].res;
+  }
+  /* this iteration's values come from the carried ones */
+  for (uint32_t j = 0; j < n; j++) {
+    ir_replace_uses(f, f->ops.v[loads[j]].res, niv + 1 + nc + j);
+    ir_op_remove(f, loads[j]);
+  }
+  const struct ir_op *y = &f->ops.v[yid];
+  ir_val *yargs = ARENA_NEWN(f->arena, ir_val, y->nargs + n + 1);
+  for (uint32_t k = 0; k < y->nargs; k++) yargs[k] = y->args[k];
+  for (uint32_t j = 0; j < n; j++) yargs[nc + j] = next[j];
+  ir_op_set_args(f, yid, yargs, nc + n);
+  return true;
+}
+
 /* Bytes of a shared buffer's type. */
 static int64_t buffer_bytes(const struct ir_func *f, ir_val buf) {
   const struct ir_type *t = ir_vtype(f, buf);
@@ -508,7 +612,7 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
     if (L.ncopies == MAX_COPIES) return false;
     L.copies[L.ncopies++] = id;
   }
-  if (!L.ncopies) return false;
+  if (!L.ncopies) return prefetch_loop(f, &L);
   if (L.S == 0) { /* no stages= in the source: the pass picks, and the loop records it */
     L.S = auto_stages(f, &L);
     f->ops.v[loop].i[0] = L.S;
@@ -527,9 +631,18 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
   return pipeline_cp_async(pc, &L, wgmma_readers);
 }
 
+struct walk {
+  struct pass_ctx *pc;
+  uint32_t nops; /* loops this pass builds (ids from here on) are not visited again */
+};
+
 static void visit(struct ir_func *f, uint32_t id, void *ud) {
-  struct pass_ctx *pc = ud;
-  if (f->ops.v[id].code == IR_FOR && f->ops.v[id].block && pipeline_loop(pc, id)) pc->changed = true;
+  struct walk *w = ud;
+  if (id < w->nops && f->ops.v[id].code == IR_FOR && f->ops.v[id].block && pipeline_loop(w->pc, id))
+    w->pc->changed = true;
 }
 
-void pass_pipeline_loops(struct pass_ctx *pc) { ir_walk(pc->f, IR_BODY_BLOCK, visit, pc); }
+void pass_pipeline_loops(struct pass_ctx *pc) {
+  struct walk w = {pc, pc->f->ops.n};
+  ir_walk(pc->f, IR_BODY_BLOCK, visit, &w);
+}
