@@ -371,7 +371,7 @@ for k in softmax layernorm rmsnorm; do
   tk "$k.tile" "$k" T=f32,NW=1 M=7,N=33 "$sc"
   tk "$k.tile" "$k" T=bf16,BN=128,NW=8 M=1000,N=4095 "$sc"
   tk "$k.tile" "$k" T=f16,BN=8192,NW=16 M=7,N=8192 "$sc"  # one pass over a long row
-  TK_TAG=" prefetch=0" tk "$k.tile" "$k" T=f32,BN=64 M=33,N=1000 "$sc" --schedule=prefetch=0
+  TK_TAG=" prefetch=1" tk "$k.tile" "$k" T=f32,BN=64 M=33,N=1000 "$sc" --schedule=prefetch=1
 done
 
 # The language features (scans, gathers, masked stores, atomics, fp8, and the kernels built on

@@ -76,8 +76,8 @@ const char *tl_target_names(void);
  *   wait=0|1         wgmma wait depth in pipelined loops (1: the previous stage's group)
  *   gather=0|1       gathered Tensor Core operands copied asynchronously (cp.async per
  *                    row piece) and so pipelined like slices; 0: loaded into registers
- *   prefetch=0|1     loops without asynchronous copies load the next iteration's tiles
- *                    into registers ahead (pipeline pass); 0: each iteration loads its own
+ *   prefetch=0|1     1: loops without asynchronous copies load the next iteration's tiles
+ *                    into registers ahead (pipeline pass); off by default (PERF.md 38)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch;

@@ -240,8 +240,8 @@ typedef struct tile_compile_options {
    *   wait=0         wgmma waits for its own group (no overlap with the next stage's)
    *   gather=0       (every target) gathered Tensor Core operands loaded into registers and
    *                  stored to shared memory, instead of cp.async copies that loops pipeline
-   *   prefetch=0     (every target) loops without copies or products load each
-   *                  iteration's tiles then, not one iteration ahead into registers
+   *   prefetch=1     (every target) loops without copies or products load the next
+   *                  iteration's tiles one iteration ahead into registers (off by default)
    *   regs=P/C       setmaxnreg budgets of the producer and consumer warpgroups
    * An unknown key or value is a TILE_INVALID_ARGUMENT error. Part of every cache key. */
   const char *schedule;
