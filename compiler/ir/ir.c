@@ -209,15 +209,24 @@ bool ir_defined_within(const struct ir_func *f, ir_val v, uint32_t blk) {
   return false;
 }
 
+bool ir_op_writes_tensor(const struct ir_func *f, uint32_t id, ir_val t) {
+  const struct ir_op *op = &f->ops.v[id];
+  if ((ir_ops[op->code].flags & OPF_WRITE) && op->nargs && op->args[0] == t) return true;
+  for (uint32_t r = 0; r < op->nregions; r++)
+    if (ir_block_writes_tensor(f, op->region + r, t)) return true;
+  return false;
+}
+
 bool ir_block_writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t) {
   const struct ir_block *b = &f->blocks.v[blk];
-  for (uint32_t i = 0; i < b->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
-    if ((ir_ops[op->code].flags & OPF_WRITE) && op->nargs && op->args[0] == t) return true;
-    for (uint32_t r = 0; r < op->nregions; r++)
-      if (ir_block_writes_tensor(f, op->region + r, t)) return true;
-  }
+  for (uint32_t i = 0; i < b->ops.n; i++)
+    if (ir_op_writes_tensor(f, b->ops.v[i], t)) return true;
   return false;
+}
+
+bool ir_reads_unwritten(const struct ir_func *f, uint32_t id, uint32_t blk) {
+  const struct ir_op *op = &f->ops.v[id];
+  return (op->code == IR_LOAD || op->code == IR_GATHER) && !ir_block_writes_tensor(f, blk, op->args[0]);
 }
 
 ir_val ir_view_source(const struct ir_func *f, ir_val v) {

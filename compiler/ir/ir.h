@@ -334,8 +334,13 @@ ir_val ir_view_source(const struct ir_func *f, ir_val v);
 bool ir_facts_allow_vector(const struct ir_param *p, const struct ir_type *tt, int d, int bytes);
 /* Is v defined in block blk or in a block nested in it (an op result or a block argument)? */
 bool ir_defined_within(const struct ir_func *f, ir_val v, uint32_t blk);
-/* Whether an op of block blk (or of a block nested in it) writes tensor t. */
+/* Whether op `id` (or an op of a block nested in it) writes tensor t; the same for the ops
+ * of block blk. */
+bool ir_op_writes_tensor(const struct ir_func *f, uint32_t id, ir_val t);
 bool ir_block_writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t);
+/* Whether op `id` is a load or gather of a tensor that nothing in block blk writes: it may be
+ * moved or repeated within blk (every load is bounds-checked). */
+bool ir_reads_unwritten(const struct ir_func *f, uint32_t id, uint32_t blk);
 /* Integer value of a CONST op's result (scalar or splat). */
 bool ir_value_const_int(const struct ir_func *f, ir_val v, int64_t *out);
 bool ir_value_const_float(const struct ir_func *f, ir_val v, double *out);

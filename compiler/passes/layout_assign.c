@@ -568,11 +568,7 @@ static bool written_between(struct ir_func *f, uint32_t from, uint32_t to, ir_va
     uint32_t id = b->ops.v[i];
     if (id == from) in = true;
     if (id == to) return false;
-    if (!in) continue;
-    const struct ir_op *op = &f->ops.v[id];
-    if ((ir_ops[op->code].flags & OPF_WRITE) && op->nargs && op->args[0] == t) return true;
-    for (uint32_t r = 0; r < op->nregions; r++)
-      if (ir_block_writes_tensor(f, op->region + r, t)) return true;
+    if (in && ir_op_writes_tensor(f, id, t)) return true;
   }
   return true; /* `to` is not in the block: assume the worst */
 }
@@ -589,7 +585,7 @@ static bool sinkable(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
    * the use is in the load's block with no write between them: GEMM's beta * C) */
   if (op->code == IR_LOAD || op->code == IR_GATHER)
     return e->kind != IR_LAYOUT_DOT_OP && e->kind != IR_LAYOUT_SHARED && /* operands: staged instead */
-           (!ir_block_writes_tensor(f, IR_BODY_BLOCK, op->args[0]) ||
+           (ir_reads_unwritten(f, d, IR_BODY_BLOCK) ||
             (f->ops.v[before].block == op->block && !written_between(f, d, before, op->args[0])));
   if (op->code == IR_BROADCAST || op->code == IR_EXPAND_DIMS) return is_tile(A, op->args[0]);
   if (!(ir_ops[op->code].flags & OPF_ELEM) || e->kind == IR_LAYOUT_DOT_OP) return false;

@@ -45,8 +45,7 @@ static void hoist_loop(struct licm *L, uint32_t loop) {
   while (i < f->blocks.v[body].ops.n) {
     uint32_t id = f->blocks.v[body].ops.v[i];
     struct ir_op *op = &f->ops.v[id];
-    bool read_only = (op->code == IR_LOAD || op->code == IR_GATHER) && !ir_block_writes_tensor(f, body, op->args[0]);
-    bool ok = ((ir_ops[op->code].flags & OPF_PURE) || read_only) && !op->nregions && op->nres;
+    bool ok = ((ir_ops[op->code].flags & OPF_PURE) || ir_reads_unwritten(f, id, body)) && !op->nregions && op->nres;
     for (uint32_t k = 0; ok && k < op->nargs; k++) ok = !L->inside[op->args[k]];
     if (!ok) {
       i++;

@@ -5,9 +5,10 @@
  *   barrier; async_copy %buf, %slot0, %T[idx...]; async_commit; async_wait 0; barrier
  * followed by its readers (local_load or wgmma of %buf, %slot0). Applies to for loops with
  * stages=S >= 2 whose copy indices are computed from the induction variable by pure ops
- * (and by loads of tensors the function does not write);
- * a loop with stages=0 (no `stages=` in the source) gets a depth from auto_stages (the
- * shared memory it would take), recorded in its attribute. Every buffer gets S slots. The loop's `depth` attribute records how many wgmma groups of
+ * (and by loads of tensors the function does not write); a loop with stages=0 (no
+ * `stages=` in the source) gets a depth from auto_stages (the shared memory it would
+ * take), recorded in its attribute. Every buffer gets S slots. The loop's `depth`
+ * attribute records how many wgmma groups of
  * earlier iterations may still be reading when a slot is refilled (the wgmma-async pass
  * makes that many in flight).
  *
@@ -66,10 +67,7 @@ static bool collect(struct ir_func *f, uint32_t body, ir_val iv, ir_val v, struc
   uint32_t d = ir_def_op(f, v);
   if (!d || f->ops.v[d].block != body) return false;
   const struct ir_op *op = &f->ops.v[d];
-  bool read_only = (op->code == IR_LOAD || op->code == IR_GATHER) &&
-                   !ir_block_writes_tensor(f, IR_BODY_BLOCK, op->args[0]);
-  if (!(ir_ops[op->code].flags & OPF_PURE) && !read_only) return false;
-  if (op->nregions) return false;
+  if ((!(ir_ops[op->code].flags & OPF_PURE) && !ir_reads_unwritten(f, d, IR_BODY_BLOCK)) || op->nregions) return false;
   for (uint32_t i = 0; i < c->n; i++)
     if (c->ops[i] == d) return true;
   for (uint32_t k = 0; k < op->nargs; k++)
@@ -483,10 +481,10 @@ static bool has_dot(const struct ir_func *f, uint32_t blk) {
 }
 
 static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
-  /* off unless the schedule asks (prefetch=1): measured on the H200, softmax f16 8192^2 +5%,
-   * rmsnorm +3%, layernorm -14% (PERF.md 38). Loops with products are register-bound rather than latency-bound (their Tensor Core
-   * operands are staged and pipelined as copies; an f32 FMA product spilled with its
-   * operands prefetched) */
+  /* off unless the schedule asks (prefetch=1): measured on the H200, softmax f16 8192^2
+   * +5%, rmsnorm +3%, layernorm -14% (PERF.md 38). Loops with products are register-bound
+   * rather than latency-bound (their Tensor Core operands are staged and pipelined as
+   * copies; an f32 FMA product spilled with its operands prefetched) */
   if (!tl_sched_get(f->sched.prefetch, 0) || has_dot(f, L->body)) return false;
   const struct ir_block *bb = &f->blocks.v[L->body];
   uint32_t loads[MAX_PREFETCH], n = 0;
@@ -494,7 +492,7 @@ static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
   for (uint32_t i = 0; i < bb->ops.n && n < MAX_PREFETCH; i++) {
     uint32_t id = bb->ops.v[i];
     const struct ir_op *op = &f->ops.v[id];
-    if (op->code != IR_LOAD || op->nres != 1 || ir_block_writes_tensor(f, IR_BODY_BLOCK, op->args[0])) continue;
+    if (op->code != IR_LOAD || op->nres != 1 || !ir_reads_unwritten(f, id, IR_BODY_BLOCK)) continue;
     bool moves = false;
     for (uint32_t k = 1; k < op->nargs; k++) moves = moves || ir_defined_within(f, op->args[k], L->body);
     int r = regs_of(f, op->res);
