@@ -193,13 +193,14 @@ static uint16_t mma_layout(struct assign *A, uint32_t id) {
    * same register layout as mma.sync with all warps along M, so a dot that cannot use
    * wgmma after all (smem-stage decides) still runs correctly with mma.sync */
   bool chain = feeds_dot_a(A, op->res, 0) || from_dot(A, op->args[0], 0);
-  /* chains of dots (attention) stay on mma.sync for now: wgmma here is synchronous (each
-   * dot waits for its own completion), which removes the overlap of softmax and matrix
-   * work that the register-level mma.sync schedule keeps (measured: 132 vs 207 TFLOP/s,
-   * hd64, H200; see PERF.md) */
+  /* chains of dots (attention) use wgmma with two or more warpgroups: each warpgroup's
+   * softmax then runs while the other's products occupy the Tensor Cores. With one, the
+   * synchronous chain leaves them idle during the softmax and mma.sync's register-level
+   * schedule wins (PERF.md 16, 39: hd128 302 vs 376 TFLOP/s with 4 warps; 492 with 8) */
   bool tf32 = T(A, op->args[0])->dtype == DT_F32;
   if (tf32) l.instr[2] = 8;
-  if (ir_func_wgmma(A->f) && !chain && !tf32 && W % 4 == 0 && M % (16 * W) == 0 && N % 8 == 0) {
+  bool chain_ok = !chain || W >= 8 || A->f->sched.wgmma == 1;
+  if (ir_func_wgmma(A->f) && chain_ok && !tf32 && W % 4 == 0 && M % (16 * W) == 0 && N % 8 == 0) {
     l.warps_per_cta[0] = (uint8_t)W;
     l.warps_per_cta[1] = 1;
     l.instr[0] = 64;

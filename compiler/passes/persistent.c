@@ -77,6 +77,21 @@ static uint32_t ring_loop(struct ir_func *f, uint32_t region, uint32_t *idx, uin
   return 0;
 }
 
+/* How many top-level loops of a role region wait on mbarriers (ring loops). */
+static int count_ring_loops(const struct ir_func *f, uint32_t region) {
+  const struct ir_block *rb = &f->blocks.v[region];
+  int n = 0;
+  for (uint32_t i = 0; i < rb->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[rb->ops.v[i]];
+    if (op->code != IR_FOR) continue;
+    const struct ir_block *bb = &f->blocks.v[op->region];
+    bool waits = false;
+    for (uint32_t j = 0; j < bb->ops.n; j++) waits |= f->ops.v[bb->ops.v[j]].code == IR_MBAR_WAIT;
+    n += waits;
+  }
+  return n;
+}
+
 static void replace_within(struct ir_func *f, uint32_t blk, ir_val from, ir_val to) {
   const struct ir_block *b = &f->blocks.v[blk];
   for (uint32_t i = 0; i < b->ops.n; i++) {
@@ -152,7 +167,9 @@ static bool make_persistent(struct pass_ctx *pc) {
   for (uint32_t i = 0; i < body->ops.n; i++)
     if (f->ops.v[body->ops.v[i]].code == IR_WARP_SPECIALIZE) ws = body->ops.v[i];
   if (!ws || f->persistent) return false;
-  /* both roles must have a ring loop to carry */
+  /* both roles must have one ring loop to carry (several: not yet; each ring's position
+   * would have to flow through the tile loop) */
+  if (count_ring_loops(f, f->ops.v[ws].region) != 1 || count_ring_loops(f, f->ops.v[ws].region + 1) != 1) return false;
   uint32_t idx[MAX_RING], n;
   if (!ring_loop(f, f->ops.v[ws].region, idx, &n) || !ring_loop(f, f->ops.v[ws].region + 1, idx, &n)) return false;
   /* the program-dependent scalar prefix */

@@ -94,7 +94,18 @@ struct staged_map {
   uint32_t n;
   struct staged *by_root; /* indexed by value id: async copies only */
   uint32_t nroot;
+  struct staged *by_reg; /* indexed by value id: register tiles stored at the top level */
 };
+
+/* Op a comes before op b in their common block. */
+static bool precedes(const struct ir_func *f, uint32_t a, uint32_t b) {
+  const struct ir_block *blk = &f->blocks.v[f->ops.v[b].block];
+  for (uint32_t i = 0; i < blk->ops.n; i++) {
+    if (blk->ops.v[i] == a) return true;
+    if (blk->ops.v[i] == b) return false;
+  }
+  return false;
+}
 
 /* Moves the operand of convert op `conv` into a shared buffer: an async copy at the
  * load's position when the load moves with its loop, a register store otherwise.
@@ -149,6 +160,20 @@ static void stage(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint3
      * conversions of the same tile read this buffer */
     if (st->root < sm->nroot) sm->by_root[st->root] = *st;
   } else {
+    /* a register tile the enclosing loops do not compute (attention's Q read by wgmma) is
+     * stored once, in front of the outermost of them */
+    for (;;) {
+      uint32_t p = f->blocks.v[f->ops.v[where].block].parent;
+      if (!p || f->ops.v[p].code != IR_FOR || ir_defined_within(f, st->root, f->ops.v[p].region)) break;
+      where = p;
+    }
+    /* stored already at the top level, in front of this point: read that buffer */
+    if (st->root < sm->nroot && sm->by_reg[st->root].buf && f->ops.v[where].block == IR_BODY_BLOCK &&
+        precedes(f, ir_def_op(f, sm->by_reg[st->root].buf), where)) {
+      st->buf = sm->by_reg[st->root].buf;
+      st->slot = sm->by_reg[st->root].slot;
+      return;
+    }
     ir_builder_before(&b, f, where);
     st->buf = ir_build1(&b, IR_LOCAL_ALLOC, buf_type, NULL, 0);
     st->slot = ir_const_int(&b, i32, 0);
@@ -156,6 +181,7 @@ static void stage(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint3
     ir_val sa[3] = {st->buf, st->slot, st->root};
     ir_build(&b, IR_LOCAL_STORE, sa, 3, NULL, 0);
     ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+    if (f->ops.v[where].block == IR_BODY_BLOCK && st->root < sm->nroot) sm->by_reg[st->root] = *st;
   }
 }
 
@@ -238,7 +264,8 @@ void pass_smem_stage(struct pass_ctx *pc) {
   uint32_t nops = f->ops.n;
   uint32_t nvals = f->values.n;
   struct staged_map sm = {ARENA_NEWN(pc->scratch, struct staged, nops + 1), nops,
-                          ARENA_NEWN(pc->scratch, struct staged, nvals + 1), nvals};
+                          ARENA_NEWN(pc->scratch, struct staged, nvals + 1), nvals,
+                          ARENA_NEWN(pc->scratch, struct staged, nvals + 1)};
   for (uint32_t id = 1; id < nops; id++)
     if (f->ops.v[id].block && f->ops.v[id].code == IR_DOT && try_wgmma(f, &sm, id)) pc->changed = true;
   nops = f->ops.n;
