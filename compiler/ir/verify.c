@@ -577,6 +577,24 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
   }
 }
 
+/* Whether wait op `w` ({pending=n}) completes value a: a is the result of an async wgmma
+ * earlier in the wait's block with at least n async wgmma issued between them (groups
+ * complete in order, so the n newest may stay in flight). */
+static bool completed_by(const struct ir_func *f, uint32_t w, ir_val a) {
+  uint32_t d = ir_def_op(f, a);
+  if (!d || f->ops.v[d].code != IR_WGMMA || !f->ops.v[d].i[1] || f->ops.v[d].block != f->ops.v[w].block) return false;
+  const struct ir_block *b = &f->blocks.v[f->ops.v[w].block];
+  int64_t later = -1;
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    if (b->ops.v[i] == d) later = 0;
+    else if (b->ops.v[i] == w) return later >= f->ops.v[w].i[0];
+    else if (later >= 0 && op->code == IR_WGMMA && op->i[1]) later++;
+    else if (later >= 0 && op->nregions) return false; /* (groups issued in nested blocks: not counted) */
+  }
+  return false;
+}
+
 /* Which values are in-flight wgmma accumulators: results of async wgmma and of waits with
  * pending > 0, and what loops and branches carry from them (to a fixed point). */
 static void pending_values(struct verifier *v) {
@@ -588,8 +606,9 @@ static void pending_values(struct verifier *v) {
       if (!op->block) continue;
       if (op->code == IR_WGMMA && op->i[1] && !v->pending[op->res]) changed = true, v->pending[op->res] = 1;
       if (op->code == IR_WGMMA_WAIT && op->i[0] > 0)
-        for (uint32_t k = 0; k < op->nres; k++)
-          if (!v->pending[op->res + k]) changed = true, v->pending[op->res + k] = 1;
+        for (uint32_t k = 0; k < op->nres && k < op->nargs; k++)
+          if (!v->pending[op->res + k] && !completed_by(f, id, op->args[k]))
+            changed = true, v->pending[op->res + k] = 1;
       if (op->code != IR_FOR && op->code != IR_IF) continue;
       for (uint32_t g = 0; g < op->nregions; g++) {
         const struct ir_block *b = &f->blocks.v[op->region + g];

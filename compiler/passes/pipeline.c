@@ -113,6 +113,8 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
       if (!pass_run(PASS_WGMMA_ASYNC, f, o, err)) return false;
       if (!pass_run(PASS_WARP_SPECIALIZE, f, o, err)) return false;
       if (!pass_run(PASS_PERSISTENT, f, o, err)) return false;
+      /* after warp specialization: it rotates fill-free loops (the consumer's) */
+      if (!pass_run(PASS_WGMMA_OVERLAP, f, o, err)) return false;
     }
     if (!pass_run(PASS_CSE, f, o, err)) return false;
     if (!pass_run(PASS_DCE, f, o, err)) return false;

@@ -78,9 +78,12 @@ const char *tl_target_names(void);
  *                    row piece) and so pipelined like slices; 0: loaded into registers
  *   prefetch=0|1     1: loops without asynchronous copies load the next iteration's tiles
  *                    into registers ahead (pipeline pass); off by default (PERF.md 38)
+ *   overlap=0|1      1: chains of two products (attention): the second product of iteration
+ *                    j-1 runs during iteration j's elementwise ops (wgmma-overlap pass);
+ *                    off by default (PERF.md 40)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
-  signed char wgmma, tma, ws, persistent, wait, gather, prefetch;
+  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap;
   short producer_regs, consumer_regs;
 };
 
