@@ -137,6 +137,9 @@ void cg_plan_lazy_loads(struct cg *g);
 /* Loads the fragments of lazily loaded value v for the k-slice starting at kb. */
 void cg_load_k_slice(struct cg *g, ir_val v, int kb);
 bool cg_dot_is_mma(struct cg *g, const struct ir_op *op);
+/* Two 16-bit elements as one 32-bit operand register (lo in the low half): an i32 for bf16,
+ * <2 x half> for f16; a pair just rounded from f32 is rounded by one cvt.rn.*x2.f32. */
+LLVMValueRef cg_pack_pair(struct cg *g, LLVMValueRef lo, LLVMValueRef hi, bool bf16);
 void cg_gen_mma_dot(struct cg *g, const struct ir_op *op);
 int64_t cg_divisibility(struct cg *g, ir_val v);
 /* The shared-memory address of element (row, col) of a copy's destination. */

@@ -22,7 +22,7 @@ bool cg_dot_is_mma(struct cg *g, const struct ir_op *op) {
 /* Two 16-bit elements as one 32-bit operand register, element `lo` in the low half. When
  * both halves were just rounded from f32 (attention's P), the pair is rounded together
  * (cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32: one instruction instead of two plus packing). */
-static LLVMValueRef pack(struct cg *g, LLVMValueRef lo, LLVMValueRef hi, bool bf16) {
+LLVMValueRef cg_pack_pair(struct cg *g, LLVMValueRef lo, LLVMValueRef hi, bool bf16) {
   LLVMTypeRef et = LLVMTypeOf(lo);
   LLVMTypeRef vt = LLVMVectorType(et, 2);
   if (LLVMIsAFPTruncInst(lo) && LLVMIsAFPTruncInst(hi) && LLVMTypeOf(LLVMGetOperand(lo, 0)) == g->f32 &&
@@ -137,12 +137,12 @@ void cg_gen_mma_dot(struct cg *g, const struct ir_op *op) {
       LLVMValueRef args[10];
       for (int q = 0; q < 4; q++) {
         LLVMValueRef *slot = &afrag[4 * (uint32_t)ai[0] + (uint32_t)q];
-        if (!*slot) *slot = pack(g, A->r[ai[2 * q]], A->r[ai[2 * q + 1]], bf16);
+        if (!*slot) *slot = cg_pack_pair(g, A->r[ai[2 * q]], A->r[ai[2 * q + 1]], bf16);
         args[q] = *slot;
       }
       for (int q = 0; q < 2; q++) {
         LLVMValueRef *slot = &bfrag[2 * (uint32_t)bi[0] + (uint32_t)q];
-        if (!*slot) *slot = pack(g, B->r[bi[2 * q]], B->r[bi[2 * q + 1]], bf16);
+        if (!*slot) *slot = cg_pack_pair(g, B->r[bi[2 * q]], B->r[bi[2 * q + 1]], bf16);
         args[4 + q] = *slot;
       }
       for (int q = 0; q < 4; q++) args[6 + q] = out->r[ci[i][q]];

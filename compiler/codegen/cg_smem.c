@@ -885,8 +885,33 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   LLVMTypeRef rt = LLVMStructTypeInContext(g->ctx, ft, (unsigned)nacc, 0);
   LLVMValueRef *args = ARENA_NEWN(g->arena, LLVMValueRef, nacc + 8);
   int *idx = ARENA_NEWN(g->arena, int, nacc);
-  cg_intrinsic(g, "llvm.nvvm.wgmma.fence.sync.aligned", NULL, 0, NULL, 0);
   int mrep = M / (16 * W);
+  double c0 = 1.0;
+  bool zero_acc = ir_value_const_float(f, op->args[4], &c0) && c0 == 0.0;
+  /* register A fragments (attention's P), packed before the fence: a register written
+   * between the fence and the wgmma that reads it makes ptxas fence again (C7519) */
+  LLVMValueRef *apack = NULL;
+  if (!a_smem) {
+    apack = ARENA_NEWN(g->arena, LLVMValueRef, (size_t)mrep * (size_t)(K / 16) * 4 + 1);
+    for (int mr = 0; mr < mrep; mr++)
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        int32_t rb = mr * 16 * W;
+        /* a0..a3 of the warp's 16 rows: the mma.sync A fragment */
+        int ai[8] = {ll_reg_at(&la, rb, k0), ll_reg_at(&la, rb, k0 + 1), ll_reg_at(&la, rb + 8, k0), ll_reg_at(&la, rb + 8, k0 + 1),
+                     ll_reg_at(&la, rb, k0 + 8), ll_reg_at(&la, rb, k0 + 9), ll_reg_at(&la, rb + 8, k0 + 8), ll_reg_at(&la, rb + 8, k0 + 9)};
+        for (int q = 0; q < 8; q++)
+          if (ai[q] < 0) {
+            cg_fail(g, "wgmma: A fragment (%d,%d) missing from the register layout", rb, k0);
+            return;
+          }
+        for (int q = 0; q < 4; q++) {
+          LLVMValueRef pr = cg_pack_pair(g, Areg->r[ai[2 * q]], Areg->r[ai[2 * q + 1]], bf16);
+          apack[((size_t)mr * (size_t)(K / 16) + (size_t)(k0 / 16)) * 4 + (size_t)q] =
+              LLVMTypeOf(pr) == g->i32 ? pr : LLVMBuildBitCast(g->b, pr, g->i32, "");
+        }
+      }
+  }
+  cg_intrinsic(g, "llvm.nvvm.wgmma.fence.sync.aligned", NULL, 0, NULL, 0);
   for (int mr = 0; mr < mrep; mr++)
     for (int nc = 0; nc < N; nc += NI) {
       /* accumulator registers of this instruction: d[4j + q] */
@@ -903,29 +928,20 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
         }
       }
       for (int k0 = 0; k0 < K; k0 += 16) {
-        for (int i = 0; i < nacc; i++) args[i] = out->r[idx[i]];
+        /* a zero accumulator (attention's scores) is not read: the first step runs with
+         * scale-d = 0 on undefined registers, so no zeros are copied in each iteration */
+        bool fresh = zero_acc && k0 == 0;
+        for (int i = 0; i < nacc; i++) args[i] = fresh ? LLVMGetUndef(g->f32) : out->r[idx[i]];
         int na = nacc;
         /* A rows of this warpgroup and repeat */
         LLVMValueRef arow = LLVMBuildAdd(g->b, cg_i32(g, rb), LLVMBuildMul(g->b, wg, cg_i32(g, 64), ""), "");
         if (a_smem) {
           args[na++] = operand_desc(g, &sa, aslot, !a_trans, arow, k0);
         } else {
-          /* a0..a3 of the warp's 16 rows: the mma.sync A fragment */
-          int ai[8] = {ll_reg_at(&la, rb, k0), ll_reg_at(&la, rb, k0 + 1), ll_reg_at(&la, rb + 8, k0), ll_reg_at(&la, rb + 8, k0 + 1),
-                       ll_reg_at(&la, rb, k0 + 8), ll_reg_at(&la, rb, k0 + 9), ll_reg_at(&la, rb + 8, k0 + 8), ll_reg_at(&la, rb + 8, k0 + 9)};
-          for (int q = 0; q < 8; q++)
-            if (ai[q] < 0) {
-              cg_fail(g, "wgmma: A fragment (%d,%d) missing from the register layout", rb, k0);
-              return;
-            }
-          for (int q = 0; q < 4; q++) {
-            LLVMValueRef lo = LLVMBuildZExt(g->b, LLVMBuildBitCast(g->b, Areg->r[ai[2 * q]], g->i16, ""), g->i32, "");
-            LLVMValueRef hi = LLVMBuildZExt(g->b, LLVMBuildBitCast(g->b, Areg->r[ai[2 * q + 1]], g->i16, ""), g->i32, "");
-            args[na++] = LLVMBuildOr(g->b, lo, LLVMBuildShl(g->b, hi, cg_i32(g, 16), ""), "");
-          }
+          for (int q = 0; q < 4; q++) args[na++] = apack[((size_t)mr * (size_t)(K / 16) + (size_t)(k0 / 16)) * 4 + (size_t)q];
         }
         args[na++] = operand_desc(g, &sb, bslot, b_kmajor, cg_i32(g, nc), k0);
-        args[na++] = cg_i32(g, 1); /* scale-d: accumulate */
+        args[na++] = cg_i32(g, fresh ? 0 : 1); /* scale-d: accumulate, or D = A B */
         LLVMValueRef res = cg_asm(g, rt, text, cons, args, (unsigned)na, true);
         for (int i = 0; i < nacc; i++) out->r[idx[i]] = LLVMBuildExtractValue(g->b, res, (unsigned)i, "");
       }
