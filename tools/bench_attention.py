@@ -4,6 +4,7 @@ scaled_dot_product_attention (flash and cuDNN backends): speed and correctness.
 
   python3 tools/bench_attention.py [--lib PATH] [--our CFG] [--our-d64 CFG] [--our-d128 CFG]
                                    [--quick] [--csv FILE] [--timer triton|events] [--lse]
+                                   [--schedule KEY=V,...]
                                    [--no-extra] [--no-perf] [--selftest]
 
 libtile.so is loaded with ctypes from --lib, else $TILE_LIB, else ./.carry/libtile.so (then
@@ -61,7 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
 # Per-head-dim defaults for our kernel (overridable with --our / --our-d64 / --our-d128).
-DEFAULT_CFG = {64: "BM=128,BN=64,NW=4,STAGES=2", 128: "BM=128,BN=64,BNM=16,NW=4,STAGES=2"}  # measured best on the H200 (PERF.md)
+DEFAULT_CFG = {64: "BM=128,BN=128,BNM=64,NW=8,STAGES=2", 128: "BM=128,BN=128,BNM=32,NW=8,STAGES=2"}  # measured best on the H200 (PERF.md 39)
 CFG_KEYS = ("BM", "BN", "BNM", "NW", "STAGES")
 
 # The configurations (module level, so that a test can shrink them).
@@ -301,8 +302,8 @@ class Tile:
             raise self.error(st, "tile_device_query")
         return info
 
-    def compile(self, path, defines, device, kernel=b"attention"):
-        key = (path, tuple(sorted(defines.items())), device, kernel)
+    def compile(self, path, defines, device, kernel=b"attention", schedule=None):
+        key = (path, tuple(sorted(defines.items())), device, kernel, schedule)
         if key in self.kernels:
             return self.kernels[key]
         items = sorted(defines.items())
@@ -310,7 +311,8 @@ class Tile:
         arr = (TileDefine * max(1, len(keep)))()
         for i, (k, v) in enumerate(keep):
             arr[i].name, arr[i].value = k, v
-        co = TileCompileOptions(kernel, arr, len(keep), device, None, 0)
+        co = TileCompileOptions(kernel, arr, len(keep), device, None, 0,
+                                schedule.encode() if schedule else None)
         k = c_void_p()
         st = self.lib.tile_compile_file(self.ctx, path.encode(), ctypes.byref(co), ctypes.byref(k))
         if st != TILE_OK:
@@ -728,7 +730,8 @@ def run_gpu(args):
         defines = dict(T=dt, D=D, CAUSAL="true" if causal else "false",
                        HAS_LSE="true" if lse else "false", **cfg)
         try:
-            return tile.compile(args.kernel_file, defines, TILE_DEVICE_CUDA), cfg
+            return tile.compile(args.kernel_file, defines, TILE_DEVICE_CUDA,
+                                schedule=args.schedule), cfg
         except TileError as e:
             if given or not cfg:
                 raise
@@ -956,6 +959,8 @@ def main(argv=None):
     p.add_argument("--our-d64", help="our tile config for D=64 (overrides --our)")
     p.add_argument("--our-d128", help="our tile config for D=128 (overrides --our)")
     p.add_argument("--quick", action="store_true", help="fewer configurations, shorter timing")
+    p.add_argument("--schedule", help="schedule options for our kernel (tilec --schedule), "
+                   "e.g. wgmma=1")
     p.add_argument("--csv", help="also write the rows to this CSV file")
     p.add_argument("--timer", choices=("auto", "triton", "events"), default="auto")
     p.add_argument("--lse", action="store_true", help="time our kernel with HAS_LSE=true")

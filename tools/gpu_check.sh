@@ -483,6 +483,17 @@ tk attention.tile attention T=bf16,CAUSAL=true,HAS_LSE=true B=1,H=6,HKV=2,N=1000
 tk attention.tile attention T=f16,BM=128,BN=64,NW=8 B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
 tk attention.tile attention T=f16,BM=16,BN=16,STAGES=1 B=2,H=3,HKV=3,N=7,NK=33 "$SC"
 tk attention.tile attention T=f16,BM=64,BN=128,STAGES=3,CAUSAL=true B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
+# the Hopper schedule (two consumer warpgroups: both products on wgmma, K and V through TMA
+# rings filled by a producer warpgroup, one ring per key loop; PERF.md 39), with the rotated
+# loop of the wgmma-overlap pass and without warp specialization
+HA="T=f16,D=128,BM=128,BN=128,BNM=32,NW=8"
+for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=3,HKV=3,N=7,NK=33 B=1,H=1,HKV=1,N=33,NK=4095 B=1,H=8,HKV=2,N=1000,NK=1000; do
+  tk attention.tile attention "$HA" "$s" "scale=0.088"
+  tk attention.tile attention "$HA,CAUSAL=true,HAS_LSE=true" "$s" "scale=0.088"
+  TK_TAG=" overlap=1" tk attention.tile attention T=bf16,BM=128,BN=128,NW=8,CAUSAL=true,HAS_LSE=true "$s" "$SC" --schedule=overlap=1
+done
+TK_TAG=" overlap=1" tk attention.tile attention "$HA,BN=64" B=2,H=4,HKV=2,N=4095,NK=4095 "scale=0.088" --schedule=overlap=1
+TK_TAG=" ws=0" tk attention.tile attention "$HA" B=2,H=4,HKV=2,N=1000,NK=333 "scale=0.088" --schedule=ws=0
 
 # ---- 4. compute-sanitizer on ragged shapes ---------------------------------------------------
 # memcheck (out-of-bounds and misaligned accesses on ragged edges that a result check can
@@ -525,6 +536,8 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
     memcheck rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"
     memcheck attention.tile attention T=f16,CAUSAL=true,HAS_LSE=true B=1,H=2,HKV=1,N=33,NK=100 "$SC"
+    memcheck attention.tile attention T=f16,D=128,BN=128,BNM=32,NW=8,CAUSAL=true,HAS_LSE=true B=1,H=2,HKV=1,N=333,NK=333 "scale=0.088"
+    memcheck attention.tile attention T=bf16,BN=128,NW=8 B=1,H=2,HKV=1,N=333,NK=1000 "$SC" --schedule=overlap=1
     # the language features' kernels: gathers, scatters, masked stores, atomics, fp8, scans
     MO=tests/kernels/memory_ops.tile
     memcheck $MO splitk "" M=33,N=40,K=100 ""
@@ -551,6 +564,8 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
       sancheck $tool layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
       sancheck $tool rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"
       sancheck $tool attention.tile attention T=f16,CAUSAL=true B=1,H=2,HKV=1,N=100,NK=100 "$SC"
+      sancheck $tool attention.tile attention T=f16,D=128,BN=128,BNM=32,NW=8,CAUSAL=true B=1,H=2,HKV=1,N=300,NK=300 "scale=0.088"
+      sancheck $tool attention.tile attention T=f16,BN=128,NW=8 B=1,H=2,HKV=1,N=300,NK=300 "$SC" --schedule=overlap=1
       sancheck $tool tests/kernels/memory_ops.tile splitk "" M=33,N=40,K=100 ""
       sancheck $tool scan.tile cumsum T=f32 M=33,N=1000 ""
       sancheck $tool decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088"
