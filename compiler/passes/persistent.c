@@ -4,6 +4,7 @@
  *
  * Needs: the warp-specialized form (a warp_specialize op at the top of the body; the ring
  * loops carry their stage and phase) and a schedule that asks for it (persistent=1). The
+ * ring loops' bounds must not depend on the program (every tile does the same work). The
  * body must not depend on the program through anything but program_id/num_programs of its
  * scalar prefix (true of every kernel: programs share nothing else).
  * Guarantees:
@@ -13,8 +14,11 @@
  *     num_programs(0)`, whose body recomputes the scalar prefix that depends on the
  *     program, with program_id(a) / num_programs(a) replaced by the tile's coordinates
  *     (t % gx, t / gx % gy, t / (gx * gy)) and the grid sizes;
- *   - the ring position (stage, phase) of each role's ring loop is carried by the tile loop
- *     from one tile to the next (the mbarrier phases continue; they are never reset);
+ *   - the ring position (stage, phase) of each of a role's ring loops (attention has two,
+ *     one per key range) is carried by the tile loop from one tile to the next (the
+ *     mbarrier phases continue; they are never reset); both roles have the same rings;
+ *   - ops before the roles that cannot be recomputed per tile (with regions, or not
+ *     scalars) do not depend on the program, or nothing is done;
  *   - the function is marked persistent: the runtime launches as many programs as fit on
  *     the device at once (at most the number of tiles), along x.
  *
@@ -29,7 +33,7 @@
 
 #include "passes.h"
 
-enum { MAX_PREFIX = 256, MAX_RING = 4 };
+enum { MAX_PREFIX = 256, MAX_RING = 4, MAX_LOOPS = 4 };
 
 /* Whether scalar op `id` depends (through pure operands defined at the top level) on the
  * program's identity. dep[] caches per value. */
@@ -45,51 +49,57 @@ static bool depends_on_program(struct ir_func *f, ir_val v, uint8_t *dep) {
   return r;
 }
 
-/* The ring loop of a role region: the top-level loop whose carried values feed an mbar_wait
- * (the stage and the phase, or the phase through an xor). Fills idx[] with the indices of
- * those carried values; returns the loop or 0. */
-static uint32_t ring_loop(struct ir_func *f, uint32_t region, uint32_t *idx, uint32_t *n) {
+/* The ring loops of a role region: the top-level loops whose carried values feed an
+ * mbar_wait (the stage and the phase, or the phase through an xor). Fills loops[] and, per
+ * loop, idx[] with the indices of those carried values; returns how many (at most
+ * MAX_LOOPS; 0 also when a loop waits on something else). */
+static uint32_t ring_loops(struct ir_func *f, uint32_t region, uint32_t *loops, uint32_t (*idx)[MAX_RING]) {
   const struct ir_block *rb = &f->blocks.v[region];
+  uint32_t nl = 0;
   for (uint32_t i = 0; i < rb->ops.n; i++) {
     uint32_t id = rb->ops.v[i];
     if (f->ops.v[id].code != IR_FOR) continue;
     uint32_t body = f->ops.v[id].region;
     ir_val base = f->blocks.v[body].args + 1;
-    uint32_t nc = f->ops.v[id].nres;
-    *n = 0;
+    uint32_t nc = f->ops.v[id].nres, n = 0;
+    bool waits = false;
     const struct ir_block *bb = &f->blocks.v[body];
     for (uint32_t j = 0; j < bb->ops.n; j++) {
       const struct ir_op *w = &f->ops.v[bb->ops.v[j]];
       if (w->code != IR_MBAR_WAIT) continue;
+      waits = true;
       for (int a = 1; a <= 2; a++) {
         ir_val v = w->args[a];
         uint32_t x = ir_def_op(f, v);
         if (x && f->ops.v[x].code == IR_XOR) v = f->ops.v[x].args[0];
-        if (v >= base && v < base + nc && *n < MAX_RING) {
+        if (v >= base && v < base + nc && n < MAX_RING) {
           bool seen = false;
-          for (uint32_t q = 0; q < *n; q++) seen |= idx[q] == v - base;
-          if (!seen) idx[(*n)++] = v - base;
+          for (uint32_t q = 0; q < n; q++) seen |= idx[nl][q] == v - base;
+          if (!seen) idx[nl][n++] = v - base;
         }
       }
     }
-    if (*n == 2) return id;
+    if (!waits) continue;
+    if (n != 2 || nl == MAX_LOOPS) return 0;
+    loops[nl++] = id;
   }
-  return 0;
+  return nl;
 }
 
-/* How many top-level loops of a role region wait on mbarriers (ring loops). */
-static int count_ring_loops(const struct ir_func *f, uint32_t region) {
-  const struct ir_block *rb = &f->blocks.v[region];
-  int n = 0;
-  for (uint32_t i = 0; i < rb->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[rb->ops.v[i]];
-    if (op->code != IR_FOR) continue;
-    const struct ir_block *bb = &f->blocks.v[op->region];
-    bool waits = false;
-    for (uint32_t j = 0; j < bb->ops.n; j++) waits |= f->ops.v[bb->ops.v[j]].code == IR_MBAR_WAIT;
-    n += waits;
+/* Whether an op's regions use a program-dependent value or ask for the program's identity. */
+static bool region_uses_program(struct ir_func *f, uint32_t id, uint8_t *dep) {
+  const struct ir_op *op = &f->ops.v[id];
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    const struct ir_block *b = &f->blocks.v[op->region + r];
+    for (uint32_t i = 0; i < b->ops.n; i++) {
+      const struct ir_op *u = &f->ops.v[b->ops.v[i]];
+      if (u->code == IR_PROGRAM_ID || u->code == IR_NUM_PROGRAMS) return true;
+      for (uint32_t k = 0; k < u->nargs; k++)
+        if (depends_on_program(f, u->args[k], dep)) return true;
+      if (region_uses_program(f, b->ops.v[i], dep)) return true;
+    }
   }
-  return n;
+  return false;
 }
 
 static void replace_within(struct ir_func *f, uint32_t blk, ir_val from, ir_val to) {
@@ -107,9 +117,10 @@ static void replace_within(struct ir_func *f, uint32_t blk, ir_val from, ir_val 
 static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const ir_val *gsize, const uint32_t *prefix,
                       uint32_t nprefix) {
   struct ir_func *f = pc->f;
-  uint32_t idx[MAX_RING], nring = 0;
-  uint32_t ring = ring_loop(f, region, idx, &nring);
-  if (!ring) return false;
+  uint32_t loops[MAX_LOOPS], idx[MAX_LOOPS][MAX_RING];
+  uint32_t nl = ring_loops(f, region, loops, idx);
+  if (!nl) return false;
+  uint32_t ring = loops[0], nring = 2 * nl; /* each ring: its stage and its phase */
   ir_type_id i32 = ir_type_scalar(f, DT_I32);
   /* the region's ops move into the tile loop's body (all but its yield) */
   struct ir_block *rb = &f->blocks.v[region];
@@ -124,7 +135,8 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
   f->ops.v[ir_def_op(f, pid)].i[0] = 0;
   f->ops.v[ir_def_op(f, np)].i[0] = 0;
   ir_val zero = ir_const_int(&b, i32, 0);
-  ir_val inits[MAX_RING] = {zero, zero};
+  ir_val inits[2 * MAX_LOOPS];
+  for (uint32_t r = 0; r < nring; r++) inits[r] = zero;
   uint32_t tl = ir_build_for(&b, pid, ntiles, np, inits, nring);
   uint32_t tbody = f->ops.v[tl].region;
   ir_val t = f->blocks.v[tbody].args;
@@ -151,11 +163,15 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
     ir_val from = f->ops.v[prefix[i]].res, to = ir_mapped(&m, from);
     if (to != from) replace_within(f, tbody, from, to);
   }
-  /* the ring position flows through the tile loop */
-  struct ir_op *rl = &f->ops.v[ring];
-  for (uint32_t r = 0; r < nring; r++) rl->args[3 + idx[r]] = f->blocks.v[tbody].args + 1 + r;
-  ir_val ya[MAX_RING];
-  for (uint32_t r = 0; r < nring; r++) ya[r] = f->ops.v[ring].res + idx[r];
+  /* each ring's position flows through the tile loop */
+  ir_val ya[2 * MAX_LOOPS];
+  for (uint32_t l = 0; l < nl; l++) {
+    struct ir_op *rl = &f->ops.v[loops[l]];
+    for (uint32_t r = 0; r < 2; r++) {
+      rl->args[3 + idx[l][r]] = f->blocks.v[tbody].args + 1 + 2 * l + r;
+      ya[2 * l + r] = rl->res + idx[l][r];
+    }
+  }
   ir_build(&tb, IR_YIELD, ya, nring, NULL, 0);
   return true;
 }
@@ -167,17 +183,29 @@ static bool make_persistent(struct pass_ctx *pc) {
   for (uint32_t i = 0; i < body->ops.n; i++)
     if (f->ops.v[body->ops.v[i]].code == IR_WARP_SPECIALIZE) ws = body->ops.v[i];
   if (!ws || f->persistent) return false;
-  /* both roles must have one ring loop to carry (several: not yet; each ring's position
-   * would have to flow through the tile loop) */
-  if (count_ring_loops(f, f->ops.v[ws].region) != 1 || count_ring_loops(f, f->ops.v[ws].region + 1) != 1) return false;
-  uint32_t idx[MAX_RING], n;
-  if (!ring_loop(f, f->ops.v[ws].region, idx, &n) || !ring_loop(f, f->ops.v[ws].region + 1, idx, &n)) return false;
-  /* the program-dependent scalar prefix */
+  /* both roles must have the same number of ring loops, whose positions flow through the
+   * tile loop */
+  uint32_t loops[MAX_LOOPS], idx[MAX_LOOPS][MAX_RING];
+  uint32_t np_ = ring_loops(f, f->ops.v[ws].region, loops, idx);
+  if (!np_ || ring_loops(f, f->ops.v[ws].region + 1, loops, idx) != np_) return false;
   uint8_t *dep = ARENA_NEWN(pc->scratch, uint8_t, f->values.n + 1);
+  /* tiles of unequal work (a causal mask: the key loop ends at the tile's diagonal) are
+   * left to the hardware's block scheduler, which starts each block when a slot frees up;
+   * a static walk would give some programs more work than others (PERF.md 42) */
+  for (uint32_t l = 0; l < np_; l++)
+    for (int k = 0; k < 2; k++)
+      if (depends_on_program(f, f->ops.v[loops[l]].args[k], dep)) return false;
+  /* the program-dependent scalar prefix */
   uint32_t prefix[MAX_PREFIX], np = 0;
   for (uint32_t i = 0; i < body->ops.n && body->ops.v[i] != ws; i++) {
     const struct ir_op *op = &f->ops.v[body->ops.v[i]];
-    if (op->nres != 1 || !ir_type_is_scalar(ir_vtype(f, op->res)) || op->nregions) continue;
+    if (op->nres != 1 || !ir_type_is_scalar(ir_vtype(f, op->res)) || op->nregions) {
+      /* what cannot be recomputed per tile must not depend on the program */
+      for (uint32_t r = 0; r < op->nres; r++)
+        if (depends_on_program(f, op->res + r, dep)) return false;
+      if (op->nregions && region_uses_program(f, body->ops.v[i], dep)) return false;
+      continue;
+    }
     if (!depends_on_program(f, op->res, dep)) continue;
     if (!(ir_ops[op->code].flags & OPF_PURE) || np == MAX_PREFIX) return false;
     prefix[np++] = body->ops.v[i];
