@@ -18,6 +18,7 @@
  * when the function has a file: the .tile statement or the line of the IR text) and the
  * pass that ran last; verification continues so that one run reports every broken
  * invariant.                                                                             */
+#include <math.h>
 #include <string.h>
 
 #include "eval.h"
@@ -200,6 +201,20 @@ static void check_indexed(struct verifier *v, uint32_t id) {
     struct ir_param *p = ir_param_of(v->f, op->args[0]);
     if (p && !p->is_out) bad(v, id, "write to tensor '%s', which is not 'out'", p->name);
   }
+}
+
+/* An integer or bool load reads its fill value as that type: an integer in range. */
+static void check_fill(struct verifier *v, uint32_t id) {
+  const struct ir_op *op = &v->f->ops.v[id];
+  const struct ir_type *r = op->nres ? vt(v, op->res) : NULL;
+  if (!r || ir_dtype_is_float((ir_dtype)r->dtype) || r->dtype == DT_NONE) return;
+  double x = op->f, lo, hi;
+  int bits = ir_dtype_bytes((ir_dtype)r->dtype) * 8;
+  if (r->dtype == DT_BOOL) lo = 0, hi = 1;
+  else if (ir_dtype_is_unsigned((ir_dtype)r->dtype)) lo = 0, hi = ldexp(1.0, bits) - 1;
+  else lo = -ldexp(1.0, bits - 1), hi = ldexp(1.0, bits - 1) - 1;
+  if (!(x >= lo && x <= hi) || x != floor(x))
+    bad(v, id, "fill %g is not a value of the %s result", x, ir_dtype_name((ir_dtype)r->dtype));
 }
 
 static void check_memory(struct verifier *v, uint32_t id) {
@@ -867,9 +882,11 @@ static void check_op_types(struct verifier *v, uint32_t id) {
   }
   case IR_LOAD: case IR_STORE:
     check_memory(v, id);
+    if (op->code == IR_LOAD) check_fill(v, id);
     break;
   case IR_GATHER: case IR_SCATTER: case IR_ATOMIC:
     check_indexed(v, id);
+    if (op->code == IR_GATHER) check_fill(v, id);
     break;
   case IR_FOR: {
     if (op->nargs < 3) {
