@@ -4,7 +4,7 @@ scaled_dot_product_attention (flash and cuDNN backends): speed and correctness.
 
   python3 tools/bench_attention.py [--lib PATH] [--our CFG] [--our-d64 CFG] [--our-d128 CFG]
                                    [--quick] [--csv FILE] [--timer triton|events] [--lse]
-                                   [--schedule KEY=V,...]
+                                   [--schedule KEY=V,...] [--n N,...]
                                    [--no-extra] [--no-perf] [--selftest]
 
 libtile.so is loaded with ctypes from --lib, else $TILE_LIB, else ./.carry/libtile.so (then
@@ -31,7 +31,7 @@ f16 and bf16, all with HAS_LSE=true: LSE is checked against torch.logsumexp of t
 (and masked) float32 scores (max abs error < 1e-3).
 
 Our tile configuration: --our sets it for every head dim ("BM=128,BN=64,NW=8,STAGES=2";
-keys BM BN BNM NW STAGES; "default" = the lib file's defaults); --our-d64 / --our-d128 per head
+keys BM BN BNM NW STAGES LONG_FIRST; "default" = the lib file's defaults); --our-d64 / --our-d128 per head
 dim. Without them the per-head-dim defaults below are used (falling back, with a warning, to
 the lib defaults if one does not compile).
 
@@ -63,7 +63,7 @@ REPO = os.path.dirname(HERE)
 
 # Per-head-dim defaults for our kernel (overridable with --our / --our-d64 / --our-d128).
 DEFAULT_CFG = {64: "BM=128,BN=128,BNM=64,NW=8,STAGES=2", 128: "BM=128,BN=128,BNM=32,NW=8,STAGES=2"}  # measured best on the H200 (PERF.md 39)
-CFG_KEYS = ("BM", "BN", "BNM", "NW", "STAGES")
+CFG_KEYS = ("BM", "BN", "BNM", "NW", "STAGES", "LONG_FIRST")
 
 # The configurations (module level, so that a test can shrink them).
 PERF_N = (1024, 4096, 16384)          # N = NK
@@ -759,6 +759,8 @@ def run_gpu(args):
     perf = []
     if not args.no_perf:
         Ns = PERF_N_QUICK if args.quick else PERF_N
+        if args.n:
+            Ns = tuple(int(x) for x in args.n.split(","))
         dts = ("bf16",) if args.quick else ("f16", "bf16")
         for N in Ns:
             for D in PERF_HEAD_DIMS:
@@ -959,6 +961,8 @@ def main(argv=None):
     p.add_argument("--our-d64", help="our tile config for D=64 (overrides --our)")
     p.add_argument("--our-d128", help="our tile config for D=128 (overrides --our)")
     p.add_argument("--quick", action="store_true", help="fewer configurations, shorter timing")
+    p.add_argument("--n", help="comma-separated sequence lengths of the performance rows "
+                   "(default 1024,4096,16384; --quick: 4096)")
     p.add_argument("--schedule", help="schedule options for our kernel (tilec --schedule), "
                    "e.g. wgmma=1")
     p.add_argument("--csv", help="also write the rows to this CSV file")
