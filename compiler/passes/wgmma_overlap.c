@@ -80,6 +80,18 @@ static int index_of(const ir_val *v, uint32_t n, ir_val x) {
   return -1;
 }
 
+/* The rotated loop's state after an iteration, through map m: the original loop's carried
+ * values but the accumulator (index c2), then the carried operands of W2 and the release. */
+static uint32_t next_state(const struct ir_func *f, uint32_t yid, int c2, const ir_val *carry, uint32_t ne,
+                           const struct ir_valmap *m, ir_val *out) {
+  const struct ir_op *y = &f->ops.v[yid];
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < y->nargs; k++)
+    if ((int)k != c2) out[n++] = ir_mapped(m, y->args[k]);
+  for (uint32_t e = 0; e < ne; e++) out[n++] = ir_mapped(m, carry[e]);
+  return n;
+}
+
 static bool rotate(struct pass_ctx *pc, uint32_t loop) {
   struct ir_func *f = pc->f;
   const struct ir_op *lp = &f->ops.v[loop];
@@ -170,11 +182,7 @@ static bool rotate(struct pass_ctx *pc, uint32_t loop) {
 
   /* the rotated loop: carried values but X, then the carry */
   ir_val inits[64];
-  uint32_t ni = 0;
-  y = &f->ops.v[yid];
-  for (uint32_t k = 0; k < nc; k++)
-    if ((int)k != c2) inits[ni++] = ir_mapped(&m0, y->args[k]);
-  for (uint32_t e = 0; e < ne; e++) inits[ni++] = ir_mapped(&m0, carry[e]);
+  uint32_t ni = next_state(f, yid, c2, carry, ne, &m0, inits);
   ir_val lb1 = ir_binary(&tb, IR_ADD, lb, step);
   uint32_t nl = ir_build_for(&tb, lb1, ub, step, inits, ni);
   f->ops.v[nl].loc = f->ops.v[loop].loc;
@@ -253,11 +261,7 @@ static bool rotate(struct pass_ctx *pc, uint32_t loop) {
   }
   /* the new body's yield */
   ir_val ya[64];
-  uint32_t ny = 0;
-  y = &f->ops.v[yid];
-  for (uint32_t k = 0; k < nc; k++)
-    if ((int)k != c2) ya[ny++] = ir_mapped(&m, y->args[k]);
-  for (uint32_t e = 0; e < ne; e++) ya[ny++] = ir_mapped(&m, carry[e]);
+  uint32_t ny = next_state(f, yid, c2, carry, ne, &m, ya);
   ir_build(&lbld, IR_YIELD, ya, ny, NULL, 0);
 
   /* after the rotated loop: the last W2 and release */
