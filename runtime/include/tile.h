@@ -242,6 +242,8 @@ typedef struct tile_compile_options {
    *                  stored to shared memory, instead of cp.async copies that loops pipeline
    *   prefetch=1     (every target) loops without copies or products load the next
    *                  iteration's tiles one iteration ahead into registers (off by default)
+   *   overlap=1      chains of two products (attention): the second product of one
+   *                  iteration runs during the next one's elementwise work (off by default)
    *   regs=P/C       setmaxnreg budgets of the producer and consumer warpgroups
    * An unknown key or value is a TILE_INVALID_ARGUMENT error. Part of every cache key. */
   const char *schedule;
