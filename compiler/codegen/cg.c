@@ -503,26 +503,26 @@ LLVMValueRef cg_elem(struct cg *g, ir_opcode op, ir_dtype dt, LLVMValueRef a, LL
   return from_f32(g, r, dt);
 }
 
-/* Is v the accumulator of a dot (mma.sync or wgmma) in block blk, or carried by blk's loop
- * to be one in the next iteration (the rotated loop of the wgmma-overlap pass)? */
-static bool feeds_dot_acc(struct cg *g, ir_val v, uint32_t blk) {
-  const struct ir_func *f = g->f;
-  const struct ir_block *b = &f->blocks.v[blk];
+/* Is v the accumulator of a dot (mma.sync or wgmma) in block b? */
+static bool acc_of_dot_in(const struct ir_func *f, const struct ir_block *b, ir_val v) {
   for (uint32_t i = 0; i < b->ops.n; i++) {
     const struct ir_op *u = &f->ops.v[b->ops.v[i]];
     if ((u->code == IR_DOT && u->args[2] == v) || (u->code == IR_WGMMA && u->args[4] == v)) return true;
   }
+  return false;
+}
+
+/* Is v the accumulator of a dot in block blk, or carried by blk's loop to be one in the
+ * next iteration (the rotated loop of the wgmma-overlap pass)? */
+static bool feeds_dot_acc(struct cg *g, ir_val v, uint32_t blk) {
+  const struct ir_func *f = g->f;
+  const struct ir_block *b = &f->blocks.v[blk];
+  if (acc_of_dot_in(f, b, v)) return true;
   uint32_t loop = b->parent;
   if (!b->ops.n || !loop || f->ops.v[loop].code != IR_FOR) return false;
   const struct ir_op *y = &f->ops.v[VEC_LAST(b->ops)];
-  for (uint32_t k = 0; y->code == IR_YIELD && k < y->nargs; k++) {
-    if (y->args[k] != v) continue;
-    ir_val arg = b->args + 1 + k;
-    for (uint32_t i = 0; i < b->ops.n; i++) {
-      const struct ir_op *u = &f->ops.v[b->ops.v[i]];
-      if ((u->code == IR_DOT && u->args[2] == arg) || (u->code == IR_WGMMA && u->args[4] == arg)) return true;
-    }
-  }
+  for (uint32_t k = 0; y->code == IR_YIELD && k < y->nargs; k++)
+    if (y->args[k] == v && acc_of_dot_in(f, b, b->args + 1 + k)) return true;
   return false;
 }
 

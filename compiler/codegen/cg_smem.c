@@ -890,9 +890,10 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   bool zero_acc = ir_value_const_float(f, op->args[4], &c0) && c0 == 0.0;
   /* register A fragments (attention's P), packed before the fence: a register written
    * between the fence and the wgmma that reads it makes ptxas fence again (C7519) */
-  LLVMValueRef *apack = NULL;
+  LLVMValueRef *apack = NULL; /* 4 registers per (repeat, 16-deep k-slice) */
+  int kslices = K / 16;
   if (!a_smem) {
-    apack = ARENA_NEWN(g->arena, LLVMValueRef, (size_t)mrep * (size_t)(K / 16) * 4 + 1);
+    apack = ARENA_NEWN(g->arena, LLVMValueRef, (size_t)(mrep * kslices * 4) + 1);
     for (int mr = 0; mr < mrep; mr++)
       for (int k0 = 0; k0 < K; k0 += 16) {
         int32_t rb = mr * 16 * W;
@@ -906,8 +907,7 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
           }
         for (int q = 0; q < 4; q++) {
           LLVMValueRef pr = cg_pack_pair(g, Areg->r[ai[2 * q]], Areg->r[ai[2 * q + 1]], bf16);
-          apack[((size_t)mr * (size_t)(K / 16) + (size_t)(k0 / 16)) * 4 + (size_t)q] =
-              LLVMTypeOf(pr) == g->i32 ? pr : LLVMBuildBitCast(g->b, pr, g->i32, "");
+          apack[(mr * kslices + k0 / 16) * 4 + q] = LLVMTypeOf(pr) == g->i32 ? pr : LLVMBuildBitCast(g->b, pr, g->i32, "");
         }
       }
   }
@@ -938,7 +938,7 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
         if (a_smem) {
           args[na++] = operand_desc(g, &sa, aslot, !a_trans, arow, k0);
         } else {
-          for (int q = 0; q < 4; q++) args[na++] = apack[((size_t)mr * (size_t)(K / 16) + (size_t)(k0 / 16)) * 4 + (size_t)q];
+          for (int q = 0; q < 4; q++) args[na++] = apack[(mr * kslices + k0 / 16) * 4 + q];
         }
         args[na++] = operand_desc(g, &sb, bslot, b_kmajor, cg_i32(g, nc), k0);
         args[na++] = cg_i32(g, fresh ? 0 : 1); /* scale-d: accumulate, or D = A B */

@@ -186,13 +186,13 @@ static bool make_persistent(struct pass_ctx *pc) {
   /* both roles must have the same number of ring loops, whose positions flow through the
    * tile loop */
   uint32_t loops[MAX_LOOPS], idx[MAX_LOOPS][MAX_RING];
-  uint32_t np_ = ring_loops(f, f->ops.v[ws].region, loops, idx);
-  if (!np_ || ring_loops(f, f->ops.v[ws].region + 1, loops, idx) != np_) return false;
+  uint32_t nrings = ring_loops(f, f->ops.v[ws].region, loops, idx);
+  if (!nrings || ring_loops(f, f->ops.v[ws].region + 1, loops, idx) != nrings) return false;
   uint8_t *dep = ARENA_NEWN(pc->scratch, uint8_t, f->values.n + 1);
   /* tiles of unequal work (a causal mask: the key loop ends at the tile's diagonal) are
    * left to the hardware's block scheduler, which starts each block when a slot frees up;
    * a static walk would give some programs more work than others (PERF.md 42) */
-  for (uint32_t l = 0; l < np_; l++)
+  for (uint32_t l = 0; l < nrings; l++)
     for (int k = 0; k < 2; k++)
       if (depends_on_program(f, f->ops.v[loops[l]].args[k], dep)) return false;
   /* the program-dependent scalar prefix */

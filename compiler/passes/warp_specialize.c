@@ -56,18 +56,19 @@ static void name_barriers(struct ir_func *f, uint32_t blk, int id, int threads) 
   }
 }
 
-/* An op that both roles may share from outside: allocations, tensor maps, the CTA barrier
- * publishing the mbarrier initialization, and pure scalar computations. */
+/* An op that may run in front of both roles: an allocation, a tensor map or a pure scalar
+ * computation (what its operands are is the callers' question). */
+static bool outside_kind(const struct ir_func *f, const struct ir_op *op) {
+  if (op->code == IR_LOCAL_ALLOC || op->code == IR_MBAR_ALLOC || op->code == IR_TMA_DESC) return true;
+  return (ir_ops[op->code].flags & OPF_PURE) && !op->nregions && op->nres == 1 && ir_type_is_scalar(ir_vtype(f, op->res));
+}
+
+/* An op that both roles may share from outside: one of outside_kind's whose operands the
+ * consumers do not compute, or the CTA barrier publishing the mbarrier initialization. */
 static bool shared_outside(const struct ir_func *f, uint32_t id, const uint8_t *moved) {
   const struct ir_op *op = &f->ops.v[id];
-  switch (op->code) {
-  case IR_LOCAL_ALLOC: case IR_MBAR_ALLOC: case IR_TMA_DESC: case IR_BARRIER:
-    return true;
-  default:
-    break;
-  }
-  if (!(ir_ops[op->code].flags & OPF_PURE) || op->nregions || op->nres != 1) return false;
-  if (!ir_type_is_scalar(ir_vtype(f, op->res))) return false;
+  if (op->code == IR_BARRIER) return true;
+  if (!outside_kind(f, op)) return false;
   for (uint32_t k = 0; k < op->nargs; k++)
     if (moved[op->args[k]]) return false;
   return true;
@@ -85,10 +86,7 @@ static bool outside_ok(const struct ir_func *f, ir_val v, int depth) {
   uint32_t d = ir_def_op(f, v);
   if (!d) return f->values.v[v].kind != IR_VAL_BLOCKARG || f->values.v[v].def == IR_BODY_BLOCK;
   const struct ir_op *op = &f->ops.v[d];
-  if (op->block != IR_BODY_BLOCK || depth > 32) return false;
-  if (op->code == IR_LOCAL_ALLOC || op->code == IR_MBAR_ALLOC || op->code == IR_TMA_DESC) return true;
-  if (!(ir_ops[op->code].flags & OPF_PURE) || op->nregions || op->nres != 1 || !ir_type_is_scalar(ir_vtype(f, op->res)))
-    return false;
+  if (op->block != IR_BODY_BLOCK || depth > 32 || !outside_kind(f, op)) return false;
   for (uint32_t k = 0; k < op->nargs; k++)
     if (!outside_ok(f, op->args[k], depth + 1)) return false;
   return true;
@@ -234,8 +232,9 @@ static bool specialize(struct pass_ctx *pc) {
   f->ops.v[ws].i[2] = creg;
   f->ops.v[ws].loc = f->ops.v[rings[0].loop].loc;
   uint32_t prod = f->ops.v[ws].region, cons = prod + 1;
-  /* what the later rings' producers use is computed in front of the roles: allocations,
-   * tensor maps and scalars after the first ring loop move before the warp_specialize op */
+  /* what the later rings' producers use is computed in front of the roles: their
+   * allocations, tensor maps and scalars after the first ring loop move before the
+   * warp_specialize op */
   uint8_t *moved = ARENA_NEWN(pc->scratch, uint8_t, f->values.n * 2 + 64);
   uint8_t *needed = ARENA_NEWN(pc->scratch, uint8_t, f->values.n + 1);
   for (uint32_t r = 0; r < nr; r++) {
@@ -261,9 +260,9 @@ static bool specialize(struct pass_ctx *pc) {
         for (uint32_t r = 0; r < op->nres; r++) moved[op->res + r] = 1;
       continue;
     }
-    bool hoist = op->code == IR_LOCAL_ALLOC || op->code == IR_MBAR_ALLOC || op->code == IR_TMA_DESC ||
-                 (op->code != IR_BARRIER && op->nres == 1 && needed[op->res] && shared_outside(f, id, moved));
-    if (hoist) {
+    /* what a producer loop needs, and only that: a consumer-only buffer stays behind the
+     * first loop, where it may reuse the rings' memory */
+    if (op->nres == 1 && needed[op->res] && shared_outside(f, id, moved)) {
       new_mbar |= op->code == IR_MBAR_ALLOC;
       struct ir_builder hb;
       ir_builder_before(&hb, f, ws);

@@ -64,20 +64,18 @@ static bool has_fill(const struct ir_func *f, uint32_t blk) {
   return false;
 }
 
-static void replace_deep(struct ir_func *f, uint32_t id, ir_val from, ir_val to) {
-  struct ir_op *op = &f->ops.v[id];
-  for (uint32_t k = 0; k < op->nargs; k++)
-    if (op->args[k] == from) op->args[k] = to;
-  for (uint32_t r = 0; r < op->nregions; r++) {
-    const struct ir_block *b = &f->blocks.v[op->region + r];
-    for (uint32_t i = 0; i < b->ops.n; i++) replace_deep(f, b->ops.v[i], from, to);
-  }
-}
-
 static int index_of(const ir_val *v, uint32_t n, ir_val x) {
   for (uint32_t i = 0; i < n; i++)
     if (v[i] == x) return (int)i;
   return -1;
+}
+
+/* op's operands, each carried one (carry[e]) replaced by to[e]. */
+static void remap_args(const struct ir_op *op, const ir_val *carry, uint32_t ne, const ir_val *to, ir_val *out) {
+  for (uint32_t k = 0; k < op->nargs; k++) {
+    int e = index_of(carry, ne, op->args[k]);
+    out[k] = e >= 0 ? to[e] : op->args[k];
+  }
 }
 
 /* The rotated loop's state after an iteration, through map m: the original loop's carried
@@ -201,63 +199,38 @@ static bool rotate(struct pass_ctx *pc, uint32_t loop) {
   ir_builder_at_end(&lbld, f, nb);
   lbld.loc = b.loc;
   ir_val w2args[5], relargs[8];
-  const struct ir_op *o2 = &f->ops.v[w2];
-  for (uint32_t k = 0; k < 5; k++) {
-    int e = index_of(carry, ne, o2->args[k]);
-    w2args[k] = e >= 0 ? prev[e] : o2->args[k];
-  }
   uint32_t nrel = f->ops.v[rel].nargs;
-  for (uint32_t k = 0; k < nrel; k++) {
-    int e = index_of(carry, ne, f->ops.v[rel].args[k]);
-    relargs[k] = e >= 0 ? prev[e] : f->ops.v[rel].args[k];
-  }
+  remap_args(&f->ops.v[w2], carry, ne, prev, w2args);
+  remap_args(&f->ops.v[rel], carry, ne, prev, relargs);
   ir_type_id xt = f->values.v[r2].type;
   int64_t trans2 = f->ops.v[w2].i[0], per = f->ops.v[rel].i[0];
-  for (uint32_t i = 0; i < nops; i++) {
-    uint32_t id = ops[i];
+  ir_val x = 0; /* W2 of the previous iteration, in flight until its wait */
+  for (uint32_t i = 0; i <= nops; i++) {
+    uint32_t id = i < nops ? ops[i] : 0;
     if (id == w2 || id == rel || id == yid) continue;
+    /* before X's first reader (or at the end): wait for W2, release its stage */
+    if (x && (!id || uses_deep(f, id, X))) {
+      uint32_t xw0 = ir_build(&lbld, IR_WGMMA_WAIT, &x, 1, &xt, 1);
+      f->ops.v[xw0].i[0] = 0;
+      ir_map_set(&m, X, f->ops.v[xw0].res);
+      uint32_t ra = ir_build(&lbld, IR_MBAR_ARRIVE, relargs, nrel, NULL, 0);
+      f->ops.v[ra].i[0] = per;
+      x = 0;
+    }
+    if (!id) break;
     uint32_t c = ir_clone_op(&lbld, id, &m);
-    if (id == w1) {
+    if (id == w1) { /* W1 async, then W2 of the previous iteration, then wait for W1 */
       f->ops.v[c].i[1] = 1;
-      ir_val x = ir_build1(&lbld, IR_WGMMA, xt, w2args, 5);
+      x = ir_build1(&lbld, IR_WGMMA, xt, w2args, 5);
       uint32_t xw = ir_def_op(f, x);
       f->ops.v[xw].i[0] = trans2;
       f->ops.v[xw].i[1] = 1;
-      ir_val s = f->ops.v[c].res;
-      ir_type_id st = f->values.v[s].type;
-      uint32_t sw = ir_build(&lbld, IR_WGMMA_WAIT, &s, 1, &st, 1);
+      ir_val sres = f->ops.v[c].res;
+      ir_type_id st = f->values.v[sres].type;
+      uint32_t sw = ir_build(&lbld, IR_WGMMA_WAIT, &sres, 1, &st, 1);
       f->ops.v[sw].i[0] = 1;
       ir_map_set(&m, f->ops.v[w1].res, f->ops.v[sw].res);
-      /* the wait for W2 goes in front of X's first reader, found below */
-      ir_map_set(&m, X, x);
     }
-  }
-  /* place the wait for W2 (and the release of its stage) before the first reader of X in
-   * the new body, or at its end */
-  ir_val xin = ir_mapped(&m, X);
-  nb = f->ops.v[nl].region;
-  uint32_t first = 0;
-  const struct ir_block *nbb = &f->blocks.v[nb];
-  for (uint32_t i = 0; i < nbb->ops.n && !first; i++) {
-    uint32_t id = nbb->ops.v[i];
-    const struct ir_op *op = &f->ops.v[id];
-    if (op->code == IR_WGMMA_WAIT && op->nargs == 1 && op->args[0] == xin) continue;
-    if (uses_deep(f, id, xin) && ir_def_op(f, xin) != id) first = id;
-  }
-  struct ir_builder wb;
-  if (first) ir_builder_before(&wb, f, first);
-  else ir_builder_at_end(&wb, f, nb);
-  wb.loc = b.loc;
-  uint32_t xw0 = ir_build(&wb, IR_WGMMA_WAIT, &xin, 1, &xt, 1);
-  f->ops.v[xw0].i[0] = 0;
-  ir_val xdone = f->ops.v[xw0].res;
-  uint32_t ra = ir_build(&wb, IR_MBAR_ARRIVE, relargs, nrel, NULL, 0);
-  f->ops.v[ra].i[0] = per;
-  /* every reader of X in the new body reads the waited value */
-  nbb = &f->blocks.v[nb];
-  for (uint32_t i = 0; i < nbb->ops.n; i++) {
-    uint32_t id = nbb->ops.v[i];
-    if (id != xw0 && id != ir_def_op(f, xin)) replace_deep(f, id, xin, xdone);
   }
   /* the new body's yield */
   ir_val ya[64];
@@ -267,15 +240,8 @@ static bool rotate(struct pass_ctx *pc, uint32_t loop) {
   /* after the rotated loop: the last W2 and release */
   ir_val last[MAX_CARRY];
   for (uint32_t e = 0; e < ne; e++) last[e] = f->ops.v[nl].res + (nc - 1) + e;
-  o2 = &f->ops.v[w2];
-  for (uint32_t k = 0; k < 5; k++) {
-    int e = index_of(carry, ne, o2->args[k]);
-    w2args[k] = e >= 0 ? last[e] : o2->args[k];
-  }
-  for (uint32_t k = 0; k < nrel; k++) {
-    int e = index_of(carry, ne, f->ops.v[rel].args[k]);
-    relargs[k] = e >= 0 ? last[e] : f->ops.v[rel].args[k];
-  }
+  remap_args(&f->ops.v[w2], carry, ne, last, w2args);
+  remap_args(&f->ops.v[rel], carry, ne, last, relargs);
   ir_val xl = ir_build1(&tb, IR_WGMMA, xt, w2args, 5);
   f->ops.v[ir_def_op(f, xl)].i[0] = trans2;
   uint32_t ra2 = ir_build(&tb, IR_MBAR_ARRIVE, relargs, nrel, NULL, 0);
