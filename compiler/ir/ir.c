@@ -224,6 +224,18 @@ bool ir_block_writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t) {
   return false;
 }
 
+bool ir_block_has_op(const struct ir_func *f, uint32_t blk, const uint16_t *codes, uint32_t n) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    for (uint32_t c = 0; c < n; c++)
+      if (op->code == codes[c]) return true;
+    for (uint32_t r = 0; r < op->nregions; r++)
+      if (ir_block_has_op(f, op->region + r, codes, n)) return true;
+  }
+  return false;
+}
+
 bool ir_reads_unwritten(const struct ir_func *f, uint32_t id, uint32_t blk) {
   const struct ir_op *op = &f->ops.v[id];
   return (op->code == IR_LOAD || op->code == IR_GATHER) && !ir_block_writes_tensor(f, blk, op->args[0]);

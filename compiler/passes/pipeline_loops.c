@@ -469,23 +469,13 @@ static int regs_of(struct ir_func *f, ir_val v) {
   return (int)(((int64_t)ll_num_regs(&l) * ir_dtype_bytes((ir_dtype)t->dtype) + 3) / 4);
 }
 
-static bool has_dot(const struct ir_func *f, uint32_t blk) {
-  const struct ir_block *b = &f->blocks.v[blk];
-  for (uint32_t i = 0; i < b->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
-    if (op->code == IR_DOT || op->code == IR_WGMMA) return true;
-    for (uint32_t r = 0; r < op->nregions; r++)
-      if (has_dot(f, op->region + r)) return true;
-  }
-  return false;
-}
-
 static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
   /* off unless the schedule asks (prefetch=1): measured on the H200, softmax f16 8192^2
    * +5%, rmsnorm +3%, layernorm -14% (PERF.md 38). Loops with products are register-bound
    * rather than latency-bound (their Tensor Core operands are staged and pipelined as
    * copies; an f32 FMA product spilled with its operands prefetched) */
-  if (!tl_sched_get(f->sched.prefetch, 0) || has_dot(f, L->body)) return false;
+  static const uint16_t products[2] = {IR_DOT, IR_WGMMA};
+  if (!tl_sched_get(f->sched.prefetch, 0) || ir_block_has_op(f, L->body, products, 2)) return false;
   const struct ir_block *bb = &f->blocks.v[L->body];
   uint32_t loads[MAX_PREFETCH], n = 0;
   int regs = 0;

@@ -31,20 +31,10 @@
 
 #include "passes.h"
 
-static bool has_tma_load(const struct ir_func *f, uint32_t blk) {
-  const struct ir_block *b = &f->blocks.v[blk];
-  for (uint32_t i = 0; i < b->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
-    if (op->code == IR_TMA_LOAD) return true;
-    for (uint32_t r = 0; r < op->nregions; r++)
-      if (has_tma_load(f, op->region + r)) return true;
-  }
-  return false;
-}
-
 static bool is_fill_if(const struct ir_func *f, uint32_t op) {
   const struct ir_op *o = &f->ops.v[op];
-  return o->code == IR_IF && o->nres == 0 && has_tma_load(f, o->region);
+  static const uint16_t tma[1] = {IR_TMA_LOAD};
+  return o->code == IR_IF && o->nres == 0 && ir_block_has_op(f, o->region, tma, 1);
 }
 
 static void name_barriers(struct ir_func *f, uint32_t blk, int id, int threads) {

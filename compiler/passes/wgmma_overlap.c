@@ -51,19 +51,6 @@ static bool uses_deep(const struct ir_func *f, uint32_t id, ir_val v) {
   return false;
 }
 
-/* Whether block blk (recursively) holds a copy into shared memory: a loop that still fills
- * its own stages is not rotated. */
-static bool has_fill(const struct ir_func *f, uint32_t blk) {
-  const struct ir_block *b = &f->blocks.v[blk];
-  for (uint32_t i = 0; i < b->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
-    if (op->code == IR_TMA_LOAD || op->code == IR_ASYNC_COPY || op->code == IR_LOCAL_STORE) return true;
-    for (uint32_t r = 0; r < op->nregions; r++)
-      if (has_fill(f, op->region + r)) return true;
-  }
-  return false;
-}
-
 static int index_of(const ir_val *v, uint32_t n, ir_val x) {
   for (uint32_t i = 0; i < n; i++)
     if (v[i] == x) return (int)i;
@@ -94,7 +81,9 @@ static bool rotate(struct pass_ctx *pc, uint32_t loop) {
   struct ir_func *f = pc->f;
   const struct ir_op *lp = &f->ops.v[loop];
   uint32_t body = lp->region, nc = lp->nres;
-  if (nc + MAX_CARRY > 64 || has_fill(f, body)) return false;
+  /* a loop that still fills its own stages (a copy into shared memory) is not rotated */
+  static const uint16_t fills[3] = {IR_TMA_LOAD, IR_ASYNC_COPY, IR_LOCAL_STORE};
+  if (nc + MAX_CARRY > 64 || ir_block_has_op(f, body, fills, 3)) return false;
   const struct ir_block *bb = &f->blocks.v[body];
   uint32_t w1 = 0, w2 = 0, rel = 0, yid = VEC_LAST(bb->ops);
   for (uint32_t i = 0; i < bb->ops.n; i++) {
