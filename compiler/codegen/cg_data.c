@@ -231,8 +231,10 @@ void cg_gen_reduce(struct cg *g, const struct ir_op *op) {
   }
   uint32_t n = rt->rank == 0 ? 1 : ll_num_regs(&dst);
   struct cgval *out = cg_new_val(g, op->res, n);
-  bool *seen = ARENA_NEWN(g->arena, bool, n);
-  /* 1. within the thread */
+  /* 1. within the thread: each result register's inputs, combined as a balanced tree
+   * (a row of 32 values in 5 dependent steps instead of 31, which a warpgroup's softmax
+   * waits for between its products) */
+  uint32_t *cnt = ARENA_NEWN(g->arena, uint32_t, n), *at_in = ARENA_NEWN(g->arena, uint32_t, a->n);
   for (uint32_t r = 0; r < a->n; r++) {
     int32_t c[IR_MAX_RANK], key[IR_MAX_RANK];
     ll_reg_coord(&src, r, c);
@@ -248,14 +250,25 @@ void cg_gen_reduce(struct cg *g, const struct ir_op *op) {
       cg_fail(g, "reduction: input register %u has no result register", r);
       return;
     }
-    out->r[target] = seen[target] ? combine(g, (ir_opcode)op->code, dt, out->r[target], a->r[r]) : a->r[r];
-    seen[target] = true;
+    at_in[r] = target;
+    cnt[target]++;
   }
-  for (uint32_t o = 0; o < n; o++)
-    if (!seen[o]) {
+  LLVMValueRef *part = ARENA_NEWN(g->arena, LLVMValueRef, a->n);
+  for (uint32_t o = 0; o < n; o++) {
+    if (!cnt[o]) {
       cg_fail(g, "reduction: result register %u has no input", o);
       return;
     }
+    uint32_t m = 0;
+    for (uint32_t r = 0; r < a->n; r++)
+      if (at_in[r] == o) part[m++] = a->r[r];
+    for (; m > 1; m = (m + 1) / 2)
+      for (uint32_t i = 0; i < m / 2; i++) {
+        part[i] = combine(g, (ir_opcode)op->code, dt, part[2 * i], part[2 * i + 1]);
+        if (m % 2 && i + 1 == m / 2) part[i + 1] = part[m - 1]; /* the odd one moves down */
+      }
+    out->r[o] = part[0];
+  }
   /* 2. across lanes */
   for (int k = 0; k < src.nlane; k++)
     if (src.lane[k][axis])
