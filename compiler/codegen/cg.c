@@ -764,7 +764,7 @@ static void gen_op_at(struct cg *g, uint32_t id) {
    * shared memory or leaves the current loop iteration */
   switch (op->code) {
   case IR_BARRIER: case IR_ASYNC_WAIT: case IR_FOR: case IR_IF: case IR_YIELD: case IR_WARP_SPECIALIZE:
-  case IR_MBAR_WAIT: case IR_MBAR_ARRIVE:
+  case IR_TURN_WAIT: case IR_TURN_PASS: case IR_MBAR_WAIT: case IR_MBAR_ARRIVE:
   case IR_CONVERT_LAYOUT: case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
   case IR_SCAN_SUM: case IR_SCAN_PROD: case IR_SCAN_MAX: case IR_SCAN_MIN:
   case IR_LOCAL_STORE:
@@ -860,6 +860,10 @@ static void gen_op_at(struct cg *g, uint32_t id) {
     return;
   case IR_BARRIER:
     cg_gen_barrier(g, op);
+    return;
+  case IR_TURN_WAIT:
+  case IR_TURN_PASS:
+    cg_gen_turn(g, op);
     return;
   case IR_MBAR_ALLOC:
     cg_gen_mbar_alloc(g, op);

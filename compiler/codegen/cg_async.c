@@ -204,6 +204,32 @@ void cg_gen_barrier(struct cg *g, const struct ir_op *op) {
   cg_intrinsic(g, "llvm.nvvm.barrier.cta.sync.aligned.count", NULL, 0, a, 2);
 }
 
+/* turn_wait / turn_pass (pingpong pass): consumer warpgroup w waits at named barrier
+ * id + w; passing arrives at the next warpgroup's. The passes of only some warpgroups
+ * (who != 0) are predicated in the asm, not branched around: ptxas serializes wgmma near
+ * branches (C7515). */
+void cg_gen_turn(struct cg *g, const struct ir_op *op) {
+  int base = (int)op->i[0], groups = (int)op->i[1];
+  LLVMValueRef wg = LLVMBuildLShr(g->b, g->role_tid, cg_i32(g, 7), "wg");
+  if (op->code == IR_TURN_WAIT) {
+    LLVMValueRef a[2] = {LLVMBuildAdd(g->b, wg, cg_i32(g, base), ""), cg_i32(g, 256)};
+    cg_intrinsic(g, "llvm.nvvm.barrier.cta.sync.aligned.count", NULL, 0, a, 2);
+    return;
+  }
+  LLVMValueRef nx = LLVMBuildAdd(g->b, wg, cg_i32(g, 1), "");
+  nx = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, nx, cg_i32(g, groups), ""), cg_i32(g, 0), nx, "");
+  LLVMValueRef id = LLVMBuildAdd(g->b, nx, cg_i32(g, base), "");
+  if (op->i[2] == 0) {
+    LLVMValueRef a[2] = {id, cg_i32(g, 256)};
+    cg_intrinsic(g, "llvm.nvvm.barrier.cta.arrive.aligned.count", NULL, 0, a, 2);
+    return;
+  }
+  LLVMValueRef last = LLVMBuildICmp(g->b, op->i[2] == 1 ? LLVMIntEQ : LLVMIntNE, wg, cg_i32(g, groups - 1), "");
+  LLVMValueRef a[2] = {id, LLVMBuildZExt(g->b, last, g->i32, "")};
+  cg_asm(g, LLVMVoidTypeInContext(g->ctx), "{ .reg .pred p; setp.ne.u32 p, $1, 0; @p bar.arrive $0, 256; }", "r,r", a, 2,
+         true);
+}
+
 void cg_gen_warp_specialize(struct cg *g, uint32_t id) {
   const struct ir_op *op = &g->f->ops.v[id];
   int pw = (int)op->i[0], preg = (int)op->i[1], creg = (int)op->i[2];

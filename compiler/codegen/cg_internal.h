@@ -155,6 +155,7 @@ void cg_gen_tma_desc(struct cg *g, const struct ir_op *op);
 void cg_gen_tma_load(struct cg *g, const struct ir_op *op);
 void cg_gen_wgmma_wait(struct cg *g, const struct ir_op *op);
 void cg_gen_barrier(struct cg *g, const struct ir_op *op);
+void cg_gen_turn(struct cg *g, const struct ir_op *op);
 void cg_gen_warp_specialize(struct cg *g, uint32_t id);
 
 /* cg_mem.c */

@@ -573,6 +573,15 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     if (v->ws && v->role == 1 && op->i[1] != 32 * f->warps)
       bad(v, id, "a consumer barrier must count the %d consumer threads", 32 * f->warps);
     break;
+  case IR_TURN_WAIT:
+  case IR_TURN_PASS: {
+    long long base = (long long)op->i[0], g = (long long)op->i[1];
+    if (!v->ws || v->role != 1) bad(v, id, "a turn outside the consumer role of warp_specialize");
+    else if (g < 2 || 4 * g != f->warps) bad(v, id, "groups=%lld, but the consumer has %d warpgroups", g, f->warps / 4);
+    if (base < 3 || base + g - 1 > 15) bad(v, id, "turn barriers %lld..%lld outside 3..15", base, base + g - 1);
+    if (op->code == IR_TURN_PASS && (op->i[2] < 0 || op->i[2] > 2)) bad(v, id, "who=%lld out of range", (long long)op->i[2]);
+    break;
+  }
   case IR_WARP_SPECIALIZE: {
     int pw = (int)op->i[0], pr = (int)op->i[1], cr = (int)op->i[2];
     if (op->block != IR_BODY_BLOCK) bad(v, id, "warp_specialize must be at the top level of the body");
@@ -1031,6 +1040,21 @@ static void verify_block(struct verifier *v, uint32_t blk, uint32_t parent_code)
     if (op->code == IR_GRID && blk != IR_GRID_BLOCK) bad(v, id, "grid outside the grid block");
     verify_op(v, blk, id, i + 1 == b->ops.n);
   }
+  /* turns: each warpgroup's waits in this block have as many passes into its barrier
+   * (warpgroup 0 gets the every-warpgroup passes and the last one's, the others the
+   * every-warpgroup passes and those of all but the last) */
+  int waits = 0, pass[3] = {0, 0, 0};
+  uint32_t first = 0;
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    if (op->code == IR_TURN_WAIT) waits++;
+    else if (op->code == IR_TURN_PASS && op->i[2] >= 0 && op->i[2] <= 2) pass[op->i[2]]++;
+    else continue;
+    if (!first) first = b->ops.v[i];
+  }
+  if (first && (waits != pass[0] + pass[1] || waits != pass[0] + pass[2]))
+    bad(v, first, "unbalanced turns in this block: %d waits; passes %d (every warpgroup), %d (the last), %d (all but the last)",
+        waits, pass[0], pass[1], pass[2]);
   /* leaving the block: its values go out of scope */
   for (uint32_t i = 0; i < b->nargs; i++) v->defined[b->args + i] = 0;
   for (uint32_t i = 0; i < b->ops.n; i++) {

@@ -115,6 +115,8 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
       if (!pass_run(PASS_PERSISTENT, f, o, err)) return false;
       /* after warp specialization: it rotates fill-free loops (the consumer's) */
       if (!pass_run(PASS_WGMMA_OVERLAP, f, o, err)) return false;
+      /* last: it cuts the consumer's loops (rotated or not) at their elementwise part */
+      if (!pass_run(PASS_PINGPONG, f, o, err)) return false;
     }
     if (!pass_run(PASS_CSE, f, o, err)) return false;
     if (!pass_run(PASS_DCE, f, o, err)) return false;

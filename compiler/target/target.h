@@ -81,9 +81,11 @@ const char *tl_target_names(void);
  *   overlap=0|1      1: chains of two products (attention): the second product of iteration
  *                    j-1 runs during iteration j's elementwise ops (wgmma-overlap pass);
  *                    off by default (PERF.md 40)
+ *   pingpong=0|1     chains of products in a role with two or more consumer warpgroups:
+ *                    the warpgroups take turns issuing them (pingpong pass); on by default
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
-  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap;
+  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong;
   short producer_regs, consumer_regs;
 };
 

@@ -126,6 +126,10 @@ no_spill=(
   "attention.tile attention T=bf16,BM=128,BN=128,BNM=64,NW=8,CAUSAL=true"
   "attention.tile attention D=128,BM=128,BN=128,BNM=32,NW=8,SCHED=overlap=1"
   "attention.tile attention BM=128,BN=128,BNM=64,NW=8,CAUSAL=true,SCHED=overlap=1"
+  "attention.tile attention T=bf16,D=128,BM=128,BN=128,BNM=64,NW=8,CAUSAL=true"
+  "attention.tile attention BM=128,BN=128,BNM=64,NW=8,STAGES=3"
+  "attention.tile attention T=bf16,BM=128,BN=128,BNM=64,NW=8,STAGES=3,CAUSAL=true,HAS_LSE=true"
+  "attention.tile attention D=128,BM=128,BN=128,BNM=32,NW=8,SCHED=pingpong=0"
 )
 # Kernels outside lib/ name their file relative to the source directory: the shape ops
 # (reshape, permute, join, split, broadcast) over tile shapes, warp counts and dtypes.
@@ -174,8 +178,8 @@ declare -A must_have=(
   ["examples/embedding_bag.tile embedding_bag - sm_80"]="ld.global.v4.b32"
   ["examples/embedding_bag.tile embedding_bag - sm_90a"]="ld.global.v4.b32"
   ["examples/varlen_attention.tile varlen_attention - sm_80"]="mma.sync.aligned.m16n8k16 st.global.v4.b32"
-  ["attention.tile attention D=128,BM=128,BN=128,BNM=32,NW=8 sm_90a"]="wgmma.mma_async.sync.aligned.m64n128k16 cp.async.bulk.tensor.4d setmaxnreg.inc cvt.rn.f16x2.f32 vote.sync.all.pred"
-  ["attention.tile attention D=128,BM=128,BN=128,BNM=32,NW=8,SCHED=overlap=1 sm_90a"]="wgmma.mma_async wait_group.sync.aligned[[:space:]]1 setmaxnreg.inc"
+  ["attention.tile attention D=128,BM=128,BN=128,BNM=32,NW=8 sm_90a"]="wgmma.mma_async.sync.aligned.m64n128k16 cp.async.bulk.tensor.4d setmaxnreg.inc cvt.rn.f16x2.f32 vote.sync.all.pred bar.arrive"
+  ["attention.tile attention D=128,BM=128,BN=128,BNM=32,NW=8,SCHED=overlap=1 sm_90a"]="wgmma.mma_async wait_group.sync.aligned[[:space:]]1 setmaxnreg.inc bar.arrive"
   ["attention.tile attention - sm_90a"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global vote.sync.all.pred"
   ["scan.tile cumsum T=bf16,BM=1,BN=1024,NW=8 sm_80"]="shfl.sync.bfly.b32 bar.sync"
   ["scan.tile cummax - sm_90a"]="shfl.sync.bfly.b32 bar.sync"

@@ -1,0 +1,114 @@
+/* pingpong.c - the consumer warpgroups take turns at the Tensor Cores (FlashAttention-3's
+ * ping-pong scheduling).
+ *
+ * Needs: warp specialization with two or more consumer warpgroups (warps >= 8); a loop of
+ * the consumer role whose body (no nested regions, no barriers) issues two or more wgmma
+ * with elementwise work between them (attention: the scores, the softmax, the output
+ * product). Guarantees: the warpgroups issue their products one after the other, so that
+ * one warpgroup's elementwise work runs while the next one's products hold the Tensor
+ * Cores. The body, seen as a cycle, is cut at its longest stretch of work between two wgmma
+ * (E, the elementwise part); the rest, from the wgmma after E round to the wgmma before it
+ * (the products), is the warpgroup's turn:
+ *
+ *                                 turn_pass {who=1}; turn_wait     (warpgroup 0 goes first)
+ *   for ... {                     for ... {
+ *     W1; E; W2          =>         W1; turn_pass; E; turn_wait; W2
+ *   }                             }
+ *                                 turn_pass {who=2}                (the last turns)
+ *
+ * The rotated loop of wgmma-overlap (W1; W2; E) gets turn_wait before W1 and turn_pass
+ * after W2, as in FlashAttention-3; its turn lies inside the body, so in front of the loop
+ * only the first pass goes, and after it one more round of turns closes them. Without turns both warpgroups, released by the same
+ * stage barrier, tend to run their softmax at the same time while the Tensor Cores idle.
+ * Every loop gets its turns closed after it (each wait has its pass: the verifier checks
+ * the balance per block), so loops in sequence and the persistent tile loop reuse the same
+ * named barriers. */
+#include "passes.h"
+
+enum { TURN_BARRIER = 3 }; /* named barriers 1 and 2 are the roles' own (codegen) */
+
+/* Work between two issues: ops that compute tiles (the elementwise part), not the scalar
+ * bookkeeping of stages and phases. */
+static int weight(const struct ir_func *f, uint32_t id) {
+  const struct ir_op *op = &f->ops.v[id];
+  return op->nres && !ir_type_is_scalar(ir_vtype(f, op->res)) ? 1 : 0;
+}
+
+static bool add_turns(struct ir_func *f, uint32_t loop, int groups) {
+  const struct ir_block *bb = &f->blocks.v[f->ops.v[loop].region];
+  uint32_t pos[16], m = 0, n = bb->ops.n;
+  for (uint32_t i = 0; i < n; i++) {
+    const struct ir_op *op = &f->ops.v[bb->ops.v[i]];
+    if (op->nregions || op->code == IR_BARRIER || op->code == IR_TURN_WAIT || op->code == IR_TURN_PASS) return false;
+    if (op->code == IR_WGMMA) {
+      if (m == 16) return false;
+      pos[m++] = i;
+    }
+  }
+  if (m < 2) return false;
+  /* the longest stretch of work between consecutive issues, the back edge included */
+  int best = -1;
+  uint32_t k = 0;
+  for (uint32_t j = 0; j < m; j++) {
+    int w = 0;
+    for (uint32_t i = (pos[j] + 1) % n; i != pos[(j + 1) % m]; i = (i + 1) % n) w += weight(f, bb->ops.v[i]);
+    if (w > best) best = w, k = j;
+  }
+  if (best < 4) return false; /* products back to back: nothing to run beside them */
+  uint32_t before = bb->ops.v[pos[(k + 1) % m]], next = bb->ops.v[pos[k] + 1]; /* (the yield ends the body) */
+  const struct ir_block *ob = &f->blocks.v[f->ops.v[loop].block];
+  uint32_t follow = 0;
+  for (uint32_t i = 0; i + 1 < ob->ops.n; i++)
+    if (ob->ops.v[i] == loop) follow = ob->ops.v[i + 1];
+  if (!follow) return false;
+  /* the turn spans the back edge (W1; E; W2) unless E does (W1; W2; E: the turn lies inside) */
+  bool spans = k != m - 1;
+  struct ir_builder b;
+  uint32_t ids[5], nids = 0;
+  /* in the body: the turn ends after the wgmma in front of E, starts again before the one after it */
+  ir_builder_before(&b, f, next);
+  ids[nids++] = ir_build(&b, IR_TURN_PASS, NULL, 0, NULL, 0);
+  ir_builder_before(&b, f, before);
+  ids[nids++] = ir_build(&b, IR_TURN_WAIT, NULL, 0, NULL, 0);
+  /* around the loop: the last warpgroup hands warpgroup 0 the first turn; after it the
+   * turns are closed: a turn spanning the back edge by the passes of all but the last
+   * warpgroup, one inside the body by one more round (warpgroup 0 takes back the last
+   * one's final pass, then hands on until the last warpgroup has its turn) */
+  ir_builder_before(&b, f, loop);
+  ids[nids++] = ir_build(&b, IR_TURN_PASS, NULL, 0, NULL, 0);
+  if (spans) ids[nids++] = ir_build(&b, IR_TURN_WAIT, NULL, 0, NULL, 0);
+  ir_builder_before(&b, f, follow);
+  if (!spans) ids[nids++] = ir_build(&b, IR_TURN_WAIT, NULL, 0, NULL, 0);
+  ids[nids++] = ir_build(&b, IR_TURN_PASS, NULL, 0, NULL, 0);
+  for (uint32_t i = 0; i < nids; i++) {
+    struct ir_op *op = &f->ops.v[ids[i]];
+    op->i[0] = TURN_BARRIER;
+    op->i[1] = groups;
+    op->i[2] = i == 0 ? 0 : i == 2 ? 1 : i + 1 == nids ? 2 : 0;
+  }
+  return true;
+}
+
+static void collect(struct ir_func *f, uint32_t blk, uint32_t *loops, uint32_t *n, uint32_t cap) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    if (op->code == IR_FOR && *n < cap) loops[(*n)++] = b->ops.v[i];
+    for (uint32_t r = 0; r < op->nregions; r++) collect(f, op->region + r, loops, n, cap);
+  }
+}
+
+void pass_pingpong(struct pass_ctx *pc) {
+  struct ir_func *f = pc->f;
+  int groups = f->warps / 4;
+  if (!ir_func_wgmma(f) || !tl_sched_get(f->sched.pingpong, 1) || groups < 2 || TURN_BARRIER + groups - 1 > 15) return;
+  uint32_t consumer = 0;
+  const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
+  for (uint32_t i = 0; i < body->ops.n; i++)
+    if (f->ops.v[body->ops.v[i]].code == IR_WARP_SPECIALIZE) consumer = f->ops.v[body->ops.v[i]].region + 1;
+  if (!consumer) return;
+  uint32_t loops[64], n = 0;
+  collect(f, consumer, loops, &n, 64);
+  for (uint32_t j = 0; j < n; j++)
+    if (add_turns(f, loops[j], groups)) pc->changed = true;
+}
