@@ -483,8 +483,8 @@ tk attention.tile attention T=bf16,CAUSAL=true,HAS_LSE=true B=1,H=6,HKV=2,N=1000
 tk attention.tile attention T=f16,BM=128,BN=64,NW=8 B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
 tk attention.tile attention T=f16,BM=16,BN=16,STAGES=1 B=2,H=3,HKV=3,N=7,NK=33 "$SC"
 tk attention.tile attention T=f16,BM=64,BN=128,STAGES=3,CAUSAL=true B=1,H=2,HKV=2,N=1000,NK=1000 "$SC"
-# the Hopper schedule (two consumer warpgroups: both products on wgmma, K and V through TMA
-# rings filled by a producer warpgroup, one ring per key loop; PERF.md 39), with the rotated
+# the Hopper schedule (two consumer warpgroups taking turns: both products on wgmma, K and V
+# through TMA rings filled by a producer warpgroup, one ring per key loop; PERF.md 39, 43), with the rotated
 # loop of the wgmma-overlap pass and without warp specialization
 HA="T=f16,D=128,BM=128,BN=128,BNM=32,NW=8"
 for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=3,HKV=3,N=7,NK=33 B=1,H=1,HKV=1,N=33,NK=4095 B=1,H=8,HKV=2,N=1000,NK=1000; do
@@ -494,6 +494,9 @@ for s in B=1,H=1,HKV=1,N=1,NK=1 B=2,H=3,HKV=3,N=7,NK=33 B=1,H=1,HKV=1,N=33,NK=40
 done
 TK_TAG=" overlap=1" tk attention.tile attention "$HA,BN=64" B=2,H=4,HKV=2,N=4095,NK=4095 "scale=0.088" --schedule=overlap=1
 TK_TAG=" ws=0" tk attention.tile attention "$HA" B=2,H=4,HKV=2,N=1000,NK=333 "scale=0.088" --schedule=ws=0
+# the consumer warpgroups take turns issuing the products (pingpong, the default); without
+TK_TAG=" pingpong=0" tk attention.tile attention "$HA,CAUSAL=true" B=2,H=4,HKV=2,N=1000,NK=1000 "scale=0.088" --schedule=pingpong=0
+tk attention.tile attention T=bf16,BM=128,BN=128,BNM=64,NW=8,STAGES=3,CAUSAL=true,HAS_LSE=true B=1,H=4,HKV=1,N=4095,NK=4095 "$SC"
 
 # ---- 4. compute-sanitizer on ragged shapes ---------------------------------------------------
 # memcheck (out-of-bounds and misaligned accesses on ragged edges that a result check can

@@ -244,6 +244,8 @@ typedef struct tile_compile_options {
    *                  iteration's tiles one iteration ahead into registers (off by default)
    *   overlap=1      chains of two products (attention): the second product of one
    *                  iteration runs during the next one's elementwise work (off by default)
+   *   pingpong=0     consumer warpgroups do not take turns issuing the products of such
+   *                  chains (the turns are on by default with two or more warpgroups)
    *   regs=P/C       setmaxnreg budgets of the producer and consumer warpgroups
    * An unknown key or value is a TILE_INVALID_ARGUMENT error. Part of every cache key. */
   const char *schedule;
