@@ -236,6 +236,15 @@ bool ir_block_has_op(const struct ir_func *f, uint32_t blk, const uint16_t *code
   return false;
 }
 
+void ir_block_collect(const struct ir_func *f, uint32_t blk, uint16_t code, uint32_t *out, uint32_t *n, uint32_t cap) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    if (op->code == code && *n < cap) out[(*n)++] = b->ops.v[i];
+    for (uint32_t r = 0; r < op->nregions; r++) ir_block_collect(f, op->region + r, code, out, n, cap);
+  }
+}
+
 bool ir_reads_unwritten(const struct ir_func *f, uint32_t id, uint32_t blk) {
   const struct ir_op *op = &f->ops.v[id];
   return (op->code == IR_LOAD || op->code == IR_GATHER) && !ir_block_writes_tensor(f, blk, op->args[0]);

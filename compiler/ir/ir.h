@@ -340,6 +340,9 @@ bool ir_op_writes_tensor(const struct ir_func *f, uint32_t id, ir_val t);
 bool ir_block_writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t);
 /* Whether block blk (or a block nested in it) holds an op whose code is one of codes[0..n). */
 bool ir_block_has_op(const struct ir_func *f, uint32_t blk, const uint16_t *codes, uint32_t n);
+/* Appends to out[*n..cap) the ops of code `code` in block blk and the blocks nested in it,
+ * outer before inner, in order. */
+void ir_block_collect(const struct ir_func *f, uint32_t blk, uint16_t code, uint32_t *out, uint32_t *n, uint32_t cap);
 /* Whether op `id` is a load or gather of a tensor that nothing in block blk writes: it may be
  * moved or repeated within blk (every load is bounds-checked). */
 bool ir_reads_unwritten(const struct ir_func *f, uint32_t id, uint32_t blk);

@@ -89,15 +89,6 @@ static bool add_turns(struct ir_func *f, uint32_t loop, int groups) {
   return true;
 }
 
-static void collect(struct ir_func *f, uint32_t blk, uint32_t *loops, uint32_t *n, uint32_t cap) {
-  const struct ir_block *b = &f->blocks.v[blk];
-  for (uint32_t i = 0; i < b->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
-    if (op->code == IR_FOR && *n < cap) loops[(*n)++] = b->ops.v[i];
-    for (uint32_t r = 0; r < op->nregions; r++) collect(f, op->region + r, loops, n, cap);
-  }
-}
-
 void pass_pingpong(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   int groups = f->warps / 4;
@@ -108,7 +99,7 @@ void pass_pingpong(struct pass_ctx *pc) {
     if (f->ops.v[body->ops.v[i]].code == IR_WARP_SPECIALIZE) consumer = f->ops.v[body->ops.v[i]].region + 1;
   if (!consumer) return;
   uint32_t loops[64], n = 0;
-  collect(f, consumer, loops, &n, 64);
+  ir_block_collect(f, consumer, IR_FOR, loops, &n, 64);
   for (uint32_t j = 0; j < n; j++)
     if (add_turns(f, loops[j], groups)) pc->changed = true;
 }

@@ -244,20 +244,11 @@ static bool rotate(struct pass_ctx *pc, uint32_t loop) {
   return true;
 }
 
-static void collect(struct ir_func *f, uint32_t blk, uint32_t *loops, uint32_t *n, uint32_t cap) {
-  const struct ir_block *b = &f->blocks.v[blk];
-  for (uint32_t i = 0; i < b->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
-    if (op->code == IR_FOR && *n < cap) loops[(*n)++] = b->ops.v[i];
-    for (uint32_t r = 0; r < op->nregions; r++) collect(f, op->region + r, loops, n, cap);
-  }
-}
-
 void pass_wgmma_overlap(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   if (!ir_func_wgmma(f) || !tl_sched_get(f->sched.overlap, 0)) return;
   uint32_t loops[64], n = 0;
-  collect(f, IR_BODY_BLOCK, loops, &n, 64);
+  ir_block_collect(f, IR_BODY_BLOCK, IR_FOR, loops, &n, 64);
   for (uint32_t i = 0; i < n; i++)
     if (rotate(pc, loops[i])) pc->changed = true;
 }
