@@ -396,7 +396,7 @@ tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bou
 
 tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
                                  bool launch) {
-  if (k->flags & TILE_AUTOTUNE) { /* runs the tuned kernel chosen for these arguments */
+  if (k->flags & (TILE_AUTOTUNE | TILE_AUTOCONFIG)) { /* runs the kernel chosen for these arguments */
     tile_kernel *run = k;
     tile_status st = rt_autotune_pick(ctx, k, b, stream, &run);
     if (st || run != k) return st ? st : rt_autotune_launch(ctx, k, run, b, stream, launch);
@@ -446,7 +446,7 @@ tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args
   struct rt_bound b;
   tile_status st = rt_bind_args(ctx, k, args, nargs, &scratch, &b);
   scratch.oom = NULL; /* nothing below allocates from it (no jump past the events below) */
-  if (!st && (k->flags & TILE_AUTOTUNE)) { /* times the tuned kernel */
+  if (!st && (k->flags & (TILE_AUTOTUNE | TILE_AUTOCONFIG))) { /* times the chosen kernel */
     tile_kernel *run = k;
     st = rt_autotune_pick(ctx, k, &b, o->stream, &run);
     if (!st && run != k) {

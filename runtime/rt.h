@@ -161,7 +161,7 @@ struct tile_kernel {
   unsigned ndefines;
   uint8_t src_hash[32];     /* BLAKE3 of src (gpu.c computes it on first use) */
   bool src_hashed;
-  VEC(struct rt_autotuned) tuned; /* TILE_AUTOTUNE: the choice per tuning key */
+  VEC(struct rt_autotuned) tuned; /* TILE_AUTOTUNE, TILE_AUTOCONFIG: the choice per tuning key */
   const char *last_config;  /* tile_kernel_tuned_config */
   uint64_t dot_operands;    /* repack.c: ir params loaded in a loop into a dot (bit per param) */
   bool dot_operands_known;
@@ -320,14 +320,20 @@ void rt_repack_release(tile_context *ctx);
 
 /* ---- tuning (tune.c) ---- */
 
-/* TILE_AUTOTUNE: the kernel to run for these bound arguments of k (k itself when tuning
- * failed); tunes on the first use of a tuning key. */
+/* TILE_AUTOTUNE and TILE_AUTOCONFIG: the kernel to run for these bound arguments of k (k
+ * itself when tuning failed or the default configuration is the choice); tunes, or chooses
+ * by the grid (tune.c), on the first use of a tuning key. */
 tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
                              tile_kernel **out);
 /* Launches (or prepares) `run`, the kernel rt_autotune_pick chose for k, with k's bound
  * arguments; k's stats then describe that launch. */
 tile_status rt_autotune_launch(tile_context *ctx, tile_kernel *k, tile_kernel *run, const struct rt_bound *b,
                                void *stream, bool launch);
+/* TILE_AUTOCONFIG's choice for bound arguments b (args: the same as tile_args) on a device
+ * of `sms` multiprocessors: the defines of the configuration to run, pins first (*n = 0:
+ * k's own configuration). Allocates from a (whose oom jumps); the front end only. */
+void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, const tile_arg *args, int sms,
+                          struct arena *a, tile_define **defs, unsigned *n);
 /* Releases what a kernel holds for TILE_AUTOTUNE (api.c: kernel_free). */
 void rt_autotune_release(tile_kernel *k);
 

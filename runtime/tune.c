@@ -1,4 +1,4 @@
-/* tune.c - the autotuner (tile_tune) and TILE_AUTOTUNE kernels.
+/* tune.c - the autotuner (tile_tune), TILE_AUTOTUNE kernels and TILE_AUTOCONFIG's choice.
  *
  * A search runs in these steps (tile.h describes what the caller sees):
  *   1. The kernel's compile-time parameters come from the front end (lang_kernel_info).
@@ -1349,6 +1349,168 @@ static tile_arg *args_of_bound(tile_kernel *k, const struct rt_bound *b, struct 
   return args;
 }
 
+/* ---- TILE_AUTOCONFIG: a configuration per shape bucket, without timing ----
+ *
+ * The parameters the caller did not pin start at their defaults. A parameter is a tile
+ * extent of the grid when its value changes the number of programs with every size at 4096
+ * (the probe: large enough for tiles up to 2048, small enough for 32-bit grid arithmetic). Then, one step at a time (each to the next smaller candidate):
+ *   1. a tile extent whose smaller value leaves the programs as they are overhangs the
+ *      problem (a 128-row tile for 16 rows): it shrinks, which only removes padding;
+ *   2. when the default grid has fewer programs than half the multiprocessors, then while
+ *      it has fewer than 90% of them, the tile extent whose smaller value gives the most
+ *      programs shrinks (on a tie the larger tile, so that tiles stay square).
+ * Configurations the kernel's rules reject are skipped. The front end
+ * alone decides this (no code generation, sub-millisecond per configuration). */
+
+struct autocfg {
+  struct tuner *T;
+  const tile_kernel *k;
+  const struct interp_arg *ia, *probe; /* the launch's arguments; the same with every size 4096 */
+  const char **vals;                   /* the current value of each tuned parameter */
+};
+
+static int64_t programs_of(tile_context *ctx, const struct ir_func *f, const struct interp_arg *ia) {
+  int64_t g[3];
+  if (!interp_grid(f, ia, g, &ctx->alloc) || g[0] < 0 || g[1] < 0 || g[2] < 0) return -1;
+  return g[0] * g[1] * g[2];
+}
+
+/* The defines of the current configuration with tuned parameter t at v (t = -1: none). */
+static tile_define *autocfg_defines(struct autocfg *A, int t, const char *v, unsigned *n) {
+  struct tuner *T = A->T;
+  tile_define *d = ARENA_NEWN(T->a, tile_define, T->npins + T->ntuned + 1);
+  *n = 0;
+  for (unsigned i = 0; i < T->npins; i++) d[(*n)++] = T->pins[i];
+  for (uint32_t u = 0; u < T->ntuned; u++) d[(*n)++] = (tile_define){T->p[T->tuned[u]].name, (int)u == t ? v : A->vals[u]};
+  return d;
+}
+
+/* Programs with tuned parameter t at v, at the launch's sizes and at the probe's; false
+ * when that configuration does not compile. */
+static bool autocfg_try(struct autocfg *A, int t, const char *v, int64_t *real, int64_t *big) {
+  struct tuner *T = A->T;
+  tile_compile_options c = T->co;
+  c.defines = autocfg_defines(A, t, v, &c.ndefines);
+  c.flags |= TILE_NO_CACHE;
+  tile_kernel *kc = NULL;
+  bool ok = !rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc) &&
+            kc->ir->params.n == A->k->ir->params.n;
+  if (ok) {
+    *real = programs_of(T->ctx, kc->ir, A->ia);
+    *big = programs_of(T->ctx, kc->ir, A->probe);
+    ok = *real > 0 && *big > 0;
+  }
+  rt_kernel_release(kc);
+  rt_clear_error(T->ctx);
+  return ok;
+}
+
+void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, const tile_arg *args, int sms,
+                          struct arena *a, tile_define **defs, unsigned *n) {
+  *defs = NULL;
+  *n = 0;
+  int64_t cur = programs_of(ctx, k->ir, b->iargs);
+  if (sms <= 0 || cur <= 0 || (k->flags & TILE_SOURCE_IR)) return;
+  bool grow_ok = 2 * cur < sms; /* a grid of half the device or more keeps its tiles' sizes */
+  struct tuner T;
+  memset(&T, 0, sizeof T);
+  T.ctx = ctx;
+  T.a = a;
+  T.name = k->filename;
+  T.src = k->src;
+  T.len = k->src_len;
+  T.args = args;
+  T.nargs = k->nparams;
+  tile_compile_options uco = {k->kernel_opt, k->defines, k->ndefines, k->device, k->arch,
+                              k->flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG), k->sched_text};
+  T.co = uco;
+  T.co.defines = NULL;
+  T.co.ndefines = 0;
+  bool fe;
+  if (plan_params(&T, &uco, &fe) || !T.ntuned) {
+    rt_clear_error(ctx);
+    return;
+  }
+  uint32_t np = k->ir->params.n;
+  struct interp_arg *probe = ARENA_NEWN(a, struct interp_arg, np + 1);
+  for (uint32_t i = 0; i < np; i++) {
+    probe[i] = b->iargs[i];
+    if (k->ir->params.v[i].kind == IR_PARAM_SHAPE) probe[i].scalar.i = 4096;
+  }
+  struct autocfg A = {&T, k, b->iargs, probe, ARENA_NEWN(a, const char *, T.ntuned + 1)};
+  for (uint32_t t = 0; t < T.ntuned; t++) A.vals[t] = T.p[T.tuned[t]].def;
+  int64_t big = programs_of(ctx, k->ir, probe);
+  bool changed = false;
+  for (int step = 0; step < 64 && big > 0; step++) {
+    int pad = -1, grow = -1;
+    const char *padv = NULL, *growv = NULL;
+    int64_t pad_big = 0, grow_p = 0, grow_big = 0, grow_now = 0;
+    for (uint32_t t = 0; t < T.ntuned; t++) {
+      const struct tparam *p = &T.p[T.tuned[t]];
+      long long now = strtoll(A.vals[t], NULL, 10);
+      /* the next smaller candidate that compiles */
+      for (;;) {
+        const char *w = NULL;
+        long long wv = 0;
+        for (uint32_t c = 0; c < p->ncand; c++) {
+          long long x = strtoll(p->cand[c], NULL, 10);
+          if (x < now && (!w || x > wv)) w = p->cand[c], wv = x;
+        }
+        if (!w) break;
+        int64_t P, Pb;
+        if (!autocfg_try(&A, (int)t, w, &P, &Pb)) {
+          now = wv; /* rejected by the kernel's rules: the next one down */
+          continue;
+        }
+        if (Pb == big) break; /* not a tile extent of the grid */
+        if (P == cur && pad < 0) pad = (int)t, padv = w, pad_big = Pb;
+        else if (P > cur && (P > grow_p || (P == grow_p && strtoll(A.vals[t], NULL, 10) > grow_now)))
+          grow = (int)t, growv = w, grow_p = P, grow_big = Pb, grow_now = strtoll(A.vals[t], NULL, 10);
+        break;
+      }
+    }
+    if (pad >= 0) {
+      A.vals[pad] = padv;
+      big = pad_big;
+    } else if (grow >= 0 && grow_ok && 10 * cur < 9 * (int64_t)sms) {
+      A.vals[grow] = growv;
+      cur = grow_p;
+      big = grow_big;
+    } else {
+      break;
+    }
+    changed = true;
+  }
+  if (changed) *defs = autocfg_defines(&A, -1, NULL, n);
+}
+
+/* TILE_AUTOCONFIG's kernel for bound arguments b: the chosen configuration, compiled and
+ * prepared for the GPU (*child = NULL: the kernel's own configuration, or the choice failed
+ * to build). */
+static TL_NOINLINE tile_status autoconfig_child(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, tile_arg *args,
+                                    struct arena *a, void *stream, tile_kernel **child) {
+  *child = NULL;
+  tile_define *defs;
+  unsigned n;
+  rt_autoconfig_choose(ctx, k, b, args, ctx->dev.sm_count, a, &defs, &n);
+  if (!n) return TILE_OK;
+  tile_compile_options co = {k->kernel_opt, defs, n, k->device, k->arch,
+                             k->flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG), k->sched_text};
+  tile_status st = rt_compile_string(ctx, k->filename, k->src, k->src_len, &co, false, child);
+  if (!st) st = rt_autotune_launch(ctx, k, *child, b, stream, false); /* builds the GPU code */
+  if (st == TILE_NOMEM) {
+    rt_kernel_release(*child);
+    *child = NULL;
+    return st;
+  }
+  if (st) { /* the choice does not build here: the kernel's own configuration runs */
+    rt_kernel_release(*child);
+    *child = NULL;
+  }
+  rt_clear_error(ctx);
+  return TILE_OK;
+}
+
 tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, void *stream,
                              tile_kernel **out) {
   *out = k;
@@ -1378,21 +1540,28 @@ tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_
     arena_free(&a);
     return rt_error(ctx, TILE_NOMEM, "out of memory");
   }
-  tile_compile_options co = {k->kernel_opt, k->defines, k->ndefines, k->device, k->arch,
-                             k->flags & ~(unsigned)TILE_AUTOTUNE, k->sched_text};
-  tile_tune_options to = {0};
-  to.stream = stream;
-  to.budget_ms = ctx->autotune_budget_ms;
-  tile_tune_result r;
-  tile_status st = tune_core(ctx, k->filename, k->src, k->src_len, &co, args, k->nparams, &to, &r, false);
   tile_kernel *child = NULL;
-  if (!st) {
-    co.defines = r.defines;
-    co.ndefines = r.ndefines;
-    st = rt_compile_string(ctx, k->filename, k->src, k->src_len, &co, false, &child);
-    if (st) child = NULL;
+  tile_status st;
+  if (k->flags & TILE_AUTOTUNE) {
+    tile_compile_options co = {k->kernel_opt, k->defines, k->ndefines, k->device, k->arch,
+                               k->flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG), k->sched_text};
+    tile_tune_options to = {0};
+    to.stream = stream;
+    to.budget_ms = ctx->autotune_budget_ms;
+    tile_tune_result r;
+    st = tune_core(ctx, k->filename, k->src, k->src_len, &co, args, k->nparams, &to, &r, false);
+    if (!st) {
+      co.defines = r.defines;
+      co.ndefines = r.ndefines;
+      st = rt_compile_string(ctx, k->filename, k->src, k->src_len, &co, false, &child);
+      if (st) child = NULL;
+    }
+    rt_tune_result_free(&r);
+  } else {
+    a.oom = &oom; /* the choice allocates from a (out of memory: back to the setjmp above) */
+    st = autoconfig_child(ctx, k, b, args, &a, stream, &child);
+    a.oom = NULL;
   }
-  rt_tune_result_free(&r);
   arena_free(&a);
   /* out of memory is not the kernel's failure: nothing is remembered, the launch fails */
   if (st == TILE_NOMEM) return st;

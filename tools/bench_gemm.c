@@ -12,7 +12,8 @@
  *   --epilogues  none, bias_gelu (also "gelu"). Default: both.
  *   --our CFG  tile configuration of our kernel, e.g. BM=128,BN=256,BK=64,NW=8,STAGES=4
  *              (keys BM BN BK STAGES NW GROUP_M; "default" = lib/gemm.tile's defaults), and
- *              SCHED=ws=0+persistent=0 for schedule options (tile.h; '+' separates them).
+ *              SCHED=ws=0+persistent=0 for schedule options (tile.h; '+' separates them),
+ *              AUTO=1 for TILE_AUTOCONFIG (the unpinned tile sizes chosen per shape).
  *              Repeat --our to compare several configurations (up to 8) in one run.
  *   --form F   gemm (default), linear (X @ W.T), bmm_shared (shapes BxMxNxK, one B), swiglu
  *              (silu(X @ W1.T) * (X @ W3.T)): see `forms` below for the kernels and their
@@ -359,6 +360,7 @@ struct our_cfg {
   char text[256];  /* as given ("default" for none) */
   char store[256]; /* split copy the defines point into */
   char sched[128]; /* SCHED=...: tile_compile_options.schedule with '+' for ',' ("" = none) */
+  bool autoconfig; /* AUTO=1: TILE_AUTOCONFIG (tile sizes chosen per shape at launch) */
   tile_define defs[MAX_CFG_DEFS];
   unsigned ndefs;
 };
@@ -428,6 +430,10 @@ static bool parse_cfg(const char *text, struct our_cfg *c) {
       return false;
     }
     *eq = 0;
+    if (strcmp(tok, "AUTO") == 0) { /* TILE_AUTOCONFIG */
+      c->autoconfig = strcmp(eq + 1, "0") != 0;
+      continue;
+    }
     if (strcmp(tok, "SCHED") == 0) { /* schedule options, '+' between them */
       snprintf(c->sched, sizeof c->sched, "%s", eq + 1);
       for (char *q = c->sched; *q; q++)
@@ -651,6 +657,7 @@ static tile_kernel *get_kernel(tile_context *ctx, const char *path, tile_device 
   co.ndefines = nd;
   co.device = dev;
   co.schedule = cfg->sched[0] ? cfg->sched : NULL;
+  if (cfg->autoconfig) co.flags |= TILE_AUTOCONFIG;
   tile_status st = tile_compile_file(ctx, path, &co, &e->k);
   if (st) {
     snprintf(e->err, sizeof e->err, "compiling %s [%s, %s, %s]: %s: %s", forms[form].kernel, dtypes[dt].name,
@@ -1601,6 +1608,12 @@ skip_cuda:
           } else if (memcmp(hO, hO2, nc * es) != 0) {
             note_add(r, "our result changed between runs (race?)");
             r->fail = true;
+          }
+          if (o.cfgs[ci].autoconfig && tile_kernel_tuned_config(k)) { /* what the launches ran */
+            snprintf(r->config_full, sizeof r->config_full, "%s", tile_kernel_tuned_config(k));
+            short_config(r->config_full, r->config, sizeof r->config);
+            size_t cl = strlen(r->config);
+            snprintf(r->config + cl, sizeof r->config - cl, " [auto]");
           }
         row_done:
           print_row(stdout, r);

@@ -25,6 +25,7 @@
 #define TL_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define TL_NORETURN __attribute__((noreturn))
 #define TL_UNUSED __attribute__((unused))
+#define TL_NOINLINE __attribute__((noinline)) /* a frame of its own (no local live across a caller's setjmp) */
 #else
 #define TL_PRINTF(f, a)
 #define TL_NORETURN

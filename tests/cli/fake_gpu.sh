@@ -9,6 +9,8 @@
 #  - `tilec tune --device=cuda` compiles on worker threads (the fake driver refuses calls
 #    from a thread without a current context), prunes over-large shared memory, stores the
 #    winner and its cubin; a later `tilec run --autotune` reuses both without timing;
+#  - `tilec run --autoconfig` runs tile sizes chosen for the shape (16x8192: 16x64 tiles)
+#    with one launch and keeps the defaults where they fill the device;
 #  - `tilec cache bench` measures cold and warm runs and the warm ones hit the disk cache;
 #  - unaligned GEMM operands are repacked (pool allocation, copy launch, GEMM, free), not
 #    with TILE_REPACK=0, without pools, when the pool is out of memory or the stream is
@@ -166,6 +168,22 @@ checks=$((checks + 1))
 [ "$(grep '^  tuned' "$TMP/auto1.txt")" = "$(grep '^  tuned' "$TMP/auto2.txt")" ] ||
   fail "the second run chose another configuration"
 export TILE_CACHE_DIR=$TMP/cache
+
+# ---- TILE_AUTOCONFIG: tile sizes per shape, chosen without timing ----
+reset_log
+checks=$((checks + 1))
+"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=16,N=8192,K=64 --device=cuda --autoconfig \
+  >"$TMP/autocfg.txt" 2>&1 || { fail "run --autoconfig failed"; cat "$TMP/autocfg.txt"; }
+expect_log launch 1 "run --autoconfig (nothing timed: one launch)"
+checks=$((checks + 1))
+grep -q "^  chosen \[.*BM=16,BN=64" "$TMP/autocfg.txt" ||
+  { fail "run --autoconfig: 16x8192 did not get 16x64 tiles"; cat "$TMP/autocfg.txt"; }
+checks=$((checks + 1))
+"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=4096,N=4096,K=64 --device=cuda --autoconfig \
+  >"$TMP/autocfg2.txt" 2>&1 || { fail "run --autoconfig (large) failed"; cat "$TMP/autocfg2.txt"; }
+checks=$((checks + 1))
+grep -q "^  chosen \[.*BM=128,BN=256" "$TMP/autocfg2.txt" ||
+  { fail "run --autoconfig: 4096x4096 did not keep the default tiles"; cat "$TMP/autocfg2.txt"; }
 
 # ---- cache bench ----
 checks=$((checks + 1))

@@ -28,6 +28,19 @@ def test_softmax_ragged(m, n):
     np.testing.assert_allclose(y, softmax_ref(x), rtol=1e-5, atol=1e-7)
 
 
+def test_autoconfig_flag_is_accepted_and_changes_nothing_on_the_cpu():
+    """autoconfig=True sets TILE_AUTOCONFIG; on the interpreter the kernel runs as compiled
+    (the choice is a GPU matter, tests/unit/test_autoconfig.c checks it)."""
+    g = tile.compile(tile.lib_path("gemm"), kernel="gemm", defines={"BK": 16, "NW": 4}, autoconfig=True)
+    assert g.flags & tile.lib.TILE_AUTOCONFIG
+    a = RNG.standard_normal((7, 40)).astype(np.float16)
+    b = RNG.standard_normal((40, 33)).astype(np.float16)
+    c = np.full((7, 33), np.nan, np.float16)
+    g(A=a, B=b, C=c)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c.astype(np.float64), ref, rtol=2e-2, atol=2e-2 * np.sqrt(40))
+
+
 @pytest.mark.parametrize("m,n,kk", [(1, 1, 1), (7, 33, 17), (65, 31, 129)])
 def test_gemm_f16_by_name_and_unused_params(m, n, kk):
     g = tile.compile(tile.lib_path("gemm"), kernel="gemm", defines={"BM": 32, "BN": 32, "BK": 16, "NW": 4})

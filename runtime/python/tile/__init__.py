@@ -328,7 +328,7 @@ class Kernel:
     arguments (or by `prepare`), then cached per device."""
 
     def __init__(self, path=None, source=None, name=None, kernel=None, defines=None, arch=None,
-                 autotune=False, schedule=None, verify=False, cache=True):
+                 autotune=False, schedule=None, verify=False, cache=True, autoconfig=False):
         if (path is None) == (source is None):
             raise ValueError("give exactly one of path= and source=")
         self.path = os.fspath(path) if path is not None else None
@@ -341,7 +341,7 @@ class Kernel:
         self.arch = arch
         self.schedule = schedule
         self.flags = ((lib.TILE_AUTOTUNE if autotune else 0) | (lib.TILE_VERIFY_EACH if verify else 0)
-                      | (0 if cache else lib.TILE_NO_CACHE))
+                      | (lib.TILE_AUTOCONFIG if autoconfig else 0) | (0 if cache else lib.TILE_NO_CACHE))
         self._handles = {}
         self._fast = None  # see _fast_plan
         self._lock = threading.Lock()
@@ -641,14 +641,16 @@ class Kernel:
 
 
 def compile(path=None, *, source=None, name=None, kernel=None, defines=None, arch=None,
-            autotune=False, schedule=None, verify=False, cache=True):
+            autotune=False, schedule=None, verify=False, cache=True, autoconfig=False):
     """A Kernel from a .tile file (`path`) or a string (`source`, reported as `name`).
     defines: compile-time parameters {"BM": 128, "T": "bf16"}; arch: CUDA target (None = the
     GPU's); autotune: the first launch of each new shape bucket tunes the parameters not
-    pinned by defines (kept in memory and on disk); schedule: sm_90a schedule options;
+    pinned by defines (kept in memory and on disk); autoconfig: each new shape bucket runs
+    tile sizes chosen from the grid without timing (smaller tiles where the default's overhang
+    the problem or leave multiprocessors idle); schedule: sm_90a schedule options;
     verify: the IR verifier after every pass; cache=False bypasses the caches.
     Nothing is compiled until the first launch, `prepare`, or `params`."""
-    return Kernel(path, source, name, kernel, defines, arch, autotune, schedule, verify, cache)
+    return Kernel(path, source, name, kernel, defines, arch, autotune, schedule, verify, cache, autoconfig)
 
 
 def emit(path=None, *, source=None, name=None, what="ptx", kernel=None, defines=None,

@@ -1,0 +1,122 @@
+/* test_autoconfig.c - TILE_AUTOCONFIG's choice of a configuration per shape (runtime/tune.c,
+ * rt_autoconfig_choose) without a GPU: the kernels are compiled for the CPU (the choice uses
+ * the front end and the grid only) and the device's multiprocessor count is given. The
+ * expected configurations are what the rules in tune.c give; for the skinny GEMMs they are
+ * the tile shapes `tilec tune` found best on an H200 (PERF.md 9). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rt.h"
+#include "testfiles.h"
+
+/* The chosen defines as "NAME=V,..." of the tuned parameters named in `which` ("" when the
+ * kernel's own configuration is the choice). */
+static void choose(tile_context *ctx, tile_kernel *k, tile_arg *args, unsigned nargs, int sms, const char *which,
+                   char *out, size_t cap) {
+  struct arena a;
+  jmp_buf oom;
+  arena_init(&a, NULL, &oom);
+  if (setjmp(oom)) cr_assert_fail("out of memory");
+  struct rt_bound b;
+  cr_assert_eq(rt_bind_args(ctx, k, args, nargs, &a, &b), TILE_OK, "%s", tile_errmsg(ctx));
+  tile_define *defs;
+  unsigned n;
+  rt_autoconfig_choose(ctx, k, &b, args, sms, &a, &defs, &n);
+  out[0] = 0;
+  for (unsigned i = 0; i < n; i++)
+    if (strstr(which, defs[i].name)) {
+      size_t l = strlen(out);
+      snprintf(out + l, cap - l, "%s%s=%s", l ? "," : "", defs[i].name, defs[i].value);
+    }
+  arena_free(&a);
+}
+
+static tile_kernel *compile_lib(tile_context *ctx, const char *file, const char *kernel, const tile_define *d,
+                                unsigned nd) {
+  char path[1024];
+  test_lib_path(path, sizeof path, file);
+  tile_compile_options co = {.kernel = kernel, .defines = d, .ndefines = nd, .device = TILE_DEVICE_CPU};
+  tile_kernel *k = NULL;
+  cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s: %s", file, tile_errmsg(ctx));
+  return k;
+}
+
+static char mem[64]; /* the grid does not read the tensors */
+
+static void gemm_args(tile_arg *a, int64_t M, int64_t N, int64_t K) {
+  a[0] = tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){M, K}, NULL);
+  a[1] = tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){K, N}, NULL);
+  a[2] = tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){M, N}, NULL);
+  a[3] = tile_arg_tensor(NULL, TILE_F16, 1, (int64_t[]){N}, NULL);
+  a[4] = tile_arg_tensor(NULL, TILE_F16, 2, (int64_t[]){M, N}, NULL);
+  a[5] = tile_arg_float(1.0);
+  a[6] = tile_arg_float(0.0);
+}
+
+Test(autoconfig, skinny_gemm_gets_tiles_that_fill_the_device) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  tile_kernel *k = compile_lib(ctx, "gemm.tile", "gemm", NULL, 0);
+  struct {
+    int64_t M, N, K;
+    const char *want; /* BM, BN (the defaults are 128 x 256) */
+  } cases[] = {
+      {16, 8192, 8192, "BM=16,BN=64"},    /* 16 rows: no padding; 128 programs for 132 SMs */
+      {1, 8192, 8192, "BM=16,BN=64"},     /* the smallest row tile */
+      {64, 8192, 8192, "BM=64,BN=64"},
+      {128, 4096, 4096, "BM=64,BN=64"},   /* square tiles: 2 x 64 programs */
+      {4096, 4096, 4096, ""},             /* 512 programs: the defaults */
+      {1000, 1000, 1000, "BM=64,BN=128"}, /* 32 programs -> 128 */
+  };
+  char got[128];
+  tile_arg a[7];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gemm_args(a, cases[i].M, cases[i].N, cases[i].K);
+    choose(ctx, k, a, 7, 132, "BM,BN", got, sizeof got);
+    cr_expect_str_eq(got, cases[i].want, "%lldx%lldx%lld: %s", (long long)cases[i].M, (long long)cases[i].N,
+                     (long long)cases[i].K, got);
+  }
+  /* a device with few multiprocessors: 32 programs are enough; the row tile still shrinks */
+  gemm_args(a, 16, 8192, 8192);
+  choose(ctx, k, a, 7, 16, "BM,BN", got, sizeof got);
+  cr_expect_str_eq(got, "BM=16,BN=256", "16 SMs: %s", got);
+  tile_kernel_release(k);
+  /* a pinned parameter stays: BN=256 given, only BM may change */
+  tile_define pin = {"BN", "256"};
+  k = compile_lib(ctx, "gemm.tile", "gemm", &pin, 1);
+  gemm_args(a, 64, 8192, 8192);
+  choose(ctx, k, a, 7, 132, "BM,BN", got, sizeof got);
+  cr_expect_str_eq(got, "BN=256,BM=16", "pinned BN");
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
+Test(autoconfig, attention_and_row_kernels) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  /* attention: grid cdiv(N, BM) x H x B; 4 x 8 x 1 = 32 programs at N=500 */
+  tile_kernel *k = compile_lib(ctx, "attention.tile", "attention", NULL, 0);
+  tile_arg a[6];
+  int64_t q[4] = {1, 8, 500, 64}, kv[4] = {1, 8, 500, 64}, l[3] = {1, 8, 500};
+  a[0] = tile_arg_tensor(mem, TILE_F16, 4, q, NULL);
+  a[1] = tile_arg_tensor(mem, TILE_F16, 4, kv, NULL);
+  a[2] = tile_arg_tensor(mem, TILE_F16, 4, kv, NULL);
+  a[3] = tile_arg_tensor(mem, TILE_F16, 4, q, NULL);
+  a[4] = tile_arg_tensor(NULL, TILE_F32, 3, l, NULL);
+  a[5] = tile_arg_float(0.125);
+  char got[128];
+  choose(ctx, k, a, 6, 132, "BM", got, sizeof got);
+  cr_expect_str_eq(got, "BM=32", "attention N=500");
+  q[2] = kv[2] = l[2] = 8192; /* 64 x 8 = 512 programs */
+  a[0] = tile_arg_tensor(mem, TILE_F16, 4, q, NULL);
+  a[1] = a[2] = tile_arg_tensor(mem, TILE_F16, 4, kv, NULL);
+  a[3] = tile_arg_tensor(mem, TILE_F16, 4, q, NULL);
+  a[4] = tile_arg_tensor(NULL, TILE_F32, 3, l, NULL);
+  choose(ctx, k, a, 6, 132, "BM,BN", got, sizeof got);
+  cr_expect_str_eq(got, "", "attention N=8192");
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
