@@ -8,11 +8,13 @@
 #      libtile.so and tilec, the earlier compiler's sm_80 and sm_90a kernels by tilec run);
 #   4. other forms of the product, tuned with `tilec tune --budget=30` first and then
 #      compared with their cuBLASLt equivalents: nn.Linear's X @ W.T, a batch with one
-#      shared B, and the two-product SwiGLU loop.
+#      shared B, and the two-product SwiGLU loop;
+#   5. skinny and small products (1, 16, 64 x 8192 x 8192, 128 x 4096 x 4096, 1000^3)
+#      at the defaults and with TILE_AUTOCONFIG (--our AUTO=1: tile sizes per shape).
 #
 #   bash tools/bench_hopper.sh [CARRY_DIR]      (default .carry; from the repository root)
 # Environment: OUT=dir (logs and the table), QUICK=0 (full timing instead of --quick),
-# PARTS="1 2 3 4" (which parts), TUNE_BUDGET=seconds (default 30), OLD=dir.
+# PARTS="1 2 3 4 5" (which parts), TUNE_BUDGET=seconds (default 30), OLD=dir.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 CARRY=$(cd "${1:-.carry}" && pwd) || exit 2
@@ -20,7 +22,7 @@ export LD_LIBRARY_PATH="$CARRY${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TILE_LIB_DIR="$PWD/lib"
 OUT=${OUT:-$(mktemp -d)}
 mkdir -p "$OUT"
-PARTS=${PARTS:-"1 2 3 4"}
+PARTS=${PARTS:-"1 2 3 4 5"}
 TUNE_BUDGET=${TUNE_BUDGET:-30}
 Q=--quick
 [ "${QUICK:-1}" = 0 ] && Q=
@@ -75,6 +77,12 @@ linear|linear.tile|linear|M=2000,N=2568,K=2048|2000x2568x2048
 bmm_shared|gemm.tile|bmm_shared|BATCH=32,M=1024,N=1040,K=1024|32x1024x1040x1024
 swiglu|linear.tile|swiglu|M=2000,N=3072,K=2048|2000x3072x2048
 FORMS
+fi
+if has 5; then
+  echo "== 5. skinny and small products: defaults and TILE_AUTOCONFIG"
+  $BG --shapes 1x8192x8192,16x8192x8192,64x8192x8192,128x4096x4096,1000 --dtypes f16,bf16 --epilogues none \
+    --our default --our AUTO=1 >"$OUT/skinny.txt" 2>&1
+  rows "$OUT/skinny.txt" skinny
 fi
 echo
 echo "== bench_hopper: part | shape dtype epilogue ours cuBLASLt ratio ... config"
