@@ -139,7 +139,7 @@ def varlen(lens, h, d, dt):
         t_ours, t_ref, err, 2e-2, "%s; ours %.0f TFLOP/s" % (what, flops / t_ours / 1e9))
 
 
-def decode(bsz, h, hkv, n, d, page, dt, contiguous=False):
+def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None):
     k = torch.randn(bsz, hkv, n, d, device="cuda", dtype=dt)
     v = torch.randn(bsz, hkv, n, d, device="cuda", dtype=dt)
     q = torch.randn(bsz, h, d, device="cuda", dtype=dt)
@@ -159,7 +159,7 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False):
     out = torch.empty(bsz, h, d, device="cuda", dtype=dt)
     tname = "f16" if dt == torch.float16 else "bf16"
     lib = os.path.join(ROOT, "lib", "decode_attention.tile")
-    split = tile.compile(lib, kernel="decode_split", defines={"T": tname, "D": d})
+    split = tile.compile(lib, kernel="decode_split", defines={"T": tname, "D": d}, schedule=schedule)
     # one wave of programs: as many splits as fit at once (lib/decode_attention.tile), from the
     # specialization's occupancy (prepared with one split: the same code for every S)
     opart = torch.empty(bsz, h, 1, d, device="cuda", dtype=torch.float32)
@@ -182,8 +182,9 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False):
     t_ours = time_ms(ours)
     t_ref = time_ms(lambda: F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale, enable_gqa=True))
     gb = 2 * k.numel() * k.element_size() / 1e9
-    row("decode %s B=%d H=%d HKV=%d N=%d D=%d %s" % ("contiguous" if contiguous else "page=%d" % page, bsz, h, hkv, n, d,
-                                                  str(dt)[6:]), t_ours, t_ref, err, 2e-2,
+    row("decode %s B=%d H=%d HKV=%d N=%d D=%d %s%s" % ("contiguous" if contiguous else "page=%d" % page, bsz, h, hkv, n,
+                                                    d, str(dt)[6:], " [%s]" % schedule if schedule else ""),
+        t_ours, t_ref, err, 2e-2,
         "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits, %d programs/SM" % (
             gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"]))
 
@@ -313,6 +314,7 @@ def main():
     attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16)
     decode(8, 32, 8, 8187, 128, 16, torch.float16)
     decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True)
+    decode(8, 32, 8, 8187, 128, 16, torch.float16, schedule="prefetch=1")  # block table one iteration ahead
     decode(8, 32, 8, 8187, 128, 8, torch.bfloat16)
     decode(64, 32, 8, 2048, 128, 64, torch.float16)
     main_rows()

@@ -426,6 +426,10 @@ lang_checks() {
   # the same with gathers through registers (--schedule=gather=0: no cp.async gathers)
   TK_TAG="${TK_TAG:-} gather=0" tk decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088" --schedule=gather=0
   TK_TAG="${TK_TAG:-} gather=0" tk tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=100,N=33,R=70 "" --schedule=gather=0
+  # the block-table and row-index loads one iteration ahead of the copies they address
+  TK_TAG="${TK_TAG:-} prefetch=1" tk decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088" --schedule=prefetch=1
+  TK_TAG="${TK_TAG:-} prefetch=1" tk decode_attention.tile decode_split T=bf16,D=64,BN=64 B=2,H=32,HKV=8,NP=64,PAGE=8,MAXP=32,S=3 "scale=0.125" --schedule=prefetch=1
+  TK_TAG="${TK_TAG:-} prefetch=1" tk tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=100,N=33,R=70 "" --schedule=prefetch=1
   for s in B=1,H=1,S=1 B=3,H=8,S=5 B=7,H=32,S=16; do tk decode_attention.tile decode_combine T=f16 "$s"; done
   # attention backward (lib/attention_bwd.tile): each kernel against the interpreter on random
   # inputs (LSE and delta random too: the kernels' arithmetic, not gradients; the gradients
@@ -550,6 +554,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=100,N=33,R=70 ""
     memcheck scan.tile cumsum T=f16 M=33,N=1000 ""
     memcheck decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088"
+    memcheck decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088" --schedule=prefetch=1
     memcheck attention_bwd.tile attention_bwd_dkdv T=f16,CAUSAL=true B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
     memcheck attention_bwd.tile attention_bwd_dq T=f16,CAUSAL=true B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
     memcheck examples/embedding_bag.tile embedding_bag T=f16 V=50,B=7,DIM=1000 ""

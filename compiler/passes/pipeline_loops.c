@@ -77,18 +77,26 @@ static bool collect(struct ir_func *f, uint32_t body, ir_val iv, ir_val v, struc
   return true;
 }
 
-/* Emits the chain with the induction variable replaced by `iv_value` into m. */
+/* Emits the chain with the induction variable replaced by `iv_value` into m; ops whose
+ * result m already maps (loads done ahead) are not emitted. */
 static void emit_chain(struct ir_builder *b, const struct chain *c, ir_val iv, ir_val iv_value, struct ir_valmap *m) {
   ir_map_set(m, iv, iv_value);
-  for (uint32_t i = 0; i < c->n; i++) ir_clone_op(b, c->ops[i], m);
+  for (uint32_t i = 0; i < c->n; i++) {
+    const struct ir_op *op = &b->f->ops.v[c->ops[i]];
+    if (op->nres == 1 && ir_mapped(m, op->res) != op->res) continue;
+    ir_clone_op(b, c->ops[i], m);
+  }
 }
 
-/* The chain, then the copies of one iteration as async_copy into `slot` and a commit. */
+/* The chain, then the copies of one iteration as async_copy into `slot` and a commit. The
+ * results of the chain's loads lds[0..nld) are given (pre[j]) when nld > 0. */
 static void emit_copies(struct ir_builder *b, const struct chain *c, ir_val iv, ir_val iv_value,
-                        const uint32_t *copies, uint32_t ncopies, ir_val slot) {
+                        const uint32_t *copies, uint32_t ncopies, ir_val slot, const uint32_t *lds,
+                        const ir_val *pre, uint32_t nld) {
   struct ir_func *f = b->f;
   struct ir_valmap m;
   ir_valmap_init(&m, f, f->arena);
+  for (uint32_t j = 0; j < nld; j++) ir_map_set(&m, f->ops.v[lds[j]].res, pre[j]);
   emit_chain(b, c, iv, iv_value, &m);
   for (uint32_t i = 0; i < ncopies; i++) {
     struct ir_op src = f->ops.v[copies[i]];
@@ -373,6 +381,33 @@ static bool pipeline_ring(struct pass_ctx *pc, struct loop_info *L, const struct
   return true;
 }
 
+enum { MAX_PREFETCH = 4, PREFETCH_REGS = 32 };
+static int regs_of(struct ir_func *f, ir_val v);
+
+/* The chain's loads (a paged cache's block table read to address the copies), when they
+ * take at most PREFETCH_REGS registers per thread together; 0 otherwise. */
+static uint32_t chain_loads(struct ir_func *f, const struct chain *c, uint32_t *lds) {
+  uint32_t n = 0;
+  int regs = 0;
+  for (uint32_t i = 0; i < c->n; i++) {
+    const struct ir_op *op = &f->ops.v[c->ops[i]];
+    if (ir_ops[op->code].flags & OPF_PURE) continue;
+    if (n == MAX_PREFETCH || op->nres != 1) return 0;
+    regs += regs_of(f, op->res);
+    lds[n++] = c->ops[i];
+  }
+  return regs <= PREFETCH_REGS ? n : 0;
+}
+
+/* The results of the chain's loads lds[0..nld) at iteration iv_value, emitted at b. */
+static void emit_loads_at(struct ir_builder *b, const struct chain *c, ir_val iv, ir_val iv_value, const uint32_t *lds,
+                          uint32_t nld, ir_val *out) {
+  struct ir_valmap m;
+  ir_valmap_init(&m, b->f, b->f->arena);
+  emit_chain(b, c, iv, iv_value, &m);
+  for (uint32_t j = 0; j < nld; j++) out[j] = ir_mapped(&m, b->f->ops.v[lds[j]].res);
+}
+
 static bool pipeline_cp_async(struct pass_ctx *pc, struct loop_info *L, bool wgmma_readers) {
   struct ir_func *f = pc->f;
   int S = L->S;
@@ -394,17 +429,28 @@ static bool pipeline_cp_async(struct pass_ctx *pc, struct loop_info *L, bool wgm
       ir_val k = ir_const_int(&b, ivt, s);
       ivs = ir_binary(&b, IR_ADD, lb, ir_binary(&b, IR_MUL, k, step));
     }
-    emit_copies(&b, &L->c, L->iv, ivs, L->copies, L->ncopies, ir_const_int(&b, i32, s));
+    emit_copies(&b, &L->c, L->iv, ivs, L->copies, L->ncopies, ir_const_int(&b, i32, s), NULL, NULL, 0);
+  }
+  /* with prefetch=1, the chain's loads (the copies' addresses: a block table) run one
+   * iteration ahead of the copies, so that issuing them does not wait for a load: the loop
+   * carries the values for iteration i + D, loaded during iteration i - 1 (first: here).
+   * Not measured yet, hence with the schedule option */
+  uint32_t lds[MAX_PREFETCH], nld = tl_sched_get(f->sched.prefetch, 0) ? chain_loads(f, &L->c, lds) : 0;
+  ir_val extra[2 + MAX_PREFETCH] = {ir_const_int(&b, i32, 0), ir_const_int(&b, i32, D)};
+  if (nld) {
+    ir_val first = ir_binary(&b, IR_ADD, lb, ir_binary(&b, IR_MUL, ir_const_int(&b, ivt, D), step));
+    emit_loads_at(&b, &L->c, L->iv, first, lds, nld, extra + 2);
   }
   /* the loop again, with two more carried values: the slot to read and the slot to fill */
-  ir_val extra[2] = {ir_const_int(&b, i32, 0), ir_const_int(&b, i32, D)};
-  uint32_t nl = rebuild_loop(f, L, extra, 2);
+  uint32_t nl = rebuild_loop(f, L, extra, 2 + nld);
   f->ops.v[nl].i[1] = depth;
   uint32_t nbody = f->ops.v[nl].region;
-  uint32_t nc = f->ops.v[nl].nargs - 3 - 2;
+  uint32_t nc = f->ops.v[nl].nargs - 3 - 2 - nld;
   ir_val niv = f->blocks.v[nbody].args;
   L->iv = niv; /* the moved body (the copies' indices and their chain) now uses it */
   ir_val rd = niv + 1 + nc, wr = rd + 1;
+  ir_val cur[MAX_PREFETCH], next[MAX_PREFETCH];
+  for (uint32_t j = 0; j < nld; j++) cur[j] = wr + 1 + j;
   redirect_readers(f, L, nbody, rd);
   /* top of the body: wait, barrier, issue the copies of iteration i + D */
   ir_builder_before(&b, f, f->blocks.v[nbody].ops.v[0]);
@@ -412,7 +458,8 @@ static bool pipeline_cp_async(struct pass_ctx *pc, struct loop_info *L, bool wgm
   f->ops.v[w].i[0] = D - 1;
   ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
   ir_val ahead = ir_binary(&b, IR_ADD, niv, ir_binary(&b, IR_MUL, ir_const_int(&b, ivt, D), f->ops.v[nl].args[2]));
-  emit_copies(&b, &L->c, L->iv, ahead, L->copies, L->ncopies, wr);
+  if (nld) emit_loads_at(&b, &L->c, L->iv, ir_binary(&b, IR_ADD, ahead, f->ops.v[nl].args[2]), lds, nld, next);
+  emit_copies(&b, &L->c, L->iv, ahead, L->copies, L->ncopies, wr, lds, cur, nld);
   /* yield: advance the slots */
   uint32_t yid = VEC_LAST(f->blocks.v[nbody].ops);
   ir_builder_before(&b, f, yid);
@@ -420,11 +467,12 @@ static bool pipeline_cp_async(struct pass_ctx *pc, struct loop_info *L, bool wgm
   ring_next(&b, rd, 0, S, &rdn, NULL);
   ring_next(&b, wr, 0, S, &wrn, NULL);
   const struct ir_op *y = &f->ops.v[yid];
-  ir_val *yargs = ARENA_NEWN(f->arena, ir_val, y->nargs + 3);
+  ir_val *yargs = ARENA_NEWN(f->arena, ir_val, y->nargs + 3 + nld);
   for (uint32_t k = 0; k < y->nargs; k++) yargs[k] = y->args[k];
   yargs[nc] = rdn;
   yargs[nc + 1] = wrn;
-  ir_op_set_args(f, yid, yargs, nc + 2);
+  for (uint32_t j = 0; j < nld; j++) yargs[nc + 2 + j] = next[j];
+  ir_op_set_args(f, yid, yargs, nc + 2 + nld);
   /* after the loop: drain */
   struct ir_block *outer = &f->blocks.v[f->ops.v[nl].block];
   uint32_t pos = 0;
@@ -460,8 +508,6 @@ static bool pipeline_cp_async(struct pass_ctx *pc, struct loop_info *L, bool wgm
  * variable like the copies' (collect), in loops without products; the load past the last
  * iteration reads nothing out of bounds (every load is bounds-checked) and its value is
  * dropped. */
-enum { MAX_PREFETCH = 4, PREFETCH_REGS = 32 };
-
 static int regs_of(struct ir_func *f, ir_val v) {
   const struct ir_type *t = ir_vtype(f, v);
   struct ll l;

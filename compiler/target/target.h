@@ -77,7 +77,9 @@ const char *tl_target_names(void);
  *   gather=0|1       gathered Tensor Core operands copied asynchronously (cp.async per
  *                    row piece) and so pipelined like slices; 0: loaded into registers
  *   prefetch=0|1     1: loops without asynchronous copies load the next iteration's tiles
- *                    into registers ahead (pipeline pass); off by default (PERF.md 38)
+ *                    into registers ahead, and cp.async-pipelined loops load their copies'
+ *                    addresses (a block table) one iteration before the copies (pipeline
+ *                    pass); off by default (PERF.md 38)
  *   overlap=0|1      1: chains of two products (attention): the second product of iteration
  *                    j-1 runs during iteration j's elementwise ops (wgmma-overlap pass);
  *                    off by default (PERF.md 40)

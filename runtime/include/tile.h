@@ -250,7 +250,9 @@ typedef struct tile_compile_options {
    *   gather=0       (every target) gathered Tensor Core operands loaded into registers and
    *                  stored to shared memory, instead of cp.async copies that loops pipeline
    *   prefetch=1     (every target) loops without copies or products load the next
-   *                  iteration's tiles one iteration ahead into registers (off by default)
+   *                  iteration's tiles one iteration ahead into registers, and pipelined
+   *                  loops load their copies' addresses (a block table) one iteration
+   *                  before the copies (off by default)
    *   overlap=1      chains of two products (attention): the second product of one
    *                  iteration runs during the next one's elementwise work (off by default)
    *   pingpong=0     consumer warpgroups do not take turns issuing the products of such

@@ -92,6 +92,8 @@ configs+=(
   "attention_bwd.tile attention_bwd_dq D=128"
   "attention_bwd.tile attention_bwd_dkdv T=bf16,CAUSAL=true"
   "decode_attention.tile decode_split D=64,BN=64"
+  "decode_attention.tile decode_split SCHED=prefetch=1"
+  "tests/kernels/gather_gemm.tile gather_gemm SCHED=prefetch=1"
   "tests/kernels/gather_gemm.tile gather_gemm -"
   "tests/kernels/gather_gemm.tile gather_gemm UNALIGNED"
   "tests/kernels/gather_gemm.tile gather_gemm BM=16,NW=1"
