@@ -193,6 +193,10 @@ static void print_kernel(struct strbuf *sb, const struct ast_node *n, int level)
     print_label(sb, "where", level + 1);
     print_list(sb, &k->where, level + 2);
   }
+  if (k->tdefaults.n) {
+    print_label(sb, "defaults", level + 1);
+    print_list(sb, &k->tdefaults, level + 2);
+  }
   print_label(sb, "body", level + 1);
   print_node(sb, k->body, level + 2);
 }
@@ -208,6 +212,7 @@ static void print_node(struct strbuf *sb, const struct ast_node *n, int level) {
   switch (n->kind) {
   case AST_CONST_DECL:
   case AST_CPARAM:
+  case AST_TARGET_DEFAULTS:
   case AST_PARAM:
   case AST_LET:
   case AST_VAR:

@@ -71,6 +71,7 @@ struct ast_kernel {
   ast_list grid;    /* expressions, 1..3 */
   struct ast_node *warps; /* or NULL */
   ast_list where;   /* expressions */
+  ast_list tdefaults; /* TARGET_DEFAULTS nodes */
   struct ast_node *body; /* BLOCK */
   struct lang_loc grid_loc;
 };

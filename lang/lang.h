@@ -67,11 +67,21 @@ struct lang_param_info {
   const char *dims[IR_MAX_RANK]; /* text as written: a shape name or a number or a const name */
 };
 
+/* One entry of a `defaults TARGET(NAME = VALUE, ...)` clause: on that target, the default of
+ * compile-time parameter NAME is VALUE (as define text). */
+struct lang_target_default {
+  const char *target;
+  const char *name;
+  const char *value;
+};
+
 struct lang_kernel_info {
   const char *name;
   uint32_t line, col;
   const struct lang_cparam_info *cparams;
   uint32_t ncparams;
+  const struct lang_target_default *tdefaults;
+  uint32_t ntdefaults;
   const struct lang_param_info *params;
   uint32_t nparams;
 };

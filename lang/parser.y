@@ -93,7 +93,7 @@ static struct ast_node *mk_kernel(struct ast_builder *b, const char *name, struc
                                   struct ast_node *cparams, struct ast_node *params,
                                   struct ast_node *grid, struct lang_loc grid_loc,
                                   struct ast_node *warps, struct ast_node *where,
-                                  struct ast_node *body, struct lang_loc loc) {
+                                  struct ast_node *tdefaults, struct ast_node *body, struct lang_loc loc) {
   struct ast_node *n = ast_new(b, AST_KERNEL, loc);
   n->name = name;
   n->loc2 = name_loc;
@@ -106,6 +106,7 @@ static struct ast_node *mk_kernel(struct ast_builder *b, const char *name, struc
   k->grid_loc = grid_loc;
   k->warps = warps;
   if (where) k->where = where->list;
+  if (tdefaults) k->tdefaults = tdefaults->list;
   k->body = body;
   n->k = k;
   return n;
@@ -151,6 +152,7 @@ static struct ast_node *mk_binary(struct ast_builder *b, enum ast_op op, struct 
 %token KERNEL "kernel" CONST "const" LET "let" VAR "var" FOR "for" IN "in" IF "if" ELSE "else"
 %token RETURN "return"
 %token TRUE "true" FALSE "false" NONE "None" INF "inf" GRID "grid" WARPS "warps" WHERE "where"
+%token DEFAULTS "defaults"
 %token OROR "||" ANDAND "&&" EQ "==" NE "!=" LE "<=" GE ">=" SHL "<<" SHR ">>"
 %token ADDEQ "+=" SUBEQ "-=" MULEQ "*=" DIVEQ "/="
 
@@ -168,6 +170,7 @@ static struct ast_node *mk_binary(struct ast_builder *b, enum ast_op op, struct 
 %type <n> item const_decl kernel cparams_opt cparam_list cparam cvals cval params_opt param_list
 %type <n> param type_spec type_name dims dim block stmts stmt let_type_opt if_stmt expr unary
 %type <n> postfix primary args_opt args arg entries entry expr_list list_opt warps_opt where_opt
+%type <n> tdefaults_opt tdef_list tdef
 %type <n> let_names
 
 %%
@@ -189,8 +192,8 @@ const_decl:
   ;
 
 kernel:
-    KERNEL IDENT cparams_opt '(' params_opt ')' GRID '(' expr_list ')' warps_opt where_opt block
-      { $$ = mk_kernel(B, $2, @2, $3, $5, $9, @7, $11, $12, $13, @$); }
+    KERNEL IDENT cparams_opt '(' params_opt ')' GRID '(' expr_list ')' warps_opt where_opt tdefaults_opt block
+      { $$ = mk_kernel(B, $2, @2, $3, $5, $9, @7, $11, $12, $13, $14, @$); }
   | KERNEL error block { $$ = NULL; }
   ;
 
@@ -275,6 +278,23 @@ warps_opt:
 where_opt:
     %empty { $$ = NULL; }
   | WHERE expr_list { $$ = $2; }
+  ;
+
+/* defaults sm_90a(NW = 8, BN = 128): other defaults of compile-time parameters on a target */
+tdefaults_opt:
+    %empty { $$ = NULL; }
+  | tdefaults_opt DEFAULTS IDENT '(' tdef_list ')'
+      { struct ast_node *t = mk_named(B, AST_TARGET_DEFAULTS, $3, @3, NULL, NULL, @2); t->list = $5->list;
+        $$ = $1 ? ast_append(B, $1, t) : mk_list(B, AST_LIST, t, @$); }
+  ;
+
+tdef_list:
+    tdef { $$ = mk_list(B, AST_LIST, $1, @$); }
+  | tdef_list ',' tdef { $$ = ast_append(B, $1, $3); }
+  ;
+
+tdef:
+    IDENT '=' cval { $$ = mk_named(B, AST_CPARAM, $1, @1, $3, NULL, @$); }
   ;
 
 block:

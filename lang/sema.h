@@ -102,6 +102,7 @@ struct sema_kernel_decl {
   struct ast_node *node;
   struct ast_kernel *k;
   VEC(struct sema_cparam) cparams;
+  VEC(struct lang_target_default) tdefaults;
   struct lang_kernel_info info;
   bool ok;
 };

@@ -164,6 +164,53 @@ static void check_cparams(struct lang_ctx *c, struct sema_kernel_decl *kd) {
   }
 }
 
+/* `defaults TARGET(NAME = VALUE, ...)`: a known target (once per kernel), each NAME a
+ * compile-time parameter of the kernel (once per clause), each VALUE of its kind. Any value
+ * of the kind is accepted, as for a define (the candidates only guide the tuner). */
+static void check_tdefaults(struct lang_ctx *c, struct sema_kernel_decl *kd) {
+  struct ast_kernel *k = kd->k;
+  for (uint32_t t = 0; t < k->tdefaults.n; t++) {
+    struct ast_node *tn = k->tdefaults.v[t];
+    bool ok = true;
+    if (!tl_target_find(tn->name)) {
+      lang_error(c, tn->loc2, D_TARGET_DEFAULTS, "`defaults %s(...)`: unknown target `%s` (the targets are %s)", tn->name,
+                 tn->name, tl_target_names());
+      ok = false;
+    }
+    for (uint32_t u = 0; u < t && ok; u++)
+      if (strcmp(k->tdefaults.v[u]->name, tn->name) == 0) {
+        lang_error(c, tn->loc2, D_TARGET_DEFAULTS, "a second `defaults %s(...)` clause; give each target one", tn->name);
+        ok = false;
+      }
+    for (uint32_t e = 0; e < tn->list.n; e++) {
+      struct ast_node *en = tn->list.v[e];
+      const struct sema_cparam *cp = NULL;
+      for (uint32_t p = 0; p < kd->cparams.n; p++)
+        if (strcmp(kd->cparams.v[p].name, en->name) == 0) cp = &kd->cparams.v[p];
+      bool twice = false;
+      for (uint32_t f = 0; f < e; f++) twice |= strcmp(tn->list.v[f]->name, en->name) == 0;
+      struct lang_cvalue val;
+      if (!cp) {
+        lang_error(c, en->loc2, D_TARGET_DEFAULTS, "`defaults %s(...)`: kernel `%s` has no compile-time parameter `%s`",
+                   tn->name, k->name, en->name);
+      } else if (twice) {
+        lang_error(c, en->loc2, D_TARGET_DEFAULTS, "`defaults %s(...)` gives `%s` twice", tn->name, en->name);
+      } else if (!cparam_value(c, en->a, &val)) {
+        /* (reported) */
+      } else if (val.kind != cp->kind) {
+        lang_error(c, en->a->loc, D_TARGET_DEFAULTS, "`%s` is %s, but `defaults %s(...)` gives it %s, %s", en->name,
+                   kind_name(cp->kind), tn->name, cvalue_text(c, &val), kind_name(val.kind));
+      } else if (ok) {
+        struct lang_target_default d = {tn->name, en->name, cvalue_text(c, &val)};
+        VEC_PUSH(c->arena, kd->tdefaults, d);
+        continue;
+      }
+      kd->ok = false;
+    }
+    if (!ok) kd->ok = false;
+  }
+}
+
 /* Whether another kernel of the file has a compile-time parameter `name`: a define meant for
  * that kernel is then no error for this one (one set of -D settings serves a multi-kernel
  * file); a name no kernel declares still is (a typo must not pass unnoticed). */
@@ -435,6 +482,8 @@ static void kernel_info(struct lang_ctx *c, struct sema_kernel_decl *kd) {
   }
   info->cparams = cps;
   info->ncparams = kd->cparams.n;
+  info->tdefaults = kd->tdefaults.v;
+  info->ntdefaults = kd->tdefaults.n;
   struct lang_param_info *ps = ARENA_NEWN(c->arena, struct lang_param_info, k->params.n + 1);
   for (uint32_t p = 0; p < k->params.n; p++) {
     struct ast_node *pn = k->params.v[p];
@@ -499,6 +548,7 @@ void sema_check_file(struct lang_ctx *c, struct ast_file *f) {
     kd.k = n->k;
     kd.ok = true;
     check_cparams(c, &kd);
+    check_tdefaults(c, &kd);
     s.kd = &kd;
     reset_scopes(&s, d);
     sema_apply_defines(&s, NULL, 0);

@@ -275,8 +275,8 @@ static void compile_key(uint8_t key[RT_HASH_LEN], const char *name, const char *
 }
 
 /* The user-visible parameter table and the config string. */
-static void describe_kernel(tile_kernel *k, const struct lang_kernel_info *ki,
-                            const tile_compile_options *co) {
+static void describe_kernel(tile_kernel *k, const struct lang_kernel_info *ki, const struct lang_define *defs,
+                            uint32_t nd) {
   struct ir_func *f = k->ir;
   unsigned n = 0;
   for (uint32_t i = 0; i < f->params.n; i++) n += f->params.v[i].kind != IR_PARAM_SHAPE;
@@ -317,11 +317,14 @@ static void describe_kernel(tile_kernel *k, const struct lang_kernel_info *ki,
   for (uint32_t i = 0; ki && i < ki->ncparams; i++) {
     const struct lang_cparam_info *cp = &ki->cparams[i];
     const char *val = NULL;
-    for (unsigned d = 0; d < co->ndefines; d++)
-      if (co->defines[d].name && strcmp(co->defines[d].name, cp->name) == 0) val = co->defines[d].value;
+    for (unsigned d = 0; d < nd; d++) /* the caller's, then the target's `defaults` that applied */
+      if (defs[d].name && strcmp(defs[d].name, cp->name) == 0) val = defs[d].value;
     if (i) sb_putc(&sb, ',');
     sb_printf(&sb, "%s=", cp->name);
-    if (val) {
+    size_t vl = val ? strlen(val) : 0;
+    if (val && vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
+      sb_printf(&sb, "%.*s", (int)(vl - 2), val + 1);
+    } else if (val) {
       sb_puts(&sb, val);
     } else {
       switch (cp->kind) {
@@ -345,7 +348,7 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
     defs[i].value = co->defines[i].value;
   }
   struct tl_source s = {k->filename, k->src, k->src_len, (co->flags & TILE_SOURCE_IR) != 0, co->kernel, defs,
-                        co->ndefines};
+                        co->ndefines, k->target ? k->target->name : NULL};
   struct tl_front_result fr;
   struct tl_error e;
   sb_init(&e.msg, &k->arena);
@@ -364,7 +367,7 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
   if (r) return rt_fail(ctx, r, &e);
   k->ir = fr.f;
   k->name = fr.f->name;
-  describe_kernel(k, fr.info, co);
+  describe_kernel(k, fr.info, fr.defines, fr.ndefines);
   return TILE_OK;
 }
 
@@ -738,13 +741,14 @@ TILE_API tile_status tile_emit(tile_context *ctx, const char *name, const char *
       }
     }
   } else if (eo->what == TILE_EMIT_AST) {
-    struct tl_source ts = {k->filename, src, len, false, NULL, NULL, 0};
+    struct tl_source ts = {k->filename, src, len, false, NULL, NULL, 0, NULL};
     struct lang_ctx *lc;
     struct ast_file *ast;
     r = tl_parse_ast(&ts, &k->arena, &k->strs, &lc, &ast, &e);
     copy_diags(ctx, lc, &k->arena);
     if (!r) lang_print_ast(&sb, ast);
   } else {
+    k->target = target; /* (its `defaults` clause) */
     st = front_end(ctx, k, &co, true, &po);
     if (st) goto done;
     if (eo->what == TILE_EMIT_IR) {

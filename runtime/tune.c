@@ -938,7 +938,7 @@ static tile_status plan_params(struct tuner *T, const tile_compile_options *uco,
   if (!(T->co.flags & TILE_SOURCE_IR)) {
     struct strtab *strs = ARENA_NEW(T->a, struct strtab);
     strtab_init(strs, T->a);
-    struct tl_source ts = {T->name, T->src, T->len, false, NULL, NULL, 0};
+    struct tl_source ts = {T->name, T->src, T->len, false, NULL, NULL, 0, NULL};
     struct lang_ctx *lc;
     struct ast_file *ast;
     struct tl_error e;
@@ -965,6 +965,14 @@ static tile_status plan_params(struct tuner *T, const tile_compile_options *uco,
       p->name = arena_strdup(T->a, cp->name);
       p->kind = cp->kind;
       p->def = cvalue_text(T->a, &cp->def);
+      /* the target's `defaults` clause: the default configuration is the one a compile for
+       * that target gets */
+      for (uint32_t t = 0; T->co.device == TILE_DEVICE_CUDA && T->co.arch && t < ki->ntdefaults; t++)
+        if (strcmp(ki->tdefaults[t].target, T->co.arch) == 0 && strcmp(ki->tdefaults[t].name, cp->name) == 0) {
+          const char *v = ki->tdefaults[t].value;
+          size_t vl = strlen(v);
+          p->def = vl >= 2 && v[0] == '"' ? arena_printf(T->a, "%.*s", (int)(vl - 2), v + 1) : v;
+        }
       p->ncand = cp->ncands;
       p->cand = ARENA_NEWN(T->a, const char *, cp->ncands + 1);
       for (uint32_t c = 0; c < cp->ncands; c++) p->cand[c] = cvalue_text(T->a, &cp->cands[c]);

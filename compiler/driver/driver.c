@@ -52,6 +52,39 @@ static const struct lang_kernel_info *find_info(const struct ast_file *ast, cons
   return NULL;
 }
 
+/* Whether lowering failed and every error was a violated `where` constraint. */
+static bool only_constraints_failed(const struct lang_ctx *lc) {
+  uint32_t errors = 0;
+  for (uint32_t i = 0; i < lang_diag_count(lc); i++) {
+    const struct lang_diag *d = lang_diag_get(lc, i);
+    if (d->severity != LANG_ERROR) continue;
+    if (!d->code || strcmp(d->code, "CONSTRAINT") != 0) return false;
+    errors++;
+  }
+  return errors > 0;
+}
+
+/* The defines, then the kernel's `defaults` for s->target of the parameters they leave open. */
+static void with_target_defaults(const struct tl_source *s, const struct ast_file *ast, struct arena *a,
+                                 const struct lang_define **defs, uint32_t *n) {
+  const struct lang_kernel_info *ki = NULL;
+  if (!s->target) return;
+  if (s->kernel) ki = find_info(ast, s->kernel);
+  else if (lang_kernel_count(ast) == 1) ki = lang_kernel_info(ast, 0);
+  if (!ki || !ki->ntdefaults) return;
+  struct lang_define *out = ARENA_NEWN(a, struct lang_define, *n + ki->ntdefaults + 1);
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < *n; i++) out[m++] = (*defs)[i];
+  for (uint32_t t = 0; t < ki->ntdefaults; t++) {
+    const struct lang_target_default *d = &ki->tdefaults[t];
+    bool given = strcmp(d->target, s->target) != 0;
+    for (uint32_t i = 0; i < *n && !given; i++) given = strcmp((*defs)[i].name, d->name) == 0;
+    if (!given) out[m++] = (struct lang_define){d->name, d->value};
+  }
+  *defs = out;
+  *n = m;
+}
+
 enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct strtab *strs,
                             struct pass_options *po, struct tl_front_result *out, struct tl_error *e) {
   memset(out, 0, sizeof *out);
@@ -67,7 +100,20 @@ enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct s
   if (po) po->parse_ms += tl_now_ms() - t0;
   if (lang_error_count(lc) || !ast) return lang_fail(e, TL_ERR_PROGRAM, lc);
   t0 = tl_now_ms();
-  struct ir_func *f = lang_lower(lc, ast, s->kernel, s->defines, s->ndefines);
+  const struct lang_define *defs = s->defines;
+  uint32_t ndefs = s->ndefines;
+  with_target_defaults(s, ast, a, &defs, &ndefs);
+  struct ir_func *f = lang_lower(lc, ast, s->kernel, defs, ndefs);
+  if (ndefs != s->ndefines && only_constraints_failed(lc)) {
+    /* the target's defaults break a `where` constraint of the kernel (a tile too large for
+     * this head dimension): its plain defaults then, in a fresh context */
+    lc = lang_ctx_new(a, strs);
+    out->lang = lc;
+    ast = lang_parse(lc, s->name, s->text, s->len);
+    f = ast && !lang_error_count(lc) ? lang_lower(lc, ast, s->kernel, s->defines, s->ndefines) : NULL;
+    defs = s->defines;
+    ndefs = s->ndefines;
+  }
   if (po) po->lower_ms += tl_now_ms() - t0;
   if (!f || lang_error_count(lc))
     return lang_fail(e, s->kernel && !find_info(ast, s->kernel) ? TL_ERR_NOT_FOUND : TL_ERR_PROGRAM, lc);
@@ -77,6 +123,8 @@ enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct s
     return fail(e, TL_ERR_INTERNAL, TL_CODE_INTERNAL, "internal compiler error: %s", sb_str(&err));
   out->f = f;
   out->info = find_info(ast, f->name);
+  out->defines = defs;
+  out->ndefines = ndefs;
   return TL_OK;
 }
 

@@ -54,12 +54,16 @@ struct tl_source {
   const char *kernel;            /* NULL: the only kernel (or the first function of IR) */
   const struct lang_define *defines;
   uint32_t ndefines;
+  const char *target; /* the target's name ("sm_90a"; NULL: the CPU): its `defaults` clause
+                         gives the defaults of parameters the defines leave open */
 };
 
 struct tl_front_result {
   struct ir_func *f;                    /* generic IR; NULL on failure */
   struct lang_ctx *lang;                /* the front end's diagnostics (NULL for IR input) */
   const struct lang_kernel_info *info;  /* the kernel as declared (NULL for IR input) */
+  const struct lang_define *defines;    /* the defines it was specialized with: the source's, */
+  uint32_t ndefines;                    /* then the target's `defaults` that applied */
 };
 
 /* Parses, checks and lowers one kernel and runs the generic passes; everything is allocated

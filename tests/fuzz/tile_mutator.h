@@ -92,7 +92,7 @@ static const char *const tm_unary[] = {"exp", "exp2", "log", "log2", "sqrt", "rs
                                        "relu", "gelu", "silu", "abs", "trans", "f32", "f16", "bf16", "i32"};
 static const char *const tm_reduce[] = {"min", "max", "sum"};
 static const char *const tm_fixed[] = {"kernel", "const", "let", "var", "for", "in", "if", "else", "range",
-                                       "grid", "warps", "out", "where", "dot", "load", "zeros", "full", "arange",
+                                       "grid", "warps", "out", "where", "defaults", "dot", "load", "zeros", "full", "arange",
                                        "cdiv", "program_id", "num_programs", "stages", "fill", "tf32", "None"};
 static const char *const tm_values[] = {"true", "false", "inf", "None"};
 static const char *const tm_arith[] = {"+", "-", "*", "/", "%", "@"};

@@ -120,3 +120,46 @@ Test(autoconfig, attention_and_row_kernels) {
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
+
+/* `defaults sm_90a(...)` in lib/attention.tile: a compile for sm_90a gets those defaults for
+ * what the caller leaves open, other targets and the CPU the plain ones, and a configuration
+ * they make violate a `where` constraint (hd256) falls back to the plain defaults. */
+static const char *attention_config(tile_context *ctx, int device, const char *arch, const tile_define *d,
+                                    unsigned nd, tile_kernel **k) {
+  char path[1024];
+  test_lib_path(path, sizeof path, "attention.tile");
+  tile_compile_options co = {.kernel = "attention", .defines = d, .ndefines = nd, .device = device, .arch = arch};
+  cr_assert_eq(tile_compile_file(ctx, path, &co, k), TILE_OK, "%s: %s", arch ? arch : "cpu", tile_errmsg(ctx));
+  return tile_kernel_config(*k);
+}
+
+Test(autoconfig, target_defaults_clause) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  struct {
+    int device;
+    const char *arch, *d, *nw, *want_bn, *want_nw;
+  } cases[] = {
+      {TILE_DEVICE_CUDA, "sm_90a", "128", NULL, "BN=128", "NW=8"},
+      {TILE_DEVICE_CUDA, "sm_90a", "64", NULL, "BN=128", "NW=8"},
+      {TILE_DEVICE_CUDA, "sm_90a", "256", NULL, "BN=64", "NW=4"}, /* (BN + BNM) * D <= 32768 */
+      {TILE_DEVICE_CUDA, "sm_90a", "128", "4", "BN=128", "NW=4"}, /* a define wins */
+      {TILE_DEVICE_CUDA, "sm_80", "128", NULL, "BN=64", "NW=4"},
+      {TILE_DEVICE_CPU, NULL, "128", NULL, "BN=64", "NW=4"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tile_define d[2] = {{"D", cases[i].d}, {"NW", cases[i].nw}};
+    tile_kernel *k = NULL;
+    const char *cfg = attention_config(ctx, cases[i].device, cases[i].arch, d, cases[i].nw ? 2 : 1, &k);
+    char bn[32], nw[32];
+    snprintf(bn, sizeof bn, ",%s,", cases[i].want_bn);
+    snprintf(nw, sizeof nw, ",%s,", cases[i].want_nw);
+    char full[512];
+    snprintf(full, sizeof full, ",%s,", cfg);
+    cr_expect(strstr(full, bn) && strstr(full, nw), "%s D=%s: %s", cases[i].arch ? cases[i].arch : "cpu", cases[i].d,
+              cfg);
+    tile_kernel_release(k);
+  }
+  tile_context_destroy(ctx);
+}
