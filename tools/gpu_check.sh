@@ -500,6 +500,9 @@ TK_TAG=" overlap=1" tk attention.tile attention "$HA,BN=64" B=2,H=4,HKV=2,N=4095
 TK_TAG=" ws=0" tk attention.tile attention "$HA" B=2,H=4,HKV=2,N=1000,NK=333 "scale=0.088" --schedule=ws=0
 # the consumer warpgroups take turns issuing the products (pingpong, the default); without
 TK_TAG=" pingpong=0" tk attention.tile attention "$HA,CAUSAL=true" B=2,H=4,HKV=2,N=1000,NK=1000 "scale=0.088" --schedule=pingpong=0
+# causal tiles walked persistently in snake order (persistent=1 asked explicitly)
+TK_TAG=" persistent=1" tk attention.tile attention "$HA,CAUSAL=true,HAS_LSE=true" B=2,H=4,HKV=2,N=1000,NK=1000 "scale=0.088" --schedule=persistent=1
+TK_TAG=" persistent=1" tk attention.tile attention T=bf16,BM=128,BN=128,NW=8,CAUSAL=true B=3,H=5,HKV=5,N=4095,NK=4095 "$SC" --schedule=persistent=1
 tk attention.tile attention T=bf16,BM=128,BN=128,BNM=64,NW=8,STAGES=3,CAUSAL=true,HAS_LSE=true B=1,H=4,HKV=1,N=4095,NK=4095 "$SC"
 
 # ---- 4. compute-sanitizer on ragged shapes ---------------------------------------------------

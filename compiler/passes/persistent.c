@@ -3,8 +3,10 @@
  * current one, and no program start or ring set-up is paid per tile.
  *
  * Needs: the warp-specialized form (a warp_specialize op at the top of the body; the ring
- * loops carry their stage and phase) and a schedule that asks for it (persistent=1). The
- * ring loops' bounds must not depend on the program (every tile does the same work). The
+ * loops carry their stage and phase) and a schedule that allows it (persistent, on by
+ * default). The ring loops' bounds must not depend on the program (every tile does the
+ * same work), unless the schedule says persistent=1 explicitly: then tiles of unequal
+ * work are walked in snake order (odd rounds backwards; not measured yet). The
  * body must not depend on the program through anything but program_id/num_programs of its
  * scalar prefix (true of every kernel: programs share nothing else).
  * Guarantees:
@@ -115,7 +117,7 @@ static void replace_within(struct ir_func *f, uint32_t blk, ir_val from, ir_val 
 /* Wraps region `region` of the ws op in the tile loop. `prefix` lists the program-dependent
  * scalar ops of the body (in order) to recompute per tile. */
 static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const ir_val *gsize, const uint32_t *prefix,
-                      uint32_t nprefix) {
+                      uint32_t nprefix, bool snake) {
   struct ir_func *f = pc->f;
   uint32_t loops[MAX_LOOPS], idx[MAX_LOOPS][MAX_RING];
   uint32_t nl = ring_loops(f, region, loops, idx);
@@ -143,6 +145,20 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
   struct ir_builder tb;
   ir_builder_at_end(&tb, f, tbody);
   tb.loc = b.loc;
+  if (snake) {
+    /* tiles of unequal work, longest first in each row of the grid: the odd rounds of the
+     * walk go backwards, so a program with a long tile in one round gets a short one in the
+     * next; a round's tiles stay the same (neighbouring programs still share their data in
+     * L2), the last, partial round goes forwards */
+    ir_val one = ir_const_int(&tb, i32, 1);
+    ir_val round = ir_binary(&tb, IR_DIV, t, np);
+    ir_val odd = ir_binary(&tb, IR_EQ, ir_binary(&tb, IR_AND, round, one), one);
+    ir_val full = ir_binary(&tb, IR_LE, ir_binary(&tb, IR_MUL, ir_binary(&tb, IR_ADD, round, one), np), ntiles);
+    ir_val back = ir_binary(&tb, IR_ADD, ir_binary(&tb, IR_SUB, t, ir_binary(&tb, IR_MUL, pid, ir_const_int(&tb, i32, 2))),
+                            ir_binary(&tb, IR_SUB, np, one));
+    ir_val sa[3] = {ir_binary(&tb, IR_AND, odd, full), back, t};
+    t = ir_build1(&tb, IR_SELECT, i32, sa, 3);
+  }
   /* the program's coordinates for tile t */
   ir_val coord[3];
   coord[0] = ir_binary(&tb, IR_REM, t, gsize[0]);
@@ -190,11 +206,13 @@ static bool make_persistent(struct pass_ctx *pc) {
   if (!nrings || ring_loops(f, f->ops.v[ws].region + 1, loops, idx) != nrings) return false;
   uint8_t *dep = ARENA_NEWN(pc->scratch, uint8_t, f->values.n + 1);
   /* tiles of unequal work (a causal mask: the key loop ends at the tile's diagonal) are
-   * left to the hardware's block scheduler, which starts each block when a slot frees up;
-   * a static walk would give some programs more work than others (PERF.md 42) */
+   * left to the hardware's block scheduler, which starts each block when a slot frees up
+   * (a static walk gave some programs more work than others: PERF.md 42), unless the
+   * schedule asks for persistence explicitly: then the walk snakes (wrap_role) */
+  bool unequal = false;
   for (uint32_t l = 0; l < nrings; l++)
-    for (int k = 0; k < 2; k++)
-      if (depends_on_program(f, f->ops.v[loops[l]].args[k], dep)) return false;
+    for (int k = 0; k < 2; k++) unequal |= depends_on_program(f, f->ops.v[loops[l]].args[k], dep);
+  if (unequal && f->sched.persistent != 1) return false;
   /* the program-dependent scalar prefix */
   uint32_t prefix[MAX_PREFIX], np = 0;
   for (uint32_t i = 0; i < body->ops.n && body->ops.v[i] != ws; i++) {
@@ -232,8 +250,8 @@ static bool make_persistent(struct pass_ctx *pc) {
     }
   }
   ir_val ntiles = ir_binary(&b, IR_MUL, ir_binary(&b, IR_MUL, gsize[0], gsize[1]), gsize[2]);
-  if (!wrap_role(pc, f->ops.v[ws].region, ntiles, gsize, prefix, np)) return false;
-  if (!wrap_role(pc, f->ops.v[ws].region + 1, ntiles, gsize, prefix, np)) return false;
+  if (!wrap_role(pc, f->ops.v[ws].region, ntiles, gsize, prefix, np, unequal)) return false;
+  if (!wrap_role(pc, f->ops.v[ws].region + 1, ntiles, gsize, prefix, np, unequal)) return false;
   f->persistent = 1;
   return true;
 }

@@ -95,6 +95,7 @@ configs+=(
   "decode_attention.tile decode_split SCHED=prefetch=1"
   "attention.tile attention NW=4,BN=64"
   "attention.tile attention D=256"
+  "attention.tile attention CAUSAL=true,SCHED=persistent=1"
   "tests/kernels/gather_gemm.tile gather_gemm SCHED=prefetch=1"
   "tests/kernels/gather_gemm.tile gather_gemm -"
   "tests/kernels/gather_gemm.tile gather_gemm UNALIGNED"
