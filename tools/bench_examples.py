@@ -25,7 +25,7 @@ after warm-up). One line per case and a ratio (PyTorch time / ours: above 1 is f
                                   64 x 8192 x 8192 and 128 x 4096 x 4096
 
     python3 tools/bench_examples.py          (needs torch with CUDA)
-    python3 tools/bench_examples.py rows gemm   (only those sections)
+    python3 tools/bench_examples.py rows gemm decode   (only those sections)
 """
 import os
 import statistics
@@ -298,6 +298,8 @@ def main():
             main_rows()
         if "gemm" in only:
             main_gemm()
+        if "decode" in only:
+            main_decode()
         bad = ROWS.count(False)
         print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
         return 1 if bad else 0
@@ -314,16 +316,20 @@ def main():
     attention_bwd(1, 16, 16, 2405, 64, False, torch.float16)
     attention_bwd(1, 16, 16, 2405, 64, True, torch.float16)
     attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16)
-    decode(8, 32, 8, 8187, 128, 16, torch.float16)
-    decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True)
-    decode(8, 32, 8, 8187, 128, 16, torch.float16, schedule="prefetch=1")  # block table one iteration ahead
-    decode(8, 32, 8, 8187, 128, 8, torch.bfloat16)
-    decode(64, 32, 8, 2048, 128, 64, torch.float16)
+    main_decode()
     main_rows()
     main_gemm()
     bad = ROWS.count(False)
     print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
     return 1 if bad else 0
+
+
+def main_decode():
+    decode(8, 32, 8, 8187, 128, 16, torch.float16)
+    decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True)
+    decode(8, 32, 8, 8187, 128, 16, torch.float16, schedule="prefetch=1")  # block table one iteration ahead
+    decode(8, 32, 8, 8187, 128, 8, torch.bfloat16)
+    decode(64, 32, 8, 2048, 128, 64, torch.float16)
 
 
 def main_rows():
