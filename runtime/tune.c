@@ -69,6 +69,18 @@ static const char *cvalue_text(struct arena *a, const struct lang_cvalue *v) {
   return "";
 }
 
+/* The value of `name` in a configuration text "A=1,B=2" (dflt if absent). */
+static const char *config_value(struct arena *a, const char *config, const char *name, const char *dflt) {
+  size_t n = strlen(name);
+  for (const char *p = config; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len > n && strncmp(p, name, n) == 0 && p[n] == '=') return arena_printf(a, "%.*s", (int)(len - n - 1), p + n + 1);
+    p = e ? e + 1 : NULL;
+  }
+  return dflt;
+}
+
 static bool in_list(const char *list, const char *name) {
   size_t n = strlen(name);
   for (const char *p = list; p && *p;) {
@@ -964,15 +976,7 @@ static tile_status plan_params(struct tuner *T, const tile_compile_options *uco,
       struct tparam *p = &T->p[i];
       p->name = arena_strdup(T->a, cp->name);
       p->kind = cp->kind;
-      p->def = cvalue_text(T->a, &cp->def);
-      /* the target's `defaults` clause: the default configuration is the one a compile for
-       * that target gets */
-      for (uint32_t t = 0; T->co.device == TILE_DEVICE_CUDA && T->co.arch && t < ki->ntdefaults; t++)
-        if (strcmp(ki->tdefaults[t].target, T->co.arch) == 0 && strcmp(ki->tdefaults[t].name, cp->name) == 0) {
-          const char *v = ki->tdefaults[t].value;
-          size_t vl = strlen(v);
-          p->def = vl >= 2 && v[0] == '"' ? arena_printf(T->a, "%.*s", (int)(vl - 2), v + 1) : v;
-        }
+      p->def = cvalue_text(T->a, &cp->def); /* (the plain default; see tune_core for the target's) */
       p->ncand = cp->ncands;
       p->cand = ARENA_NEWN(T->a, const char *, cp->ncands + 1);
       for (uint32_t c = 0; c < cp->ncands; c++) p->cand[c] = cvalue_text(T->a, &cp->cands[c]);
@@ -1208,6 +1212,8 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
     tile_kernel *k = NULL;
     st = rt_compile_string(ctx, name, src, len, &c, diags, &k);
     kdef = k;
+    /* the defaults as compiled: a target's `defaults` clause (unless it broke a constraint) */
+    for (uint32_t i = 0; !st && i < T->np; i++) T->p[i].def = config_value(&a, kdef->config, T->p[i].name, T->p[i].def);
   }
   if (!st) st = rt_bind_args(ctx, kdef, args, nargs, &a, &b);
   if (!st && uco.device == TILE_DEVICE_CUDA) st = rt_gpu_check_args(ctx, kdef, &b);
@@ -1446,7 +1452,9 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
     if (k->ir->params.v[i].kind == IR_PARAM_SHAPE) probe[i].scalar.i = 4096;
   }
   struct autocfg A = {&T, k, b->iargs, probe, ARENA_NEWN(a, const char *, T.ntuned + 1)};
-  for (uint32_t t = 0; t < T.ntuned; t++) A.vals[t] = T.p[T.tuned[t]].def;
+  /* start from the configuration k was compiled with (its target's defaults, or the plain
+   * ones where those broke a constraint) */
+  for (uint32_t t = 0; t < T.ntuned; t++) A.vals[t] = config_value(a, k->config, T.p[T.tuned[t]].name, T.p[T.tuned[t]].def);
   int64_t big = programs_of(ctx, k->ir, probe);
   bool changed = false;
   for (int step = 0; step < 64 && big > 0; step++) {

@@ -5,6 +5,7 @@
  * the tile shapes `tilec tune` found best on an H200 (PERF.md 9). */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rt.h"
@@ -159,6 +160,29 @@ Test(autoconfig, target_defaults_clause) {
     snprintf(full, sizeof full, ",%s,", cfg);
     cr_expect(strstr(full, bn) && strstr(full, nw), "%s D=%s: %s", cases[i].arch ? cases[i].arch : "cpu", cases[i].d,
               cfg);
+    tile_kernel_release(k);
+  }
+  tile_context_destroy(ctx);
+}
+
+/* TILE_AUTOCONFIG starts from the configuration the kernel was compiled with: on sm_90a the
+ * target's defaults (BN=128, NW=8), at hd256 the plain ones they gave way to (BN=64, NW=4). */
+Test(autoconfig, starts_from_the_compiled_configuration) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  const char *ds[2] = {"128", "256"}, *want[2] = {"BM=32,BN=128,NW=8", "BM=32,BN=64,NW=4"};
+  for (int i = 0; i < 2; i++) {
+    tile_define d = {"D", ds[i]};
+    tile_kernel *k = NULL;
+    attention_config(ctx, TILE_DEVICE_CUDA, "sm_90a", &d, 1, &k);
+    int64_t q[4] = {1, 8, 500, atoi(ds[i])}, l[3] = {1, 8, 500};
+    tile_arg a[6] = {tile_arg_tensor(mem, TILE_F16, 4, q, NULL), tile_arg_tensor(mem, TILE_F16, 4, q, NULL),
+                     tile_arg_tensor(mem, TILE_F16, 4, q, NULL), tile_arg_tensor(mem, TILE_F16, 4, q, NULL),
+                     tile_arg_tensor(NULL, TILE_F32, 3, l, NULL), tile_arg_float(0.1)};
+    char got[128];
+    choose(ctx, k, a, 6, 132, "BM,BN,NW", got, sizeof got);
+    cr_expect_str_eq(got, want[i], "D=%s: %s", ds[i], got);
     tile_kernel_release(k);
   }
   tile_context_destroy(ctx);
