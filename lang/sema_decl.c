@@ -201,7 +201,8 @@ static void check_tdefaults(struct lang_ctx *c, struct sema_kernel_decl *kd) {
         lang_error(c, en->a->loc, D_TARGET_DEFAULTS, "`%s` is %s, but `defaults %s(...)` gives it %s, %s", en->name,
                    kind_name(cp->kind), tn->name, cvalue_text(c, &val), kind_name(val.kind));
       } else if (ok) {
-        struct lang_target_default d = {tn->name, en->name, cvalue_text(c, &val)};
+        /* as define text: a string without its quotes, as tile_kernel_config shows it */
+        struct lang_target_default d = {tn->name, en->name, val.kind == LANG_CP_STR ? val.s : cvalue_text(c, &val)};
         VEC_PUSH(c->arena, kd->tdefaults, d);
         continue;
       }

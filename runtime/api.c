@@ -321,10 +321,7 @@ static void describe_kernel(tile_kernel *k, const struct lang_kernel_info *ki, c
       if (defs[d].name && strcmp(defs[d].name, cp->name) == 0) val = defs[d].value;
     if (i) sb_putc(&sb, ',');
     sb_printf(&sb, "%s=", cp->name);
-    size_t vl = val ? strlen(val) : 0;
-    if (val && vl >= 2 && val[0] == '"' && val[vl - 1] == '"') {
-      sb_printf(&sb, "%.*s", (int)(vl - 2), val + 1);
-    } else if (val) {
+    if (val) {
       sb_puts(&sb, val);
     } else {
       switch (cp->kind) {

@@ -1363,6 +1363,13 @@ static tile_arg *args_of_bound(tile_kernel *k, const struct rt_bound *b, struct 
   return args;
 }
 
+/* The compile options of kernel k (an AUTOTUNE or AUTOCONFIG kernel) with other defines and
+ * without those two flags: how its choices are compiled. */
+static tile_compile_options own_options(const tile_kernel *k, const tile_define *defs, unsigned n) {
+  return (tile_compile_options){k->kernel_opt, defs, n, k->device, k->arch,
+                                k->flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG), k->sched_text};
+}
+
 /* ---- TILE_AUTOCONFIG: a configuration per shape bucket, without timing ----
  *
  * The parameters the caller did not pin start at their defaults. A parameter is a tile
@@ -1435,8 +1442,7 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
   T.len = k->src_len;
   T.args = args;
   T.nargs = k->nparams;
-  tile_compile_options uco = {k->kernel_opt, k->defines, k->ndefines, k->device, k->arch,
-                              k->flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG), k->sched_text};
+  tile_compile_options uco = own_options(k, k->defines, k->ndefines);
   T.co = uco;
   T.co.defines = NULL;
   T.co.ndefines = 0;
@@ -1463,7 +1469,7 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
     int64_t pad_big = 0, grow_p = 0, grow_big = 0, grow_now = 0;
     for (uint32_t t = 0; t < T.ntuned; t++) {
       const struct tparam *p = &T.p[T.tuned[t]];
-      long long now = strtoll(A.vals[t], NULL, 10);
+      long long cur_v = strtoll(A.vals[t], NULL, 10), now = cur_v;
       /* the next smaller candidate that compiles */
       for (;;) {
         const char *w = NULL;
@@ -1480,8 +1486,8 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
         }
         if (Pb == big) break; /* not a tile extent of the grid */
         if (P == cur && pad < 0) pad = (int)t, padv = w, pad_big = Pb;
-        else if (P > cur && (P > grow_p || (P == grow_p && strtoll(A.vals[t], NULL, 10) > grow_now)))
-          grow = (int)t, growv = w, grow_p = P, grow_big = Pb, grow_now = strtoll(A.vals[t], NULL, 10);
+        else if (P > cur && (P > grow_p || (P == grow_p && cur_v > grow_now)))
+          grow = (int)t, growv = w, grow_p = P, grow_big = Pb, grow_now = cur_v;
         break;
       }
     }
@@ -1510,19 +1516,14 @@ static TL_NOINLINE tile_status autoconfig_child(tile_context *ctx, tile_kernel *
   unsigned n;
   rt_autoconfig_choose(ctx, k, b, args, ctx->dev.sm_count, a, &defs, &n);
   if (!n) return TILE_OK;
-  tile_compile_options co = {k->kernel_opt, defs, n, k->device, k->arch,
-                             k->flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG), k->sched_text};
+  tile_compile_options co = own_options(k, defs, n);
   tile_status st = rt_compile_string(ctx, k->filename, k->src, k->src_len, &co, false, child);
   if (!st) st = rt_autotune_launch(ctx, k, *child, b, stream, false); /* builds the GPU code */
-  if (st == TILE_NOMEM) {
-    rt_kernel_release(*child);
-    *child = NULL;
-    return st;
-  }
   if (st) { /* the choice does not build here: the kernel's own configuration runs */
     rt_kernel_release(*child);
     *child = NULL;
   }
+  if (st == TILE_NOMEM) return st;
   rt_clear_error(ctx);
   return TILE_OK;
 }
@@ -1559,8 +1560,7 @@ tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_
   tile_kernel *child = NULL;
   tile_status st;
   if (k->flags & TILE_AUTOTUNE) {
-    tile_compile_options co = {k->kernel_opt, k->defines, k->ndefines, k->device, k->arch,
-                               k->flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG), k->sched_text};
+    tile_compile_options co = own_options(k, k->defines, k->ndefines);
     tile_tune_options to = {0};
     to.stream = stream;
     to.budget_ms = ctx->autotune_budget_ms;

@@ -45,6 +45,20 @@ static tile_kernel *compile_lib(tile_context *ctx, const char *file, const char 
 
 static char mem[64]; /* the grid does not read the tensors */
 
+static tile_context *new_context(void) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  return ctx;
+}
+
+/* attention's arguments: Q, K, V and O of shape q (MHA), LSE of shape l, the scale */
+static void attention_args(tile_arg *a, int64_t *q, int64_t *l, double scale) {
+  for (int i = 0; i < 4; i++) a[i] = tile_arg_tensor(mem, TILE_F16, 4, q, NULL);
+  a[4] = tile_arg_tensor(NULL, TILE_F32, 3, l, NULL);
+  a[5] = tile_arg_float(scale);
+}
+
 static void gemm_args(tile_arg *a, int64_t M, int64_t N, int64_t K) {
   a[0] = tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){M, K}, NULL);
   a[1] = tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){K, N}, NULL);
@@ -56,9 +70,7 @@ static void gemm_args(tile_arg *a, int64_t M, int64_t N, int64_t K) {
 }
 
 Test(autoconfig, skinny_gemm_gets_tiles_that_fill_the_device) {
-  tile_context *ctx = NULL;
-  tile_context_options o = {.cache_dir = ""};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  tile_context *ctx = new_context();
   tile_kernel *k = compile_lib(ctx, "gemm.tile", "gemm", NULL, 0);
   struct {
     int64_t M, N, K;
@@ -95,27 +107,17 @@ Test(autoconfig, skinny_gemm_gets_tiles_that_fill_the_device) {
 }
 
 Test(autoconfig, attention_and_row_kernels) {
-  tile_context *ctx = NULL;
-  tile_context_options o = {.cache_dir = ""};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  tile_context *ctx = new_context();
   /* attention: grid cdiv(N, BM) x H x B; 4 x 8 x 1 = 32 programs at N=500 */
   tile_kernel *k = compile_lib(ctx, "attention.tile", "attention", NULL, 0);
   tile_arg a[6];
-  int64_t q[4] = {1, 8, 500, 64}, kv[4] = {1, 8, 500, 64}, l[3] = {1, 8, 500};
-  a[0] = tile_arg_tensor(mem, TILE_F16, 4, q, NULL);
-  a[1] = tile_arg_tensor(mem, TILE_F16, 4, kv, NULL);
-  a[2] = tile_arg_tensor(mem, TILE_F16, 4, kv, NULL);
-  a[3] = tile_arg_tensor(mem, TILE_F16, 4, q, NULL);
-  a[4] = tile_arg_tensor(NULL, TILE_F32, 3, l, NULL);
-  a[5] = tile_arg_float(0.125);
+  int64_t q[4] = {1, 8, 500, 64}, l[3] = {1, 8, 500};
+  attention_args(a, q, l, 0.125);
   char got[128];
   choose(ctx, k, a, 6, 132, "BM", got, sizeof got);
   cr_expect_str_eq(got, "BM=32", "attention N=500");
-  q[2] = kv[2] = l[2] = 8192; /* 64 x 8 = 512 programs */
-  a[0] = tile_arg_tensor(mem, TILE_F16, 4, q, NULL);
-  a[1] = a[2] = tile_arg_tensor(mem, TILE_F16, 4, kv, NULL);
-  a[3] = tile_arg_tensor(mem, TILE_F16, 4, q, NULL);
-  a[4] = tile_arg_tensor(NULL, TILE_F32, 3, l, NULL);
+  q[2] = l[2] = 8192; /* 64 x 8 = 512 programs */
+  attention_args(a, q, l, 0.125);
   choose(ctx, k, a, 6, 132, "BM,BN", got, sizeof got);
   cr_expect_str_eq(got, "", "attention N=8192");
   tile_kernel_release(k);
@@ -135,9 +137,7 @@ static const char *attention_config(tile_context *ctx, int device, const char *a
 }
 
 Test(autoconfig, target_defaults_clause) {
-  tile_context *ctx = NULL;
-  tile_context_options o = {.cache_dir = ""};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  tile_context *ctx = new_context();
   struct {
     int device;
     const char *arch, *d, *nw, *want_bn, *want_nw;
@@ -168,18 +168,15 @@ Test(autoconfig, target_defaults_clause) {
 /* TILE_AUTOCONFIG starts from the configuration the kernel was compiled with: on sm_90a the
  * target's defaults (BN=128, NW=8), at hd256 the plain ones they gave way to (BN=64, NW=4). */
 Test(autoconfig, starts_from_the_compiled_configuration) {
-  tile_context *ctx = NULL;
-  tile_context_options o = {.cache_dir = ""};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  tile_context *ctx = new_context();
   const char *ds[2] = {"128", "256"}, *want[2] = {"BM=32,BN=128,NW=8", "BM=32,BN=64,NW=4"};
   for (int i = 0; i < 2; i++) {
     tile_define d = {"D", ds[i]};
     tile_kernel *k = NULL;
     attention_config(ctx, TILE_DEVICE_CUDA, "sm_90a", &d, 1, &k);
     int64_t q[4] = {1, 8, 500, atoi(ds[i])}, l[3] = {1, 8, 500};
-    tile_arg a[6] = {tile_arg_tensor(mem, TILE_F16, 4, q, NULL), tile_arg_tensor(mem, TILE_F16, 4, q, NULL),
-                     tile_arg_tensor(mem, TILE_F16, 4, q, NULL), tile_arg_tensor(mem, TILE_F16, 4, q, NULL),
-                     tile_arg_tensor(NULL, TILE_F32, 3, l, NULL), tile_arg_float(0.1)};
+    tile_arg a[6];
+    attention_args(a, q, l, 0.1);
     char got[128];
     choose(ctx, k, a, 6, 132, "BM,BN,NW", got, sizeof got);
     cr_expect_str_eq(got, want[i], "D=%s: %s", ds[i], got);
