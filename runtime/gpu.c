@@ -18,6 +18,7 @@
 #include "driver.h"
 #include "passes.h"
 #include "rt.h"
+#include "smem.h"
 
 bool rt_cuda_ready(tile_context *ctx) {
   char err[1024];
@@ -623,6 +624,35 @@ static bool artifact_from_entry(const struct rt_cache_entry *e, const struct til
 
 /* rt_cuda_link_ptx's allocation of the image it returns: a tl_malloc block of the hook. */
 static void *cubin_alloc(void *ud, size_t n) { return tl_malloc(ud, n); }
+
+tile_status rt_gpu_smem_need(tile_kernel *k, const struct rt_bound *b, unsigned *bytes) {
+  tile_context *ctx = k->ctx;
+  *bytes = 0;
+  if (!k->target) return rt_error(ctx, TILE_INVALID_ARGUMENT, "kernel '%s' has no GPU target", k->name);
+  struct arena scratch;
+  jmp_buf oom;
+  arena_init(&scratch, &ctx->alloc, &oom);
+  if (setjmp(oom)) {
+    arena_free(&scratch);
+    return rt_error(ctx, TILE_NOMEM, "out of memory while lowering '%s'", k->name);
+  }
+  struct ir_func *f = ir_func_clone(k->ir, &scratch);
+  uint8_t facts[64];
+  spec_facts(f, b, facts, sizeof facts, true);
+  struct pass_options po = {0};
+  struct tl_error e;
+  sb_init(&e.msg, &scratch);
+  enum tl_result r = tl_gpu_lower(f, k->target, &k->sched, &po, &e);
+  tile_status st = r ? rt_fail(ctx, r, &e) : TILE_OK;
+  if (!st) {
+    struct ir_smem_plan plan;
+    ir_smem_liveness(f, &scratch, &plan);
+    for (uint32_t j = 0; j < plan.n; j++)
+      if (plan.iv[j].offset + plan.iv[j].bytes > *bytes) *bytes = plan.iv[j].offset + plan.iv[j].bytes;
+  }
+  arena_free(&scratch);
+  return st;
+}
 
 tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct rt_gpu_target *t,
                          struct rt_artifact *out) {

@@ -264,6 +264,10 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
 /* Loads an artifact built for k and these arguments as k's specialization (main thread). */
 tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
                          const struct rt_artifact *a);
+/* The shared memory (bytes) of k's code for the bound arguments b, from the GPU passes alone
+ * (no LLVM: milliseconds): the extent of the buffers and barriers they place. Scratch that
+ * code generation adds for layout changes is not counted. */
+tile_status rt_gpu_smem_need(tile_kernel *k, const struct rt_bound *b, unsigned *bytes);
 /* The device-side argument checks of a launch (alignment, residency), without compiling. */
 tile_status rt_gpu_check_args(tile_context *ctx, tile_kernel *k, const struct rt_bound *b);
 /* Writes an artifact of k to the context's on-disk module cache (best effort: a failure is

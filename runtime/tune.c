@@ -1426,6 +1426,98 @@ static bool autocfg_try(struct autocfg *A, int t, const char *v, int64_t *real, 
   return ok;
 }
 
+/* Whether two compiles of a kernel compute the same products: the same ops, and every dot
+ * with the same result tile. A parameter that changes only the dots' depth (the K step of a
+ * reduction loop) or a loop's stages passes; one that changes the tiles the program computes
+ * (a key block of attention: the scores, their softmax) does not. */
+static bool same_products(const struct ir_func *a, const struct ir_func *b) {
+  if (a->ops.n != b->ops.n) return false;
+  for (uint32_t i = 1; i < a->ops.n; i++) {
+    const struct ir_op *x = &a->ops.v[i], *y = &b->ops.v[i];
+    if (x->code != y->code) return false;
+    if (x->code != IR_DOT || !x->nres) continue;
+    const struct ir_type *tx = ir_vtype(a, x->res), *ty = ir_vtype(b, y->res);
+    if (tx->rank != ty->rank || memcmp(tx->dims, ty->dims, tx->rank * sizeof tx->dims[0])) return false;
+  }
+  return true;
+}
+
+/* The shared memory of the configuration with tuned parameter t at v (t = -1: the current
+ * one), when it compiles for the GPU, binds the launch's arguments, keeps the grid at
+ * `programs` (`big` at the probe's sizes) and computes the products of *ref (when given);
+ * 0 otherwise. *keep (when given) receives the compiled kernel. */
+static unsigned autocfg_smem(struct autocfg *A, int t, const char *v, int64_t programs, int64_t big, unsigned nargs,
+                             const tile_kernel *ref, tile_kernel **keep) {
+  struct tuner *T = A->T;
+  tile_compile_options c = T->co;
+  c.defines = autocfg_defines(A, t, v, &c.ndefines);
+  c.flags |= TILE_NO_CACHE;
+  tile_kernel *kc = NULL;
+  unsigned bytes = 0;
+  struct rt_bound b;
+  if (!rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc) && kc->target &&
+      kc->ir->params.n == A->k->ir->params.n && (!ref || same_products(ref->ir, kc->ir)) &&
+      programs_of(T->ctx, kc->ir, A->ia) == programs && programs_of(T->ctx, kc->ir, A->probe) == big &&
+      !rt_bind_args(T->ctx, kc, T->args, nargs, T->a, &b) && rt_gpu_smem_need(kc, &b, &bytes))
+    bytes = 0;
+  if (keep && bytes) *keep = kc;
+  else rt_kernel_release(kc);
+  rt_clear_error(T->ctx);
+  return bytes;
+}
+
+static bool is_integer(const char *s) {
+  char *end;
+  if (!*s) return false;
+  (void)strtoll(s, &end, 10);
+  return !*end;
+}
+
+/* Step 3 of TILE_AUTOCONFIG: while some parameter outside the grid's tile extents, at its
+ * next larger candidate, gives the program more shared memory without changing what it
+ * computes (deeper stages, longer K steps: same_products) and stays within 90% of what the
+ * target allows, the one that adds the least takes that value. */
+static bool deepen(struct autocfg *A, int64_t programs, int64_t big, unsigned nargs) {
+  struct tuner *T = A->T;
+  tile_kernel *ref = NULL;
+  unsigned have = autocfg_smem(A, -1, NULL, programs, big, nargs, NULL, &ref);
+  unsigned limit = A->k->target->smem_optin / 10 * 9;
+  bool changed = false;
+  for (int step = 0; step < 16 && have; step++) {
+    int best = -1;
+    const char *bestv = NULL;
+    unsigned best_bytes = 0;
+    for (uint32_t t = 0; t < T->ntuned; t++) {
+      const struct tparam *p = &T->p[T->tuned[t]];
+      if (!is_integer(A->vals[t])) continue;
+      long long now = strtoll(A->vals[t], NULL, 10);
+      for (;;) { /* the next larger candidate that compiles and computes the same */
+        const char *w = NULL;
+        long long wv = 0;
+        for (uint32_t c = 0; c < p->ncand; c++) {
+          if (!is_integer(p->cand[c])) continue;
+          long long x = strtoll(p->cand[c], NULL, 10);
+          if (x > now && (!w || x < wv)) w = p->cand[c], wv = x;
+        }
+        if (!w) break;
+        unsigned bytes = autocfg_smem(A, (int)t, w, programs, big, nargs, ref, NULL);
+        if (!bytes) {
+          now = wv;
+          continue;
+        }
+        if (bytes > have && bytes <= limit && (best < 0 || bytes < best_bytes)) best = (int)t, bestv = w, best_bytes = bytes;
+        break;
+      }
+    }
+    if (best < 0) break;
+    A->vals[best] = bestv;
+    have = best_bytes;
+    changed = true;
+  }
+  rt_kernel_release(ref);
+  return changed;
+}
+
 void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, const tile_arg *args, int sms,
                           struct arena *a, tile_define **defs, unsigned *n) {
   *defs = NULL;
@@ -1503,6 +1595,9 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
     }
     changed = true;
   }
+  /* 3. a grid of at most one program per multiprocessor: nothing else hides a program's load
+   *    latency, so its pipeline deepens into the shared memory it has to itself */
+  if (k->target && cur <= sms && deepen(&A, cur, big, k->nparams)) changed = true;
   if (changed) *defs = autocfg_defines(&A, -1, NULL, n);
 }
 

@@ -25,8 +25,10 @@ static void choose(tile_context *ctx, tile_kernel *k, tile_arg *args, unsigned n
   unsigned n;
   rt_autoconfig_choose(ctx, k, &b, args, sms, &a, &defs, &n);
   out[0] = 0;
+  char names[256], name[64];
+  snprintf(names, sizeof names, ",%s,", which);
   for (unsigned i = 0; i < n; i++)
-    if (strstr(which, defs[i].name)) {
+    if (snprintf(name, sizeof name, ",%s,", defs[i].name), strstr(names, name)) {
       size_t l = strlen(out);
       snprintf(out + l, cap - l, "%s%s=%s", l ? "," : "", defs[i].name, defs[i].value);
     }
@@ -102,6 +104,38 @@ Test(autoconfig, skinny_gemm_gets_tiles_that_fill_the_device) {
   gemm_args(a, 64, 8192, 8192);
   choose(ctx, k, a, 7, 132, "BM,BN", got, sizeof got);
   cr_expect_str_eq(got, "BN=256,BM=16", "pinned BN");
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
+/* For sm_90a the skinny GEMMs' grids are one wave: their pipelines deepen into the shared
+ * memory (the tuned winners of PERF.md 9: 16x64x128 with 5 stages, 64x64x128 with 5); a
+ * grid of many waves keeps its depth. */
+Test(autoconfig, one_wave_grids_deepen_their_pipelines) {
+  tile_context *ctx = new_context();
+  char path[1024];
+  test_lib_path(path, sizeof path, "gemm.tile");
+  tile_compile_options co = {.kernel = "gemm", .device = TILE_DEVICE_CUDA, .arch = "sm_90a"};
+  tile_kernel *k = NULL;
+  cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+  struct {
+    int64_t M, N, K;
+    const char *want;
+  } cases[] = {
+      {16, 8192, 8192, "BM=16,BN=64,BK=128,STAGES=5"},
+      {1, 8192, 8192, "BM=16,BN=64,BK=128,STAGES=5"},
+      {64, 8192, 8192, "BM=64,BN=64,BK=128,STAGES=5"},
+      {128, 4096, 4096, "BM=64,BN=64,BK=128,STAGES=5"},
+      {4096, 4096, 4096, ""},
+  };
+  char got[128];
+  tile_arg a[7];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    gemm_args(a, cases[i].M, cases[i].N, cases[i].K);
+    choose(ctx, k, a, 7, 132, "BM,BN,BK,STAGES", got, sizeof got);
+    cr_expect_str_eq(got, cases[i].want, "%lldx%lldx%lld: %s", (long long)cases[i].M, (long long)cases[i].N,
+                     (long long)cases[i].K, got);
+  }
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
