@@ -790,7 +790,7 @@ static tile_status build_kernel(tile_context *ctx, const char *file, const char 
   co.kernel = name;
   co.device = TILE_DEVICE_CPU; /* the generic IR; targets come below */
   co.arch = NULL;
-  co.flags = (co.flags | TILE_NO_CACHE) & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG);
+  co.flags = (co.flags | TILE_NO_CACHE | TILE_FIXED_CONFIG) & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG);
   tile_status st = rt_compile_string(ctx, file, src, len, &co, true, &ak->k);
   if (st) return st;
   tile_kernel *k = ak->k;

@@ -434,6 +434,11 @@ static tile_status compile(tile_context *ctx, const char *name, const char *src,
   tile_compile_options co = {0};
   if (opts) co = *opts;
   if (co.ndefines && !co.defines) return rt_error(ctx, TILE_INVALID_ARGUMENT, "defines is NULL");
+  /* a configuration per shape bucket is the default of the public entry points; internal
+   * compiles (candidates, chosen configurations) run as compiled */
+  if (public && co.device == TILE_DEVICE_CUDA && !(co.flags & (TILE_AUTOTUNE | TILE_FIXED_CONFIG | TILE_SOURCE_IR)))
+    co.flags |= TILE_AUTOCONFIG;
+  if (co.flags & (TILE_FIXED_CONFIG | TILE_AUTOTUNE)) co.flags &= ~(unsigned)TILE_AUTOCONFIG;
   const struct tl_target *target;
   struct tl_schedule sched;
   tile_status st = resolve_target(ctx, &co, &target, &sched);

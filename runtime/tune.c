@@ -676,6 +676,33 @@ static void args_key(struct strbuf *sb, const struct ir_func *f, const struct rt
   sb_putc(sb, '\n');
 }
 
+/* The facts of args_key as a 64-bit FNV-1a hash (an in-memory key, computed per launch). */
+static uint64_t args_key_fast(const struct ir_func *f, const struct rt_bound *b) {
+  uint64_t x = 14695981039346656037ull;
+#define MIX(v) (x = (x ^ (uint64_t)(v)) * 1099511628211ull)
+  for (uint32_t i = 0; i < f->params.n; i++) {
+    const struct ir_param *p = &f->params.v[i];
+    if (p->kind == IR_PARAM_SHAPE) {
+      int64_t v = b->iargs[i].scalar.i;
+      MIX(bucket(v));
+      MIX(v % 16 == 0);
+      continue;
+    }
+    if (p->kind != IR_PARAM_TENSOR) continue;
+    const struct interp_tensor *t = &b->iargs[i].tensor;
+    if (!t->data) {
+      MIX(0xffu);
+      continue;
+    }
+    int eb = ir_dtype_bytes((ir_dtype)ir_vtype(f, p->value)->dtype);
+    MIX(pow2_align((uintptr_t)t->data));
+    for (int d = 0; d < t->rank; d++)
+      MIX((t->strides[d] == 1) + 2 * (t->shape[d] <= 1 || (t->strides[d] * eb) % 16 == 0));
+  }
+#undef MIX
+  return x;
+}
+
 /* ---- the search ---- */
 
 static void fill_defines(struct tuner *T, struct job *j) {
@@ -1163,7 +1190,7 @@ static tile_status tune_core(tile_context *ctx, const char *name, const char *sr
   }
   tile_compile_options uco = {0};
   if (uco_in) uco = *uco_in;
-  uco.flags &= ~(unsigned)TILE_AUTOTUNE;
+  uco.flags = (uco.flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG)) | TILE_FIXED_CONFIG; /* candidates as compiled */
   T->ctx = ctx;
   T->a = &a;
   T->name = name;
@@ -1363,11 +1390,12 @@ static tile_arg *args_of_bound(tile_kernel *k, const struct rt_bound *b, struct 
   return args;
 }
 
-/* The compile options of kernel k (an AUTOTUNE or AUTOCONFIG kernel) with other defines and
- * without those two flags: how its choices are compiled. */
+/* The compile options of kernel k (an AUTOTUNE or AUTOCONFIG kernel) with other defines,
+ * without those two flags and with TILE_FIXED_CONFIG: how its choices are compiled. */
 static tile_compile_options own_options(const tile_kernel *k, const tile_define *defs, unsigned n) {
   return (tile_compile_options){k->kernel_opt, defs, n, k->device, k->arch,
-                                k->flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG), k->sched_text};
+                                (k->flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG)) | TILE_FIXED_CONFIG,
+                                k->sched_text};
 }
 
 /* ---- TILE_AUTOCONFIG: a configuration per shape bucket, without timing ----
@@ -1388,6 +1416,7 @@ struct autocfg {
   const tile_kernel *k;
   const struct interp_arg *ia, *probe; /* the launch's arguments; the same with every size 4096 */
   const char **vals;                   /* the current value of each tuned parameter */
+  bool nomem;                          /* a step ran out of memory: no choice is made */
 };
 
 static int64_t programs_of(tile_context *ctx, const struct ir_func *f, const struct interp_arg *ia) {
@@ -1414,8 +1443,9 @@ static bool autocfg_try(struct autocfg *A, int t, const char *v, int64_t *real, 
   c.defines = autocfg_defines(A, t, v, &c.ndefines);
   c.flags |= TILE_NO_CACHE;
   tile_kernel *kc = NULL;
-  bool ok = !rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc) &&
-            kc->ir->params.n == A->k->ir->params.n;
+  tile_status st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc);
+  A->nomem |= st == TILE_NOMEM;
+  bool ok = !st && kc->ir->params.n == A->k->ir->params.n;
   if (ok) {
     *real = programs_of(T->ctx, kc->ir, A->ia);
     *big = programs_of(T->ctx, kc->ir, A->probe);
@@ -1455,11 +1485,18 @@ static unsigned autocfg_smem(struct autocfg *A, int t, const char *v, int64_t pr
   tile_kernel *kc = NULL;
   unsigned bytes = 0;
   struct rt_bound b;
-  if (!rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc) && kc->target &&
-      kc->ir->params.n == A->k->ir->params.n && (!ref || same_products(ref->ir, kc->ir)) &&
-      programs_of(T->ctx, kc->ir, A->ia) == programs && programs_of(T->ctx, kc->ir, A->probe) == big &&
-      !rt_bind_args(T->ctx, kc, T->args, nargs, T->a, &b) && rt_gpu_smem_need(kc, &b, &bytes))
-    bytes = 0;
+  tile_status st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc);
+  if (!st && kc->target && kc->ir->params.n == A->k->ir->params.n && (!ref || same_products(ref->ir, kc->ir)) &&
+      programs_of(T->ctx, kc->ir, A->ia) == programs && programs_of(T->ctx, kc->ir, A->probe) == big) {
+    struct arena ba; /* the binding's: kc is released whatever happens */
+    jmp_buf boom;
+    arena_init(&ba, &T->ctx->alloc, &boom);
+    if (setjmp(boom)) st = TILE_NOMEM;
+    else if (!(st = rt_bind_args(T->ctx, kc, T->args, nargs, &ba, &b))) st = rt_gpu_smem_need(kc, &b, &bytes);
+    arena_free(&ba);
+  }
+  A->nomem |= st == TILE_NOMEM;
+  if (st) bytes = 0;
   if (keep && bytes) *keep = kc;
   else rt_kernel_release(kc);
   rt_clear_error(T->ctx);
@@ -1471,6 +1508,64 @@ static bool is_integer(const char *s) {
   if (!*s) return false;
   (void)strtoll(s, &end, 10);
   return !*end;
+}
+
+/* The largest product (dot result) of f, in elements; 0 when f has no dot. */
+static int64_t largest_product(const struct ir_func *f) {
+  int64_t most = 0;
+  for (uint32_t i = 1; i < f->ops.n; i++)
+    if (f->ops.v[i].code == IR_DOT && f->ops.v[i].nres) {
+      int64_t n = ir_type_numel(ir_vtype(f, f->ops.v[i].res));
+      if (n > most) most = n;
+    }
+  return most;
+}
+
+/* Step 2b of TILE_AUTOCONFIG, after the tiles shrank: the warps shrink with them. A
+ * parameter is the warp count when another of its values changes only the kernel's warps
+ * (the same products, the same grid); it takes the smallest value that keeps the warps at
+ * least in proportion to the largest product, from the kernel's own configuration (a
+ * 128 x 256 tile on 8 warps: a 64 x 64 one on 1, i.e. the fewest there are). Fewer warps on
+ * a small tile share its operands' loads among fewer copies. */
+static bool fit_warps(struct autocfg *A, const tile_kernel *k0) {
+  struct tuner *T = A->T;
+  int64_t work0 = largest_product(k0->ir);
+  if (!work0) return false;
+  tile_compile_options c = T->co;
+  c.defines = autocfg_defines(A, -1, NULL, &c.ndefines);
+  c.flags |= TILE_NO_CACHE;
+  tile_kernel *ref = NULL;
+  tile_status st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &ref);
+  if (st) {
+    A->nomem |= st == TILE_NOMEM;
+    rt_clear_error(T->ctx);
+    return false;
+  }
+  int64_t work = largest_product(ref->ir), programs = programs_of(T->ctx, ref->ir, A->ia);
+  double want = (double)k0->ir->warps * (double)work / (double)work0; /* warps in proportion */
+  bool changed = false;
+  for (uint32_t t = 0; t < T->ntuned && !changed; t++) {
+    const struct tparam *p = &T->p[T->tuned[t]];
+    if (!is_integer(A->vals[t])) continue;
+    const char *best = NULL;
+    int best_warps = ref->ir->warps;
+    for (uint32_t j = 0; j < p->ncand; j++) {
+      if (!is_integer(p->cand[j]) || !strcmp(p->cand[j], A->vals[t])) continue;
+      c.defines = autocfg_defines(A, (int)t, p->cand[j], &c.ndefines);
+      tile_kernel *kc = NULL;
+      st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc);
+      A->nomem |= st == TILE_NOMEM;
+      if (!st && kc->ir->warps != ref->ir->warps &&
+          kc->ir->params.n == ref->ir->params.n && same_products(ref->ir, kc->ir) &&
+          programs_of(T->ctx, kc->ir, A->ia) == programs && kc->ir->warps >= want && kc->ir->warps < best_warps)
+        best = p->cand[j], best_warps = kc->ir->warps;
+      rt_kernel_release(kc);
+      rt_clear_error(T->ctx);
+    }
+    if (best) A->vals[t] = best, changed = true;
+  }
+  rt_kernel_release(ref);
+  return changed;
 }
 
 /* Step 3 of TILE_AUTOCONFIG: while some parameter outside the grid's tile extents, at its
@@ -1549,7 +1644,7 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
     probe[i] = b->iargs[i];
     if (k->ir->params.v[i].kind == IR_PARAM_SHAPE) probe[i].scalar.i = 4096;
   }
-  struct autocfg A = {&T, k, b->iargs, probe, ARENA_NEWN(a, const char *, T.ntuned + 1)};
+  struct autocfg A = {&T, k, b->iargs, probe, ARENA_NEWN(a, const char *, T.ntuned + 1), false};
   /* start from the configuration k was compiled with (its target's defaults, or the plain
    * ones where those broke a constraint) */
   for (uint32_t t = 0; t < T.ntuned; t++) A.vals[t] = config_value(a, k->config, T.p[T.tuned[t]].name, T.p[T.tuned[t]].def);
@@ -1595,9 +1690,11 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
     }
     changed = true;
   }
+  if (changed) fit_warps(&A, k);
   /* 3. a grid of at most one program per multiprocessor: nothing else hides a program's load
    *    latency, so its pipeline deepens into the shared memory it has to itself */
   if (k->target && cur <= sms && deepen(&A, cur, big, k->nparams)) changed = true;
+  if (A.nomem) arena_oom(a); /* not a choice to remember */
   if (changed) *defs = autocfg_defines(&A, -1, NULL, n);
 }
 
@@ -1633,11 +1730,17 @@ tile_status rt_autotune_pick(tile_context *ctx, tile_kernel *k, const struct rt_
     arena_free(&a);
     return rt_error(ctx, TILE_NOMEM, "out of memory");
   }
-  struct strbuf sb;
-  sb_init(&sb, &a);
-  args_key(&sb, k->ir, b);
   uint8_t h[RT_HASH_LEN];
-  rt_hash(sb_str(&sb), sb.len, h);
+  if (k->flags & TILE_AUTOTUNE) { /* the key of the stored tuning results */
+    struct strbuf sb;
+    sb_init(&sb, &a);
+    args_key(&sb, k->ir, b);
+    rt_hash(sb_str(&sb), sb.len, h);
+  } else { /* TILE_AUTOCONFIG (every launch by default): the same facts, without formatting */
+    uint64_t x = args_key_fast(k->ir, b);
+    memset(h, 0, sizeof h);
+    memcpy(h, &x, sizeof x);
+  }
   for (uint32_t i = 0; i < k->tuned.n; i++)
     if (memcmp(k->tuned.v[i].key, h, sizeof h) == 0) {
       if (k->tuned.v[i].child) *out = k->tuned.v[i].child;

@@ -139,7 +139,7 @@ def varlen(lens, h, d, dt):
         t_ours, t_ref, err, 2e-2, "%s; ours %.0f TFLOP/s" % (what, flops / t_ours / 1e9))
 
 
-def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None):
+def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs):
     k = torch.randn(bsz, hkv, n, d, device="cuda", dtype=dt)
     v = torch.randn(bsz, hkv, n, d, device="cuda", dtype=dt)
     q = torch.randn(bsz, h, d, device="cuda", dtype=dt)
@@ -159,7 +159,7 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None):
     out = torch.empty(bsz, h, d, device="cuda", dtype=dt)
     tname = "f16" if dt == torch.float16 else "bf16"
     lib = os.path.join(ROOT, "lib", "decode_attention.tile")
-    split = tile.compile(lib, kernel="decode_split", defines={"T": tname, "D": d}, schedule=schedule)
+    split = tile.compile(lib, kernel="decode_split", defines=dict(T=tname, D=d, **defs), schedule=schedule)
     # one wave of programs: as many splits as fit at once (lib/decode_attention.tile), from the
     # specialization's occupancy (prepared with one split: the same code for every S)
     opart = torch.empty(bsz, h, 1, d, device="cuda", dtype=torch.float32)
@@ -183,7 +183,9 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None):
     t_ref = time_ms(lambda: F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale, enable_gqa=True))
     gb = 2 * k.numel() * k.element_size() / 1e9
     row("decode %s B=%d H=%d HKV=%d N=%d D=%d %s%s" % ("contiguous" if contiguous else "page=%d" % page, bsz, h, hkv, n,
-                                                    d, str(dt)[6:], " [%s]" % schedule if schedule else ""),
+                                                    d, str(dt)[6:], " [%s]" % ",".join(
+                                                        ([schedule] if schedule else []) +
+                                                        ["%s=%s" % kv for kv in defs.items()]) if schedule or defs else ""),
         t_ours, t_ref, err, 2e-2,
         "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits, %d programs/SM" % (
             gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"]))
@@ -300,6 +302,8 @@ def main():
             main_gemm()
         if "decode" in only:
             main_decode()
+        if "sweep" in only:
+            main_sweep()
         bad = ROWS.count(False)
         print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
         return 1 if bad else 0
@@ -330,6 +334,21 @@ def main_decode():
     decode(8, 32, 8, 8187, 128, 16, torch.float16, schedule="prefetch=1")  # block table one iteration ahead
     decode(8, 32, 8, 8187, 128, 8, torch.bfloat16)
     decode(64, 32, 8, 2048, 128, 64, torch.float16)
+
+
+def main_sweep():
+    """Configurations around the defaults of the memory-bound kernels (decode, rows)."""
+    for bn, nw, st in ((32, 4, 3), (32, 4, 4), (32, 4, 6), (64, 4, 3), (64, 4, 4), (16, 4, 6), (32, 2, 4),
+                       (32, 8, 4), (64, 8, 3), (128, 8, 2)):
+        decode(8, 32, 8, 8187, 128, 16, torch.float16, BN=bn, NW=nw, STAGES=st)
+    for m, n in ((8192, 8192), (4096, 50257)):
+        for bn, nw in ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 8), (4096, 4), (512, 2), (1024, 2),
+                       (512, 1), (2048, 2)):
+            if bn <= n:
+                rows("softmax", m, n, torch.float16, BN=bn, NW=nw)
+        for bn, nw in ((2048, 4), (4096, 8), (8192, 8), (1024, 2)):
+            rows("rmsnorm", m, n, torch.float16, BN=bn, NW=nw)
+            rows("layernorm", m, n, torch.float16, BN=bn, NW=nw)
 
 
 def main_rows():

@@ -13,7 +13,9 @@
  *   --our CFG  tile configuration of our kernel, e.g. BM=128,BN=256,BK=64,NW=8,STAGES=4
  *              (keys BM BN BK STAGES NW GROUP_M; "default" = lib/gemm.tile's defaults), and
  *              SCHED=ws=0+persistent=0 for schedule options (tile.h; '+' separates them),
- *              AUTO=1 for TILE_AUTOCONFIG (the unpinned tile sizes chosen per shape).
+ *              AUTO=0 for TILE_FIXED_CONFIG (the compiled configuration at every shape;
+ *              without AUTO=0 the unpinned parameters are chosen per shape, TILE_AUTOCONFIG,
+ *              the library's default; AUTO=1 says so explicitly).
  *              Repeat --our to compare several configurations (up to 8) in one run.
  *   --form F   gemm (default), linear (X @ W.T), bmm_shared (shapes BxMxNxK, one B), swiglu
  *              (silu(X @ W1.T) * (X @ W3.T)): see `forms` below for the kernels and their
@@ -360,7 +362,7 @@ struct our_cfg {
   char text[256];  /* as given ("default" for none) */
   char store[256]; /* split copy the defines point into */
   char sched[128]; /* SCHED=...: tile_compile_options.schedule with '+' for ',' ("" = none) */
-  bool autoconfig; /* AUTO=1: TILE_AUTOCONFIG (tile sizes chosen per shape at launch) */
+  int autoconfig; /* AUTO=1: TILE_AUTOCONFIG, AUTO=0: TILE_FIXED_CONFIG, -1 (unset): the default */
   tile_define defs[MAX_CFG_DEFS];
   unsigned ndefs;
 };
@@ -419,6 +421,7 @@ static bool parse_shape(const char *tok, struct shape *s) {
 static bool parse_cfg(const char *text, struct our_cfg *c) {
   static const char *allowed[] = {"BM", "BN", "BK", "STAGES", "NW", "GROUP_M"};
   memset(c, 0, sizeof *c);
+  c->autoconfig = -1;
   snprintf(c->text, sizeof c->text, "%s", text);
   if (strcmp(text, "default") == 0 || text[0] == 0) return true;
   snprintf(c->store, sizeof c->store, "%s", text);
@@ -431,7 +434,7 @@ static bool parse_cfg(const char *text, struct our_cfg *c) {
     }
     *eq = 0;
     if (strcmp(tok, "AUTO") == 0) { /* TILE_AUTOCONFIG */
-      c->autoconfig = strcmp(eq + 1, "0") != 0;
+      c->autoconfig = strcmp(eq + 1, "0") != 0 ? 1 : 0;
       continue;
     }
     if (strcmp(tok, "SCHED") == 0) { /* schedule options, '+' between them */
@@ -657,7 +660,8 @@ static tile_kernel *get_kernel(tile_context *ctx, const char *path, tile_device 
   co.ndefines = nd;
   co.device = dev;
   co.schedule = cfg->sched[0] ? cfg->sched : NULL;
-  if (cfg->autoconfig) co.flags |= TILE_AUTOCONFIG;
+  if (cfg->autoconfig == 1) co.flags |= TILE_AUTOCONFIG;
+  if (cfg->autoconfig == 0) co.flags |= TILE_FIXED_CONFIG;
   tile_status st = tile_compile_file(ctx, path, &co, &e->k);
   if (st) {
     snprintf(e->err, sizeof e->err, "compiling %s [%s, %s, %s]: %s: %s", forms[form].kernel, dtypes[dt].name,
@@ -1609,7 +1613,8 @@ skip_cuda:
             note_add(r, "our result changed between runs (race?)");
             r->fail = true;
           }
-          if (o.cfgs[ci].autoconfig && tile_kernel_tuned_config(k)) { /* what the launches ran */
+          if (o.cfgs[ci].autoconfig != 0 && tile_kernel_tuned_config(k) &&
+              strcmp(tile_kernel_tuned_config(k), tile_kernel_config(k))) { /* what the launches ran */
             snprintf(r->config_full, sizeof r->config_full, "%s", tile_kernel_tuned_config(k));
             short_config(r->config_full, r->config, sizeof r->config);
             size_t cl = strlen(r->config);

@@ -5,7 +5,7 @@
  *   tilec opt FILE.ir [--passes=canonicalize,fold,...] [-o OUT]      (Tile IR in, IR out)
  *   tilec run FILE.tile [-k KERNEL] [-D ...] [--size NAME=N,...] [-a NAME=VALUE]...
  *                   [--device=cpu|cuda|auto] [--check] [--bench] [--flops=EXPR] [--seed=N]
- *                   [--autotune] [--autoconfig]
+ *                   [--autotune] [--fixed-config]
  *   tilec tune FILE.tile [-k KERNEL] [-D pins...] [--size ...] [-a ...] [--device=...]
  *                   [--budget=SECONDS] [--config-budget=MS] [--max-configs=N] [--threads=N]
  *                   [--params=A,B] [--force] [--no-store] [--flops=EXPR] [--reps=N] [--top=N]
@@ -53,7 +53,8 @@ struct options {
   const char *flops;
   tile_emit_kind emit;
   bool time_passes, verify_each, check, bench, device_auto, unaligned;
-  bool autotune, autoconfig, force, no_store, reps_set; /* run --autotune, --autoconfig; tune --force, --no-store */
+  bool autotune, autoconfig, fixed_config, force, no_store, reps_set; /* run --autotune, --autoconfig,
+                                                                     --fixed-config; tune --force, --no-store */
   bool unaligned_also, no_cubin;             /* aot --unaligned=also, --no-cubin */
   const char *symbol, *ptxas;                /* aot --name, --ptxas */
   double budget_s, config_budget_ms;
@@ -86,7 +87,7 @@ static void usage(FILE *f) {
         "       tilec opt FILE.ir [--passes=P1,P2,...] [-o OUT]\n"
         "       tilec run FILE.tile [-k KERNEL] [-D NAME=VALUE]... [--size NAME=N[,NAME=N...]]\n"
         "                   [-a NAME=VALUE]... [--device=auto|cpu|cuda] [--check] [--bench]\n"
-        "                   [--flops=EXPR] [--seed=N] [--reps=N] [--autotune] [--autoconfig]\n"
+        "                   [--flops=EXPR] [--seed=N] [--reps=N] [--autotune] [--fixed-config]\n"
         "       tilec tune FILE.tile [-k KERNEL] [-D NAME=VALUE]... [--size ...] [-a NAME=VALUE]...\n"
         "                   [--device=auto|cpu|cuda] [--budget=SECONDS] [--config-budget=MS]\n"
         "                   [--max-configs=N] [--threads=N] [--params=A,B] [--force] [--no-store]\n"
@@ -315,6 +316,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
       o->reps_set = true;
     } else if (strcmp(a, "--autoconfig") == 0) {
       o->autoconfig = true;
+    } else if (strcmp(a, "--fixed-config") == 0) {
+      o->fixed_config = true;
     } else if (strcmp(a, "--autotune") == 0) {
       o->autotune = true;
     } else if (strcmp(a, "--force") == 0) {
@@ -900,7 +903,8 @@ static int run_cmd(tile_context *ctx, struct options *o) {
   char *src = open_for_run(ctx, o, &len, fbuf, &dev, &info, NULL, &drc);
   if (!src) return drc;
 
-  unsigned flags = source_flags(o) | (o->autotune ? TILE_AUTOTUNE : 0u) | (o->autoconfig ? TILE_AUTOCONFIG : 0u);
+  unsigned flags = source_flags(o) | (o->autotune ? TILE_AUTOTUNE : 0u) | (o->autoconfig ? TILE_AUTOCONFIG : 0u) |
+                   (o->fixed_config ? TILE_FIXED_CONFIG : 0u);
   tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, flags, o->schedule};
   tile_kernel *k = NULL, *kref = NULL;
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {
@@ -969,8 +973,9 @@ static int run_cmd(tile_context *ctx, struct options *o) {
       }
       printf("\n");
     }
-    if ((o->autotune || o->autoconfig) && tile_kernel_tuned_config(k))
-      printf("  %s [%s]\n", o->autotune ? "tuned" : "chosen", tile_kernel_tuned_config(k));
+    const char *ran = tile_kernel_tuned_config(k);
+    if (ran && (o->autotune || o->autoconfig || (tile_kernel_config(k) && strcmp(ran, tile_kernel_config(k)))))
+      printf("  %s [%s]\n", o->autotune ? "tuned" : "chosen for the shape", ran);
   }
   if (!rc && o->check) {
     /* the reference: the CPU interpreter on the same inputs */
@@ -1436,7 +1441,8 @@ static int probe_cmd(tile_context *ctx, struct options *o) {
   int rc;
   char *src = open_for_run(ctx, o, &len, fbuf, &dev, &info, &driver_ms, &rc);
   if (!src) return rc;
-  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch, 0, o->schedule};
+  tile_compile_options co = {o->kernel, o->defines, o->ndefines, dev, o->arch,
+                             o->fixed_config ? TILE_FIXED_CONFIG : 0u, o->schedule};
   tile_kernel *k = NULL;
   double t1 = tl_now_ms();
   if (tile_compile_string(ctx, o->file, src, len, &co, &k)) {

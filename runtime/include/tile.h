@@ -218,15 +218,20 @@ enum tile_compile_flags {
                                  disk, so later launches and processes do not time anything.
                                  The launch's output tensors are saved before tuning and
                                  restored before the real launch. CPU: no effect. */
-  TILE_AUTOCONFIG = 1u << 5,  /* CUDA: each launch runs a configuration chosen for its shape
-                                 bucket without timing anything: the tile-size parameters the
-                                 caller did not pin shrink from their defaults where a tile
-                                 overhangs the problem (16 rows in a 128-row tile) and while
-                                 the grid has fewer programs than the device has
-                                 multiprocessors (a 16x8192 product in 128x256 tiles: 32
-                                 programs). The default configuration runs where its grid
-                                 fills half the device or more. TILE_AUTOTUNE takes
-                                 precedence. CPU: no effect. */
+  TILE_AUTOCONFIG = 1u << 5,  /* CUDA, the default (unless TILE_FIXED_CONFIG, TILE_AUTOTUNE
+                                 or TILE_SOURCE_IR is given): each launch runs a configuration
+                                 chosen for its shape bucket without timing anything. The
+                                 parameters the caller did not pin start at their defaults;
+                                 tile sizes shrink where a tile overhangs the problem (16 rows
+                                 in a 128-row tile) and while the grid has fewer programs than
+                                 the device has multiprocessors (a 16x8192 product in 128x256
+                                 tiles: 32 programs), the warp count shrinking with them; a
+                                 grid of at most one program per multiprocessor then deepens
+                                 its pipeline (longer K steps, more stages) into the shared
+                                 memory. The default configuration runs where its grid fills
+                                 half the device or more. CPU: no effect. */
+  TILE_FIXED_CONFIG = 1u << 6, /* CUDA: every launch runs the configuration the kernel was
+                                 compiled with (no TILE_AUTOCONFIG choice). */
   TILE_NO_REPACK = 1u << 4,   /* CUDA: never copy unaligned dot operands to aligned scratch
                                  before a launch (see tile_launch) */
 };

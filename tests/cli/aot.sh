@@ -71,7 +71,7 @@ host() { # GEN_DIR ARGS...: runs it on the fake driver, output in $TMP/out
 }
 jit() { # ARGS... for tilec run on the fake driver
   : >"$FAKE_CUDA_LOG"
-  TILE_LIBCUDA=$TMP/fake/libcuda.so "$TILEC" run --device=cuda "$@" >"$TMP/jit.out" 2>&1 ||
+  TILE_LIBCUDA=$TMP/fake/libcuda.so "$TILEC" run --device=cuda --fixed-config "$@" >"$TMP/jit.out" 2>&1 ||
     fail "tilec run $*: $(cat "$TMP/jit.out")"
 }
 first_launch() { grep -m1 "^launch $1 " "$FAKE_CUDA_LOG"; }

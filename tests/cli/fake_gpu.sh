@@ -9,8 +9,9 @@
 #  - `tilec tune --device=cuda` compiles on worker threads (the fake driver refuses calls
 #    from a thread without a current context), prunes over-large shared memory, stores the
 #    winner and its cubin; a later `tilec run --autotune` reuses both without timing;
-#  - `tilec run --autoconfig` runs tile sizes chosen for the shape (16x8192: 16x64 tiles)
-#    with one launch and keeps the defaults where they fill the device;
+#  - `tilec run` runs a configuration chosen for the shape (16x8192: 16x64x128 tiles, 5
+#    stages, 4 warps) with one launch and keeps the defaults where they fill the device;
+#    --fixed-config runs the compiled configuration;
 #  - `tilec cache bench` measures cold and warm runs and the warm ones hit the disk cache;
 #  - unaligned GEMM operands are repacked (pool allocation, copy launch, GEMM, free), not
 #    with TILE_REPACK=0, without pools, when the pool is out of memory or the stream is
@@ -48,7 +49,9 @@ expect_log() { # EVENT COUNT LABEL
 }
 # (ws=0: a kernel without warp-specialized roles, whose PTX is linked to a cubin; the
 # warp-specialized default is checked after the module cache's paths)
-GEMM=(run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=256,N=256,K=256 --device=cuda --schedule=ws=0)
+# (--fixed-config: the module cache's paths for the default configuration itself; at 256 x
+# 256 the default, TILE_AUTOCONFIG, would run smaller tiles)
+GEMM=(run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=256,N=256,K=256 --device=cuda --schedule=ws=0 --fixed-config)
 run_gemm() { # LABEL [extra args]
   local label=$1
   shift
@@ -169,26 +172,31 @@ checks=$((checks + 1))
   fail "the second run chose another configuration"
 export TILE_CACHE_DIR=$TMP/cache
 
-# ---- TILE_AUTOCONFIG: tile sizes per shape, chosen without timing ----
+# ---- TILE_AUTOCONFIG (the default): tile sizes per shape, chosen without timing ----
 reset_log
 checks=$((checks + 1))
-"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=16,N=8192,K=64 --device=cuda --autoconfig \
-  >"$TMP/autocfg.txt" 2>&1 || { fail "run --autoconfig failed"; cat "$TMP/autocfg.txt"; }
-expect_log launch 1 "run --autoconfig (nothing timed: one launch)"
+"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=16,N=8192,K=1024 --device=cuda \
+  >"$TMP/autocfg.txt" 2>&1 || { fail "run (autoconfig) failed"; cat "$TMP/autocfg.txt"; }
+expect_log launch 1 "run (autoconfig: nothing timed, one launch)"
 checks=$((checks + 1))
-grep -q "^  chosen \[.*BM=16,BN=64" "$TMP/autocfg.txt" ||
-  { fail "run --autoconfig: 16x8192 did not get 16x64 tiles"; cat "$TMP/autocfg.txt"; }
+grep -q "^  chosen for the shape \[.*BM=16,BN=64,BK=128,STAGES=5,NW=4" "$TMP/autocfg.txt" ||
+  { fail "run: 16x8192 did not get 16x64x128 tiles, 5 stages, 4 warps"; cat "$TMP/autocfg.txt"; }
+checks=$((checks + 1))
+"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=16,N=8192,K=1024 --device=cuda --fixed-config \
+  >"$TMP/autocfg0.txt" 2>&1 || { fail "run --fixed-config failed"; cat "$TMP/autocfg0.txt"; }
+checks=$((checks + 1))
+grep -q "chosen" "$TMP/autocfg0.txt" && { fail "run --fixed-config: a configuration was chosen"; cat "$TMP/autocfg0.txt"; }
 checks=$((checks + 1))
 "$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=4096,N=4096,K=64 --device=cuda --autoconfig \
   >"$TMP/autocfg2.txt" 2>&1 || { fail "run --autoconfig (large) failed"; cat "$TMP/autocfg2.txt"; }
 checks=$((checks + 1))
-grep -q "^  chosen \[.*BM=128,BN=256" "$TMP/autocfg2.txt" ||
+grep -q "^  chosen for the shape \[.*BM=128,BN=256" "$TMP/autocfg2.txt" ||
   { fail "run --autoconfig: 4096x4096 did not keep the default tiles"; cat "$TMP/autocfg2.txt"; }
 
 # ---- cache bench ----
 checks=$((checks + 1))
 "$TILEC" cache bench "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=256,N=256,K=256 --device=cuda \
-  --reps=3 >"$TMP/bench.txt" 2>&1 || { fail "cache bench failed"; cat "$TMP/bench.txt"; }
+  --fixed-config --reps=3 >"$TMP/bench.txt" 2>&1 || { fail "cache bench failed"; cat "$TMP/bench.txt"; }
 checks=$((checks + 1))
 grep -q "2 from the on-disk cache" "$TMP/bench.txt" || { fail "cache bench: warm runs missed the cache"; cat "$TMP/bench.txt"; }
 

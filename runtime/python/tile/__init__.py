@@ -328,7 +328,7 @@ class Kernel:
     arguments (or by `prepare`), then cached per device."""
 
     def __init__(self, path=None, source=None, name=None, kernel=None, defines=None, arch=None,
-                 autotune=False, schedule=None, verify=False, cache=True, autoconfig=False):
+                 autotune=False, schedule=None, verify=False, cache=True, autoconfig=None):
         if (path is None) == (source is None):
             raise ValueError("give exactly one of path= and source=")
         self.path = os.fspath(path) if path is not None else None
@@ -341,7 +341,8 @@ class Kernel:
         self.arch = arch
         self.schedule = schedule
         self.flags = ((lib.TILE_AUTOTUNE if autotune else 0) | (lib.TILE_VERIFY_EACH if verify else 0)
-                      | (lib.TILE_AUTOCONFIG if autoconfig else 0) | (0 if cache else lib.TILE_NO_CACHE))
+                      | (lib.TILE_AUTOCONFIG if autoconfig else 0)
+                      | (lib.TILE_FIXED_CONFIG if autoconfig is False else 0) | (0 if cache else lib.TILE_NO_CACHE))
         self._handles = {}
         self._fast = None  # see _fast_plan
         self._lock = threading.Lock()
@@ -641,13 +642,15 @@ class Kernel:
 
 
 def compile(path=None, *, source=None, name=None, kernel=None, defines=None, arch=None,
-            autotune=False, schedule=None, verify=False, cache=True, autoconfig=False):
+            autotune=False, schedule=None, verify=False, cache=True, autoconfig=None):
     """A Kernel from a .tile file (`path`) or a string (`source`, reported as `name`).
     defines: compile-time parameters {"BM": 128, "T": "bf16"}; arch: CUDA target (None = the
     GPU's); autotune: the first launch of each new shape bucket tunes the parameters not
-    pinned by defines (kept in memory and on disk); autoconfig: each new shape bucket runs
-    tile sizes chosen from the grid without timing (smaller tiles where the default's overhang
-    the problem or leave multiprocessors idle); schedule: sm_90a schedule options;
+    pinned by defines (kept in memory and on disk); autoconfig (on unless False): each new
+    shape bucket runs parameters chosen from the grid without timing (smaller tiles and fewer
+    warps where the default's overhang the problem or leave multiprocessors idle, then deeper
+    pipelines for one-wave grids); False runs the compiled configuration at every shape;
+    schedule: sm_90a schedule options;
     verify: the IR verifier after every pass; cache=False bypasses the caches.
     Nothing is compiled until the first launch, `prepare`, or `params`."""
     return Kernel(path, source, name, kernel, defines, arch, autotune, schedule, verify, cache, autoconfig)
