@@ -52,10 +52,80 @@ static int pow2_align(uint64_t x) {
   return a;
 }
 
+enum { MAX_UNIFORM_IFS = 8, MAX_UNIFORM_VALS = 256 };
+
+/* The top-level ifs of f's body whose condition the launch decides: computed by scalar
+ * elementwise ops, casts and selects from constants and shape parameters alone (`if N <= BN`
+ * choosing between a one-pass and a looped form of a row kernel). Returns their number (at
+ * most MAX_UNIFORM_IFS) and sets bit i of *bits when the i-th one's condition holds. apply:
+ * each such condition becomes a constant, so that the code of the branch not taken (and the
+ * registers it would hold) goes (canonicalize; the caller runs it). */
+static unsigned uniform_ifs(struct ir_func *f, const struct rt_bound *b, uint8_t *bits, bool apply) {
+  ir_val kv[MAX_UNIFORM_VALS];
+  ir_scalar ks[MAX_UNIFORM_VALS];
+  unsigned nk = 0, nifs = 0;
+  *bits = 0;
+  const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
+  for (uint32_t i = 0; i < body->ops.n && nifs < MAX_UNIFORM_IFS; i++) {
+    uint32_t id = body->ops.v[i];
+    const struct ir_op *op = &f->ops.v[id];
+    ir_scalar a[3] = {{0}, {0}, {0}};
+    bool known = op->nargs <= 3;
+    for (uint32_t k = 0; k < op->nargs && known; k++) {
+      const struct ir_value *v = &f->values.v[op->args[k]];
+      if (v->kind == IR_VAL_PARAM) {
+        known = f->params.v[v->index].kind == IR_PARAM_SHAPE;
+        a[k] = b->iargs[v->index].scalar;
+        continue;
+      }
+      known = false;
+      for (unsigned j = nk; j-- > 0;)
+        if (kv[j] == op->args[k]) {
+          a[k] = ks[j], known = true;
+          break;
+        }
+    }
+    if (!known) continue;
+    if (op->code == IR_IF) {
+      if (!op->nargs) continue;
+      if (a[0].i) *bits |= (uint8_t)(1u << nifs);
+      nifs++;
+      if (apply) {
+        struct ir_builder bb;
+        ir_builder_before(&bb, f, id);
+        ir_val c = ir_const_int(&bb, f->values.v[f->ops.v[id].args[0]].type, a[0].i != 0);
+        ir_val args[1] = {c};
+        ir_op_set_args(f, id, args, 1);
+      }
+      continue;
+    }
+    if (op->nres != 1 || nk == MAX_UNIFORM_VALS || !ir_type_is_scalar(ir_vtype(f, op->res))) continue;
+    ir_scalar r = {0};
+    ir_dtype rdt = (ir_dtype)ir_vtype(f, op->res)->dtype;
+    if (op->code == IR_CONST) {
+      if (ir_dtype_is_float(rdt)) r.f = op->f;
+      else r.i = op->i[0];
+    } else if (op->code == IR_CAST) {
+      r = ir_eval_cast((ir_dtype)ir_vtype(f, op->args[0])->dtype, rdt, a[0]);
+    } else if (op->code == IR_SELECT) {
+      r = a[0].i ? a[1] : a[2];
+    } else if (!(ir_ops[op->code].flags & OPF_ELEM) || !op->nargs ||
+               !ir_eval_elem((ir_opcode)op->code, (ir_dtype)ir_vtype(f, op->args[0])->dtype, a, &r)) {
+      continue;
+    }
+    kv[nk] = op->res;
+    ks[nk++] = r;
+  }
+  return nifs;
+}
+
 /* Fills the facts of every tensor and shape parameter of `f` from the bound arguments and
- * encodes them into key. */
+ * encodes them into key, with the conditions the launch decides (uniform_ifs). */
 static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t *key, uint32_t cap, bool apply) {
   uint32_t n = 0;
+  uint8_t taken;
+  unsigned nifs = uniform_ifs(f, b, &taken, apply);
+  if (nifs) key[n++] = (uint8_t)(0x80u | nifs), key[n++] = taken;
   for (uint32_t i = 0; i < f->params.n && n + 12 < cap; i++) {
     struct ir_param *p = &f->params.v[i];
     const struct interp_arg *a = &b->iargs[i];
@@ -625,6 +695,19 @@ static bool artifact_from_entry(const struct rt_cache_entry *e, const struct til
 /* rt_cuda_link_ptx's allocation of the image it returns: a tl_malloc block of the hook. */
 static void *cubin_alloc(void *ud, size_t n) { return tl_malloc(ud, n); }
 
+/* After spec_facts applied decided conditions (its key starts with their count): the
+ * machine-independent pipeline again, which drops the branches not taken. */
+static tile_status fold_decided(tile_context *ctx, struct ir_func *f, const uint8_t *facts, uint32_t n,
+                                struct arena *a) {
+  if (!n || !(facts[0] & 0x80)) return TILE_OK;
+  struct pass_options po = {0};
+  struct strbuf err;
+  sb_init(&err, a);
+  if (!pass_pipeline_generic(f, &po, &err))
+    return rt_error(ctx, TILE_INTERNAL, "internal compiler error: %s", sb_str(&err));
+  return TILE_OK;
+}
+
 tile_status rt_gpu_smem_need(tile_kernel *k, const struct rt_bound *b, unsigned *bytes) {
   tile_context *ctx = k->ctx;
   *bytes = 0;
@@ -638,12 +721,15 @@ tile_status rt_gpu_smem_need(tile_kernel *k, const struct rt_bound *b, unsigned 
   }
   struct ir_func *f = ir_func_clone(k->ir, &scratch);
   uint8_t facts[64];
-  spec_facts(f, b, facts, sizeof facts, true);
-  struct pass_options po = {0};
-  struct tl_error e;
-  sb_init(&e.msg, &scratch);
-  enum tl_result r = tl_gpu_lower(f, k->target, &k->sched, &po, &e);
-  tile_status st = r ? rt_fail(ctx, r, &e) : TILE_OK;
+  uint32_t nf = spec_facts(f, b, facts, sizeof facts, true);
+  tile_status st = fold_decided(ctx, f, facts, nf, &scratch);
+  if (!st) {
+    struct pass_options po = {0};
+    struct tl_error e;
+    sb_init(&e.msg, &scratch);
+    enum tl_result r = tl_gpu_lower(f, k->target, &k->sched, &po, &e);
+    st = r ? rt_fail(ctx, r, &e) : TILE_OK;
+  }
   if (!st) {
     struct ir_smem_plan plan;
     ir_smem_liveness(f, &scratch, &plan);
@@ -702,6 +788,12 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
       snprintf(out->cache_note, sizeof out->cache_note, "entry %.16s... of '%s' ignored (%s); rebuilt", name, k->name,
                why[0] ? why : "unreadable");
     }
+  }
+  tile_status fst = fold_decided(ctx, f, out->facts, out->facts_len, &scratch);
+  if (fst) {
+    arena_free(&scratch);
+    rt_artifact_free(out);
+    return fst;
   }
   struct cg_result res;
   struct pass_options po = {0};

@@ -1,0 +1,66 @@
+/* test_spec.c - GPU specializations without a GPU (runtime/gpu.c: spec_facts, uniform_ifs):
+ * a top-level `if` whose condition the launch decides (shape parameters and constants only)
+ * is folded into the specialization, so the PTX holds only the branch taken; the two
+ * outcomes are two specializations with different keys. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "rt.h"
+#include "testfiles.h"
+
+static char mem[64]; /* nothing is launched */
+
+static unsigned count(const char *text, const char *what) {
+  unsigned n = 0;
+  for (const char *p = text; (p = strstr(p, what)); p += strlen(what)) n++;
+  return n;
+}
+
+/* The PTX of softmax's specialization for rows of n elements (BN = 1024 on sm_90a). */
+static struct rt_artifact build_softmax(tile_context *ctx, tile_kernel *k, int64_t n) {
+  tile_arg a[2] = {tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4, n}, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4, n}, NULL)};
+  struct arena ar;
+  jmp_buf oom;
+  arena_init(&ar, NULL, &oom);
+  if (setjmp(oom)) cr_assert_fail("out of memory");
+  struct rt_bound b;
+  cr_assert_eq(rt_bind_args(ctx, k, a, 2, &ar, &b), TILE_OK, "%s", tile_errmsg(ctx));
+  struct rt_gpu_target t = {.arch = "sm_90a", .smem_optin = 232448};
+  struct rt_artifact art;
+  cr_assert_eq(rt_gpu_build(k, &b, &t, &art), TILE_OK, "%s", tile_errmsg(ctx));
+  arena_free(&ar);
+  return art;
+}
+
+Test(spec, launch_decided_branches_are_folded) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  char path[1024];
+  test_lib_path(path, sizeof path, "softmax.tile");
+  tile_define d[2] = {{"T", "f16"}, {"BN", "1024"}};
+  tile_compile_options co = {.kernel = "softmax", .defines = d, .ndefines = 2, .device = TILE_DEVICE_CUDA,
+                             .arch = "sm_90a", .flags = TILE_FIXED_CONFIG};
+  tile_kernel *k = NULL;
+  cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+  /* N <= BN: one pass (one load and one store per thread); N > BN: two passes over chunks */
+  struct rt_artifact one = build_softmax(ctx, k, 1000), two = build_softmax(ctx, k, 5000),
+                     one_b = build_softmax(ctx, k, 1016); /* (1000 and 1016: both not multiples of 16) */
+  cr_expect(one.facts_len == two.facts_len && memcmp(one.facts, two.facts, one.facts_len) != 0,
+            "the two outcomes share a specialization key");
+  cr_expect(one.facts_len == one_b.facts_len && memcmp(one.facts, one_b.facts, one.facts_len) == 0,
+            "N = 1000 and N = 1016 (the same outcome) differ in key");
+  unsigned l1 = count(one.ptx, "ld.global"), l2 = count(two.ptx, "ld.global");
+  unsigned s1 = count(one.ptx, "st.global"), s2 = count(two.ptx, "st.global");
+  cr_expect(l1 >= 1 && l2 > l1, "loads: one pass %u, two passes %u", l1, l2);
+  cr_expect(s1 >= 1 && s2 >= 1, "stores: one pass %u, two passes %u", s1, s2);
+  /* the looped form's loop is gone from the one-pass code, and vice versa its one-pass body */
+  cr_expect(count(one.ptx, "bra") < count(two.ptx, "bra"), "branches: %u vs %u", count(one.ptx, "bra"),
+            count(two.ptx, "bra"));
+  rt_artifact_free(&one);
+  rt_artifact_free(&two);
+  rt_artifact_free(&one_b);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
