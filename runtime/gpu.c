@@ -54,69 +54,118 @@ static int pow2_align(uint64_t x) {
 
 enum { MAX_UNIFORM_IFS = 8, MAX_UNIFORM_VALS = 256 };
 
-/* The top-level ifs of f's body whose condition the launch decides: computed by scalar
- * elementwise ops, casts and selects from constants and shape parameters alone (`if N <= BN`
- * choosing between a one-pass and a looped form of a row kernel). Returns their number (at
- * most MAX_UNIFORM_IFS) and sets bit i of *bits when the i-th one's condition holds. apply:
- * each such condition becomes a constant, so that the code of the branch not taken (and the
- * registers it would hold) goes (canonicalize; the caller runs it). */
-static unsigned uniform_ifs(struct ir_func *f, const struct rt_bound *b, uint8_t *bits, bool apply) {
+/* Scalars a launch decides: values computed by scalar elementwise ops, casts and selects
+ * from constants and shape parameters alone. */
+struct uniform {
   ir_val kv[MAX_UNIFORM_VALS];
   ir_scalar ks[MAX_UNIFORM_VALS];
-  unsigned nk = 0, nifs = 0;
+  unsigned n;
+};
+
+/* Whether every operand of op is decided by the launch (a[] receives them). */
+static bool uniform_args(const struct ir_func *f, const struct rt_bound *b, const struct uniform *u,
+                         const struct ir_op *op, ir_scalar a[3]) {
+  if (op->nargs > 3) return false;
+  for (uint32_t k = 0; k < op->nargs; k++) {
+    const struct ir_value *v = &f->values.v[op->args[k]];
+    if (v->kind == IR_VAL_PARAM) {
+      if (f->params.v[v->index].kind != IR_PARAM_SHAPE) return false;
+      a[k] = b->iargs[v->index].scalar;
+      continue;
+    }
+    bool known = false;
+    for (unsigned j = u->n; j-- > 0 && !known;)
+      if (u->kv[j] == op->args[k]) a[k] = u->ks[j], known = true;
+    if (!known) return false;
+  }
+  return true;
+}
+
+/* Records op's result when it is a scalar the launch decides (its operands a[] are). */
+static void uniform_eval(const struct ir_func *f, struct uniform *u, const struct ir_op *op, const ir_scalar *a) {
+  if (op->nres != 1 || u->n == MAX_UNIFORM_VALS || !ir_type_is_scalar(ir_vtype(f, op->res))) return;
+  ir_scalar r = {0};
+  ir_dtype rdt = (ir_dtype)ir_vtype(f, op->res)->dtype;
+  if (op->code == IR_CONST) {
+    if (ir_dtype_is_float(rdt)) r.f = op->f;
+    else r.i = op->i[0];
+  } else if (op->code == IR_CAST) {
+    r = ir_eval_cast((ir_dtype)ir_vtype(f, op->args[0])->dtype, rdt, a[0]);
+  } else if (op->code == IR_SELECT) {
+    r = a[0].i ? a[1] : a[2];
+  } else if (!(ir_ops[op->code].flags & OPF_ELEM) || !op->nargs ||
+             !ir_eval_elem((ir_opcode)op->code, (ir_dtype)ir_vtype(f, op->args[0])->dtype, a, &r)) {
+    return;
+  }
+  u->kv[u->n] = op->res;
+  u->ks[u->n++] = r;
+}
+
+/* The top-level ifs of f's body whose condition the launch decides (struct uniform: `if N
+ * <= BN` choosing between a one-pass and a looped form of a row kernel). Returns their
+ * number (at most MAX_UNIFORM_IFS) and sets bit i of *bits when the i-th one's condition
+ * holds. apply: each such condition becomes a constant, so that the code of the branch not
+ * taken (and the registers it would hold) goes (the generic pipeline; fold_decided). */
+static unsigned uniform_ifs(struct ir_func *f, const struct rt_bound *b, uint8_t *bits, bool apply) {
+  struct uniform u;
+  u.n = 0;
+  unsigned nifs = 0;
   *bits = 0;
   const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
   for (uint32_t i = 0; i < body->ops.n && nifs < MAX_UNIFORM_IFS; i++) {
     uint32_t id = body->ops.v[i];
     const struct ir_op *op = &f->ops.v[id];
     ir_scalar a[3] = {{0}, {0}, {0}};
-    bool known = op->nargs <= 3;
-    for (uint32_t k = 0; k < op->nargs && known; k++) {
-      const struct ir_value *v = &f->values.v[op->args[k]];
-      if (v->kind == IR_VAL_PARAM) {
-        known = f->params.v[v->index].kind == IR_PARAM_SHAPE;
-        a[k] = b->iargs[v->index].scalar;
-        continue;
-      }
-      known = false;
-      for (unsigned j = nk; j-- > 0;)
-        if (kv[j] == op->args[k]) {
-          a[k] = ks[j], known = true;
-          break;
-        }
-    }
-    if (!known) continue;
-    if (op->code == IR_IF) {
-      if (!op->nargs) continue;
-      if (a[0].i) *bits |= (uint8_t)(1u << nifs);
-      nifs++;
-      if (apply) {
-        struct ir_builder bb;
-        ir_builder_before(&bb, f, id);
-        ir_val c = ir_const_int(&bb, f->values.v[f->ops.v[id].args[0]].type, a[0].i != 0);
-        ir_val args[1] = {c};
-        ir_op_set_args(f, id, args, 1);
-      }
+    if (!uniform_args(f, b, &u, op, a)) continue;
+    if (op->code != IR_IF) {
+      uniform_eval(f, &u, op, a);
       continue;
     }
-    if (op->nres != 1 || nk == MAX_UNIFORM_VALS || !ir_type_is_scalar(ir_vtype(f, op->res))) continue;
-    ir_scalar r = {0};
-    ir_dtype rdt = (ir_dtype)ir_vtype(f, op->res)->dtype;
-    if (op->code == IR_CONST) {
-      if (ir_dtype_is_float(rdt)) r.f = op->f;
-      else r.i = op->i[0];
-    } else if (op->code == IR_CAST) {
-      r = ir_eval_cast((ir_dtype)ir_vtype(f, op->args[0])->dtype, rdt, a[0]);
-    } else if (op->code == IR_SELECT) {
-      r = a[0].i ? a[1] : a[2];
-    } else if (!(ir_ops[op->code].flags & OPF_ELEM) || !op->nargs ||
-               !ir_eval_elem((ir_opcode)op->code, (ir_dtype)ir_vtype(f, op->args[0])->dtype, a, &r)) {
-      continue;
+    if (!op->nargs) continue;
+    if (a[0].i) *bits |= (uint8_t)(1u << nifs);
+    nifs++;
+    if (apply) {
+      struct ir_builder bb;
+      ir_builder_before(&bb, f, id);
+      ir_val c = ir_const_int(&bb, f->values.v[f->ops.v[id].args[0]].type, a[0].i != 0);
+      ir_val args[1] = {c};
+      ir_op_set_args(f, id, args, 1);
     }
-    kv[nk] = op->res;
-    ks[nk++] = r;
   }
   return nifs;
+}
+
+/* Adds to e the global bytes that block blk's loads and gathers read when run `trips`
+ * times (loops with bounds the launch decides run their trip count; others once; both
+ * branches of an if count), and the largest tile any op there produces. */
+static void estimate_block(const struct ir_func *f, const struct rt_bound *b, struct uniform *u, uint32_t blk,
+                           double trips, struct rt_estimate *e) {
+  const struct ir_block *bl = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < bl->ops.n; i++) {
+    uint32_t id = bl->ops.v[i];
+    const struct ir_op *op = &f->ops.v[id];
+    ir_scalar a[3] = {{0}, {0}, {0}};
+    bool known = op->code != IR_FOR && uniform_args(f, b, u, op, a);
+    for (uint32_t r = 0; r < op->nres; r++) {
+      const struct ir_type *t = ir_vtype(f, op->res + r);
+      if (t->kind == IR_TY_TILE && ir_type_numel(t) > e->largest_tile) e->largest_tile = ir_type_numel(t);
+    }
+    if ((op->code == IR_LOAD || op->code == IR_GATHER) && op->nres) {
+      const struct ir_type *t = ir_vtype(f, op->res);
+      e->load_bytes += trips * (double)ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype);
+    }
+    if (op->code == IR_FOR) {
+      double n = 1;
+      struct ir_op bounds = *op;
+      bounds.nargs = 3;
+      if (op->nargs >= 3 && uniform_args(f, b, u, &bounds, a) && a[2].i > 0)
+        n = a[1].i > a[0].i ? (double)((a[1].i - a[0].i + a[2].i - 1) / a[2].i) : 0;
+      estimate_block(f, b, u, op->region, trips * n, e);
+      continue;
+    }
+    for (uint32_t r = 0; r < op->nregions; r++) estimate_block(f, b, u, op->region + r, trips, e);
+    if (known) uniform_eval(f, u, op, a);
+  }
 }
 
 /* Fills the facts of every tensor and shape parameter of `f` from the bound arguments and
@@ -735,6 +784,31 @@ tile_status rt_gpu_smem_need(tile_kernel *k, const struct rt_bound *b, unsigned 
     ir_smem_liveness(f, &scratch, &plan);
     for (uint32_t j = 0; j < plan.n; j++)
       if (plan.iv[j].offset + plan.iv[j].bytes > *bytes) *bytes = plan.iv[j].offset + plan.iv[j].bytes;
+  }
+  arena_free(&scratch);
+  return st;
+}
+
+tile_status rt_gpu_estimate(tile_kernel *k, const struct rt_bound *b, struct rt_estimate *e) {
+  tile_context *ctx = k->ctx;
+  memset(e, 0, sizeof *e);
+  struct arena scratch;
+  jmp_buf oom;
+  arena_init(&scratch, &ctx->alloc, &oom);
+  if (setjmp(oom)) {
+    arena_free(&scratch);
+    return rt_error(ctx, TILE_NOMEM, "out of memory while estimating '%s'", k->name);
+  }
+  struct ir_func *f = ir_func_clone(k->ir, &scratch);
+  uint8_t facts[64];
+  uint32_t nf = spec_facts(f, b, facts, sizeof facts, true);
+  if (nf && (facts[0] & 0x80)) e->decided = facts[0] & 0x7f, e->taken = facts[1];
+  tile_status st = fold_decided(ctx, f, facts, nf, &scratch);
+  if (!st) {
+    struct uniform u;
+    u.n = 0;
+    estimate_block(f, b, &u, IR_BODY_BLOCK, 1, e);
+    e->warps = f->warps;
   }
   arena_free(&scratch);
   return st;

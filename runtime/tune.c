@@ -1568,6 +1568,64 @@ static bool fit_warps(struct autocfg *A, const tile_kernel *k0) {
   return changed;
 }
 
+/* The estimate (rt_gpu_estimate) of the configuration with tuned parameter t at v (t = -1:
+ * the current one) when it compiles for the GPU, binds the launch's arguments and keeps the
+ * grid at `programs` (`big` at the probe's sizes); false otherwise. */
+static bool autocfg_estimate(struct autocfg *A, int t, const char *v, int64_t programs, int64_t big, unsigned nargs,
+                             struct rt_estimate *e) {
+  struct tuner *T = A->T;
+  tile_compile_options c = T->co;
+  c.defines = autocfg_defines(A, t, v, &c.ndefines);
+  c.flags |= TILE_NO_CACHE;
+  tile_kernel *kc = NULL;
+  struct rt_bound b;
+  tile_status st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc);
+  bool ok = false;
+  if (!st && kc->target && kc->ir->params.n == A->k->ir->params.n && programs_of(T->ctx, kc->ir, A->ia) == programs &&
+      programs_of(T->ctx, kc->ir, A->probe) == big) {
+    struct arena ba;
+    jmp_buf boom;
+    arena_init(&ba, &T->ctx->alloc, &boom);
+    if (setjmp(boom)) st = TILE_NOMEM;
+    else if (!(st = rt_bind_args(T->ctx, kc, T->args, nargs, &ba, &b))) st = rt_gpu_estimate(kc, &b, e);
+    arena_free(&ba);
+    ok = !st;
+  }
+  A->nomem |= st == TILE_NOMEM;
+  rt_kernel_release(kc);
+  rt_clear_error(T->ctx);
+  return ok;
+}
+
+/* Step 4 of TILE_AUTOCONFIG, for kernels with branches the launch decides (`if N <= BN`:
+ * a row read once instead of in chunks): one parameter outside the tile extents takes the
+ * value that changes which branches run and reads the fewest global bytes per program, at
+ * most 80% of the current configuration's and with at most 64 elements per thread in its
+ * largest tile. */
+static bool fewest_bytes(struct autocfg *A, int64_t programs, int64_t big, unsigned nargs) {
+  struct tuner *T = A->T;
+  struct rt_estimate e0;
+  if (!autocfg_estimate(A, -1, NULL, programs, big, nargs, &e0) || !e0.decided) return false;
+  int best = -1;
+  const char *bestv = NULL;
+  double best_bytes = 0.8 * e0.load_bytes;
+  for (uint32_t t = 0; t < T->ntuned; t++) {
+    const struct tparam *p = &T->p[T->tuned[t]];
+    if (!is_integer(A->vals[t])) continue;
+    for (uint32_t j = 0; j < p->ncand; j++) {
+      if (!is_integer(p->cand[j]) || !strcmp(p->cand[j], A->vals[t])) continue;
+      struct rt_estimate e;
+      if (!autocfg_estimate(A, (int)t, p->cand[j], programs, big, nargs, &e) || e.decided != e0.decided ||
+          e.taken == e0.taken || e.largest_tile > 64 * 32 * (int64_t)e.warps || e.load_bytes >= best_bytes)
+        continue;
+      best = (int)t, bestv = p->cand[j], best_bytes = e.load_bytes;
+    }
+  }
+  if (best < 0) return false;
+  A->vals[best] = bestv;
+  return true;
+}
+
 /* Step 3 of TILE_AUTOCONFIG: while some parameter outside the grid's tile extents, at its
  * next larger candidate, gives the program more shared memory without changing what it
  * computes (deeper stages, longer K steps: same_products) and stays within 90% of what the
@@ -1694,6 +1752,7 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
   /* 3. a grid of at most one program per multiprocessor: nothing else hides a program's load
    *    latency, so its pipeline deepens into the shared memory it has to itself */
   if (k->target && cur <= sms && deepen(&A, cur, big, k->nparams)) changed = true;
+  if (k->target && fewest_bytes(&A, cur, big, k->nparams)) changed = true;
   if (A.nomem) arena_oom(a); /* not a choice to remember */
   if (changed) *defs = autocfg_defines(&A, -1, NULL, n);
 }

@@ -25,7 +25,8 @@ after warm-up). One line per case and a ratio (PyTorch time / ours: above 1 is f
                                   64 x 8192 x 8192 and 128 x 4096 x 4096
 
     python3 tools/bench_examples.py          (needs torch with CUDA)
-    python3 tools/bench_examples.py rows gemm decode   (only those sections)
+    python3 tools/bench_examples.py rows gemm decode   (only those sections; also sweep, sweep-decode:
+                                                       configurations around the memory-bound defaults)
 """
 import os
 import statistics
@@ -304,6 +305,8 @@ def main():
             main_decode()
         if "sweep" in only:
             main_sweep()
+        if "sweep-decode" in only:
+            main_sweep_decode()
         bad = ROWS.count(False)
         print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
         return 1 if bad else 0
@@ -338,14 +341,18 @@ def main_decode():
 
 def main_sweep():
     """Configurations around the defaults of the memory-bound kernels (decode, rows)."""
-    for bn, nw, st in ((32, 4, 3), (32, 2, 4), (64, 4, 3)):
-        decode(8, 32, 8, 8187, 128, 16, torch.float16, BN=bn, NW=nw, STAGES=st)
+    main_sweep_decode()
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for dt in (torch.float16, torch.bfloat16):
             for bn, nw in ((1024, 4), (8192, 4), (8192, 8), (8192, 16)):
                 rows(kind, 8192, 8192, dt, BN=bn, NW=nw)
         for bn, nw in ((1024, 4), (4096, 8), (8192, 8), (16384, 16)):
             rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
+
+
+def main_sweep_decode():
+    for bn, nw, st in ((32, 4, 3), (32, 2, 4), (64, 4, 3), (32, 1, 4), (16, 1, 6), (64, 2, 3), (16, 2, 6)):
+        decode(8, 32, 8, 8187, 128, 16, torch.float16, BN=bn, NW=nw, STAGES=st)
 
 
 def main_rows():

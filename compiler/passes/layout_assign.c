@@ -123,13 +123,20 @@ static int priority(struct assign *A, uint16_t l) {
   return e->kind == IR_LAYOUT_MMA ? 2 : 1;
 }
 
+static bool cheap(struct assign *A, ir_val v, int depth);
+
+/* The layout an elementwise op takes from its operands: the highest-priority one among those
+ * that hold data; index arithmetic and masks (cheap: re-created in any layout) decide only
+ * when nothing else does, so `where(arange(BN) < N, x, 0.0)` keeps x's 16-byte vectors
+ * instead of the i32 mask's 4-element ones (which would re-issue x's load narrower). */
 static uint16_t elementwise_want(struct assign *A, const struct ir_op *op) {
   uint16_t best = 0;
-  for (uint32_t k = 0; k < op->nargs; k++) {
-    ir_val a = op->args[k];
-    if (!is_tile(A, a) || rematerializable(A, a) || !A->want[a]) continue;
-    if (!best || priority(A, A->want[a]) > priority(A, best)) best = A->want[a];
-  }
+  for (int pass = 0; pass < 2 && !best; pass++)
+    for (uint32_t k = 0; k < op->nargs; k++) {
+      ir_val a = op->args[k];
+      if (!is_tile(A, a) || rematerializable(A, a) || !A->want[a] || (pass == 0 && cheap(A, a, 0))) continue;
+      if (!best || priority(A, A->want[a]) > priority(A, best)) best = A->want[a];
+    }
   return best;
 }
 

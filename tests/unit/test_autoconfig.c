@@ -141,6 +141,54 @@ Test(autoconfig, one_wave_grids_deepen_their_pipelines) {
   tile_context_destroy(ctx);
 }
 
+/* Row kernels with a one-pass branch (`if N <= BN`): the row width takes the value that
+ * reads each row once where a candidate holds it within 64 elements per thread (8192 on 4
+ * warps); rows longer than every candidate (a 50257-word vocabulary) and rows the default
+ * already holds keep the defaults. */
+Test(autoconfig, one_pass_rows_where_a_width_holds_them) {
+  tile_context *ctx = new_context();
+  struct {
+    const char *file;
+    int64_t M, N;
+    const char *want;
+  } cases[] = {
+      {"softmax.tile", 8192, 8192, "BN=8192,NW=4"},
+      {"softmax.tile", 4096, 2000, "BN=2048,NW=4"},
+      {"softmax.tile", 4096, 1000, ""},
+      {"softmax.tile", 4096, 50257, ""},
+      {"rmsnorm.tile", 8192, 8192, "BN=8192,NW=4"},
+      {"layernorm.tile", 8192, 4096, "BN=4096,NW=4"},
+      {"softmax.tile", 4096, 16384, ""}, /* 16384 on 4 warps: 128 elements per thread */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[1024];
+    test_lib_path(path, sizeof path, cases[i].file);
+    tile_define d = {"T", "f16"};
+    char kname[32];
+    snprintf(kname, sizeof kname, "%.*s", (int)(strchr(cases[i].file, '.') - cases[i].file), cases[i].file);
+    tile_compile_options co = {.kernel = kname, .defines = &d, .ndefines = 1, .device = TILE_DEVICE_CUDA,
+                               .arch = "sm_90a"};
+    tile_kernel *k = NULL;
+    cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+    int64_t x[2] = {cases[i].M, cases[i].N};
+    tile_arg a[8];
+    unsigned n = tile_kernel_param_count(k);
+    for (unsigned j = 0; j < n; j++) {
+      tile_param_info pi;
+      tile_kernel_param(k, j, &pi);
+      if (!pi.is_tensor) a[j] = tile_arg_float(1e-5);
+      else if (pi.rank == 2) a[j] = tile_arg_tensor(mem, pi.dtype, 2, x, NULL);
+      else a[j] = tile_arg_tensor(mem, pi.dtype, 1, pi.dtype == TILE_F32 ? &x[0] : &x[1], NULL);
+    }
+    char got[128];
+    choose(ctx, k, a, n, 132, "BN,NW", got, sizeof got);
+    cr_expect_str_eq(got, cases[i].want, "%s %lldx%lld: %s", cases[i].file, (long long)cases[i].M,
+                     (long long)cases[i].N, got);
+    tile_kernel_release(k);
+  }
+  tile_context_destroy(ctx);
+}
+
 Test(autoconfig, attention_and_row_kernels) {
   tile_context *ctx = new_context();
   /* attention: grid cdiv(N, BM) x H x B; 4 x 8 x 1 = 32 programs at N=500 */
