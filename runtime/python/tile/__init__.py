@@ -72,6 +72,7 @@ _FAST_LAYOUT = (ffi.sizeof("tile_arg") == 88 and ffi.offsetof("tile_arg", "u") =
                 and ffi.sizeof("tile_dtype") == 4 and ffi.sizeof("tile_arg_kind") == 4
                 and __import__("sys").byteorder == "little")
 _ZEROS9 = (0,) * 9
+_ZEROS8 = (0,) * 8
 _TORCH_TENSOR = [None]  # torch.Tensor, once torch is in use
 
 
@@ -484,7 +485,7 @@ class Kernel:
         """Launches the kernel (asynchronously on the GPU: on `stream`, else torch's current
         stream for torch tensors, else the legacy default stream)."""
         fast = self._fast
-        if fast is not None and not kwargs and stream is None and len(args) == fast[3]:
+        if fast is not None and not kwargs and stream is None and fast[7] <= len(args) <= fast[3]:
             if self._launch_fast(fast, args):
                 return
         ctx, handle, params, arr, keep, device, index, s_args, first = self._bind(args, kwargs)
@@ -504,6 +505,8 @@ class Kernel:
     # call (its layout is checked at import), without per-field assignments. Anything else
     # (another tensor type, a dtype or rank the kernel does not take, another device, kwargs,
     # an explicit stream) goes through _bind, which also produces the error messages.
+    # Trailing arguments the kernel does not use (gemm's bias, R, alpha, beta without their
+    # epilogues) may be left out on the fast path too, as on the slow one.
     def _fast_plan(self, ctx, handle, params, index):
         if not _FAST_LAYOUT:
             return None
@@ -524,13 +527,18 @@ class Kernel:
                 plan.append((_ARG_INT, None, 0, None, 0))
                 fmt += "11q"
         fmt += "Q"  # tile_launch_options after the arguments: its stream
-        return (index, ctx, handle, len(params), tuple(plan), struct.Struct(fmt), threading.local())
+        need = max((i + 1 for i, p in enumerate(params) if p.is_used), default=0)
+        return (index, ctx, handle, len(params), tuple(plan), struct.Struct(fmt), threading.local(), need)
 
     def _launch_fast(self, fast, args):
-        index, ctx, handle, n, plan, packer, tls = fast
+        index, ctx, handle, n, plan, packer, tls, _ = fast
         words = []
         tensor_type = _TORCH_TENSOR[0]
+        given = len(args)
         for i, (kind, tdt, rank, pad, dtrank) in enumerate(plan):
+            if i >= given:  # left out, not used by the kernel: no data, or 0
+                words += (kind, 0, dtrank) + _ZEROS8 if kind == _ARG_TENSOR else (kind, 0) + _ZEROS9
+                continue
             v = args[i]
             if kind == _ARG_TENSOR:
                 if type(v) is not tensor_type or v.dtype is not tdt or not v.is_cuda or v.dim() != rank \
