@@ -268,3 +268,31 @@ Test(autoconfig, starts_from_the_compiled_configuration) {
   }
   tile_context_destroy(ctx);
 }
+
+/* lib/decode_attention.tile: one warp per program on sm_90a where the accumulator fits
+ * (`where BG * D <= 2048 * NW`); hd256 keeps the plain defaults; other targets the plain. */
+Test(autoconfig, decode_target_defaults) {
+  tile_context *ctx = new_context();
+  char path[1024];
+  test_lib_path(path, sizeof path, "decode_attention.tile");
+  struct {
+    const char *arch, *d, *want;
+  } cases[] = {
+      {"sm_90a", "128", ",BN=16,NW=1,STAGES=6,"},
+      {"sm_90a", "64", ",BN=16,NW=1,STAGES=6,"},
+      {"sm_90a", "256", ",BN=32,NW=4,STAGES=3,"},
+      {"sm_80", "128", ",BN=32,NW=4,STAGES=3,"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    tile_define d = {"D", cases[i].d};
+    tile_compile_options co = {.kernel = "decode_split", .defines = &d, .ndefines = 1, .device = TILE_DEVICE_CUDA,
+                               .arch = cases[i].arch};
+    tile_kernel *k = NULL;
+    cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+    char full[512];
+    snprintf(full, sizeof full, ",%s,", tile_kernel_config(k));
+    cr_expect(strstr(full, cases[i].want), "%s D=%s: %s", cases[i].arch, cases[i].d, full);
+    tile_kernel_release(k);
+  }
+  tile_context_destroy(ctx);
+}
