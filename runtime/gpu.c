@@ -757,6 +757,15 @@ static tile_status fold_decided(tile_context *ctx, struct ir_func *f, const uint
   return TILE_OK;
 }
 
+/* A clone of k's generic IR in scratch, specialized for b: facts applied, the branches the
+ * launch decides folded; facts[0..*nf) is its key. */
+static tile_status specialize(tile_kernel *k, const struct rt_bound *b, struct arena *scratch, struct ir_func **f,
+                              uint8_t facts[64], uint32_t *nf) {
+  *f = ir_func_clone(k->ir, scratch);
+  *nf = spec_facts(*f, b, facts, 64, true);
+  return fold_decided(k->ctx, *f, facts, *nf, scratch);
+}
+
 tile_status rt_gpu_smem_need(tile_kernel *k, const struct rt_bound *b, unsigned *bytes) {
   tile_context *ctx = k->ctx;
   *bytes = 0;
@@ -768,10 +777,10 @@ tile_status rt_gpu_smem_need(tile_kernel *k, const struct rt_bound *b, unsigned 
     arena_free(&scratch);
     return rt_error(ctx, TILE_NOMEM, "out of memory while lowering '%s'", k->name);
   }
-  struct ir_func *f = ir_func_clone(k->ir, &scratch);
+  struct ir_func *f;
   uint8_t facts[64];
-  uint32_t nf = spec_facts(f, b, facts, sizeof facts, true);
-  tile_status st = fold_decided(ctx, f, facts, nf, &scratch);
+  uint32_t nf;
+  tile_status st = specialize(k, b, &scratch, &f, facts, &nf);
   if (!st) {
     struct pass_options po = {0};
     struct tl_error e;
@@ -799,11 +808,11 @@ tile_status rt_gpu_estimate(tile_kernel *k, const struct rt_bound *b, struct rt_
     arena_free(&scratch);
     return rt_error(ctx, TILE_NOMEM, "out of memory while estimating '%s'", k->name);
   }
-  struct ir_func *f = ir_func_clone(k->ir, &scratch);
+  struct ir_func *f;
   uint8_t facts[64];
-  uint32_t nf = spec_facts(f, b, facts, sizeof facts, true);
+  uint32_t nf;
+  tile_status st = specialize(k, b, &scratch, &f, facts, &nf);
   if (nf && (facts[0] & 0x80)) e->decided = facts[0] & 0x7f, e->taken = facts[1];
-  tile_status st = fold_decided(ctx, f, facts, nf, &scratch);
   if (!st) {
     struct uniform u;
     u.n = 0;

@@ -71,13 +71,28 @@ static void gemm_args(tile_arg *a, int64_t M, int64_t N, int64_t K) {
   a[6] = tile_arg_float(0.0);
 }
 
+struct gemm_case {
+  int64_t M, N, K;
+  const char *want;
+};
+
+/* Checks the parameters named in `which` that k's choice gives each GEMM case. */
+static void expect_gemm_choices(tile_context *ctx, tile_kernel *k, const struct gemm_case *cases, size_t n,
+                                const char *which) {
+  char got[128];
+  tile_arg a[7];
+  for (size_t i = 0; i < n; i++) {
+    gemm_args(a, cases[i].M, cases[i].N, cases[i].K);
+    choose(ctx, k, a, 7, 132, which, got, sizeof got);
+    cr_expect_str_eq(got, cases[i].want, "%lldx%lldx%lld: %s", (long long)cases[i].M, (long long)cases[i].N,
+                     (long long)cases[i].K, got);
+  }
+}
+
 Test(autoconfig, skinny_gemm_gets_tiles_that_fill_the_device) {
   tile_context *ctx = new_context();
   tile_kernel *k = compile_lib(ctx, "gemm.tile", "gemm", NULL, 0);
-  struct {
-    int64_t M, N, K;
-    const char *want; /* BM, BN (the defaults are 128 x 256) */
-  } cases[] = {
+  struct gemm_case cases[] = { /* want: BM, BN (the defaults are 128 x 256) */
       {16, 8192, 8192, "BM=16,BN=64"},    /* 16 rows: no padding; 128 programs for 132 SMs */
       {1, 8192, 8192, "BM=16,BN=64"},     /* the smallest row tile */
       {64, 8192, 8192, "BM=64,BN=64"},
@@ -85,14 +100,9 @@ Test(autoconfig, skinny_gemm_gets_tiles_that_fill_the_device) {
       {4096, 4096, 4096, ""},             /* 512 programs: the defaults */
       {1000, 1000, 1000, "BM=64,BN=128"}, /* 32 programs -> 128 */
   };
+  expect_gemm_choices(ctx, k, cases, sizeof cases / sizeof cases[0], "BM,BN");
   char got[128];
   tile_arg a[7];
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    gemm_args(a, cases[i].M, cases[i].N, cases[i].K);
-    choose(ctx, k, a, 7, 132, "BM,BN", got, sizeof got);
-    cr_expect_str_eq(got, cases[i].want, "%lldx%lldx%lld: %s", (long long)cases[i].M, (long long)cases[i].N,
-                     (long long)cases[i].K, got);
-  }
   /* a device with few multiprocessors: 32 programs are enough; the row tile still shrinks */
   gemm_args(a, 16, 8192, 8192);
   choose(ctx, k, a, 7, 16, "BM,BN", got, sizeof got);
@@ -119,24 +129,14 @@ Test(autoconfig, one_wave_grids_deepen_their_pipelines) {
   tile_compile_options co = {.kernel = "gemm", .device = TILE_DEVICE_CUDA, .arch = "sm_90a"};
   tile_kernel *k = NULL;
   cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
-  struct {
-    int64_t M, N, K;
-    const char *want;
-  } cases[] = {
+  struct gemm_case cases[] = {
       {16, 8192, 8192, "BM=16,BN=64,BK=128,STAGES=6,NW=4"},
       {1, 8192, 8192, "BM=16,BN=64,BK=128,STAGES=6,NW=4"},
       {64, 8192, 8192, "BM=64,BN=64,BK=128,STAGES=6,NW=4"},
       {128, 4096, 4096, "BM=64,BN=64,BK=128,STAGES=6,NW=4"},
       {4096, 4096, 4096, ""},
   };
-  char got[128];
-  tile_arg a[7];
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    gemm_args(a, cases[i].M, cases[i].N, cases[i].K);
-    choose(ctx, k, a, 7, 132, "BM,BN,BK,STAGES,NW", got, sizeof got);
-    cr_expect_str_eq(got, cases[i].want, "%lldx%lldx%lld: %s", (long long)cases[i].M, (long long)cases[i].N,
-                     (long long)cases[i].K, got);
-  }
+  expect_gemm_choices(ctx, k, cases, sizeof cases / sizeof cases[0], "BM,BN,BK,STAGES,NW");
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
