@@ -111,6 +111,7 @@ static unsigned uniform_ifs(struct ir_func *f, const struct rt_bound *b, uint8_t
   u.n = 0;
   unsigned nifs = 0;
   *bits = 0;
+  if (f->stage != IR_STAGE_GENERIC) return 0; /* GPU IR given as text: compiled as it is */
   const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
   for (uint32_t i = 0; i < body->ops.n && nifs < MAX_UNIFORM_IFS; i++) {
     uint32_t id = body->ops.v[i];
