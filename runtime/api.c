@@ -608,7 +608,7 @@ TILE_API const char *tile_kernel_config(const tile_kernel *k) { return k ? k->co
 TILE_API const char *tile_kernel_tuned_config(const tile_kernel *k) {
   if (!k) return NULL;
   if (k->last_config) return k->last_config;
-  return k->flags & (TILE_AUTOTUNE | TILE_AUTOCONFIG) ? NULL : k->config;
+  return k->flags & TILE_AUTOTUNE ? NULL : k->config;
 }
 
 TILE_API tile_status tile_kernel_param(const tile_kernel *k, unsigned i, tile_param_info *out) {

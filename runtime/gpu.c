@@ -521,6 +521,7 @@ tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct
     tile_kernel *run = k;
     tile_status st = rt_autotune_pick(ctx, k, b, stream, &run);
     if (st || run != k) return st ? st : rt_autotune_launch(ctx, k, run, b, stream, launch);
+    k->last_config = NULL; /* this shape runs k's own configuration (tile_kernel_tuned_config) */
   }
   struct rt_spec *sp;
   tile_status st = prepare(ctx, k, b, &sp);

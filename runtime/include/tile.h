@@ -302,7 +302,9 @@ TILE_API int tile_kernel_param_index(const tile_kernel *k, const char *name);
 /* The compile-time parameters after specialization, as "BM=128,BN=128,...". */
 TILE_API const char *tile_kernel_config(const tile_kernel *k);
 /* The configuration the last launch, prepare or bench actually ran: for a kernel compiled
- * with TILE_AUTOTUNE, the tuned one (until then NULL); otherwise tile_kernel_config(k). */
+ * with TILE_AUTOTUNE, the tuned one (until then NULL); with TILE_AUTOCONFIG (the CUDA
+ * default), the one chosen for the last launch's shape; otherwise (and before a launch)
+ * tile_kernel_config(k). */
 TILE_API const char *tile_kernel_tuned_config(const tile_kernel *k);
 
 /* ---- arguments and launching ------------------------------------------------------------- */

@@ -192,6 +192,11 @@ checks=$((checks + 1))
 checks=$((checks + 1))
 grep -q "^  chosen for the shape \[.*BM=128,BN=256" "$TMP/autocfg2.txt" ||
   { fail "run --autoconfig: 4096x4096 did not keep the default tiles"; cat "$TMP/autocfg2.txt"; }
+checks=$((checks + 1))
+"$TILEC" run "$SRC/lib/gemm.tile" -k gemm -a alpha=1 -a beta=0 --size M=4096,N=4096,K=64 --device=cuda \
+  >"$TMP/autocfg3.txt" 2>&1 || { fail "run (large, default) failed"; cat "$TMP/autocfg3.txt"; }
+checks=$((checks + 1))
+grep -q "chosen" "$TMP/autocfg3.txt" && { fail "run: 4096x4096 reported a choice that is its own configuration"; cat "$TMP/autocfg3.txt"; }
 
 # ---- cache bench ----
 checks=$((checks + 1))
