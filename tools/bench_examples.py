@@ -20,9 +20,10 @@ after warm-up). One line per case and a ratio (PyTorch time / ours: above 1 is f
                                   the percentage of a device-to-device copy's GB/s measured
                                   in the same run; the default configuration and a
                                   single-pass one (BN >= N)
-  lib/gemm.tile                   at its default configuration (no tuning) and with
-                                  TILE_AUTOCONFIG vs torch.mm (cuBLAS) on skinny shapes: 1, 16,
-                                  64 x 8192 x 8192 and 128 x 4096 x 4096
+  lib/gemm.tile                   without defines or tuning (the configuration chosen per
+                                  shape, TILE_AUTOCONFIG) and at its fixed defaults, vs
+                                  torch.mm (cuBLAS) on skinny shapes: 1, 16, 64 x 8192 x 8192
+                                  and 128 x 4096 x 4096
 
     python3 tools/bench_examples.py          (needs torch with CUDA)
     python3 tools/bench_examples.py rows gemm decode   (only those sections; also sweep, sweep-decode:
@@ -272,21 +273,22 @@ def rows(kind, m, n, dt, **defs):
                                                                           100 * g_ref / cp))
 
 
-def gemm_default(m, n, k, dt, autoconfig=False):
-    """lib/gemm.tile at its default configuration (what a user gets before tuning); with
-    autoconfig, the tile sizes TILE_AUTOCONFIG chooses for the shape."""
+def gemm_default(m, n, k, dt, fixed=False):
+    """lib/gemm.tile without defines (what a user gets before tuning): the configuration
+    TILE_AUTOCONFIG chooses for the shape; fixed: the kernel's own defaults at every shape
+    (autoconfig=False, TILE_FIXED_CONFIG)."""
     a = torch.randn(m, k, device="cuda", dtype=dt)
     b = torch.randn(k, n, device="cuda", dtype=dt)
     c = torch.empty(m, n, device="cuda", dtype=dt)
     g = tile.compile(os.path.join(ROOT, "lib", "gemm.tile"), kernel="gemm",
-                     defines={"T": "f16" if dt == torch.float16 else "bf16"}, autoconfig=autoconfig)
+                     defines={"T": "f16" if dt == torch.float16 else "bf16"}, autoconfig=False if fixed else None)
     ours = lambda: g(a, b, c)  # noqa: E731  (bias, R unused; alpha 1, beta 0 by default)
     ours()
     want = torch.mm(a, b)
     err = ((c.float() - want.float()).abs().max() / want.float().abs().max()).item()
     t_ours, t_ref = time_ms(ours), time_ms(lambda: torch.mm(a, b))
     fl = 2.0 * m * n * k
-    row("gemm %s %dx%dx%d %s" % ("autoconfig" if autoconfig else "default", m, n, k, str(dt)[6:]), t_ours, t_ref,
+    row("gemm %s %dx%dx%d %s" % ("fixed" if fixed else "default", m, n, k, str(dt)[6:]), t_ours, t_ref,
         err, 1e-2,
         "vs torch.mm; ours %.1f, cuBLAS %.1f TFLOP/s; config %s" % (fl / t_ours / 1e9, fl / t_ref / 1e9,
                                                                    g.config()))
@@ -368,7 +370,7 @@ def main_gemm():
     for dt in (torch.float16, torch.bfloat16):
         for m, n, k in ((1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192), (128, 4096, 4096)):
             gemm_default(m, n, k, dt)
-            gemm_default(m, n, k, dt, autoconfig=True)
+            gemm_default(m, n, k, dt, fixed=True)
 
 
 if __name__ == "__main__":

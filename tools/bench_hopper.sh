@@ -10,7 +10,8 @@
 #      compared with their cuBLASLt equivalents: nn.Linear's X @ W.T, a batch with one
 #      shared B, and the two-product SwiGLU loop;
 #   5. skinny and small products (1, 16, 64 x 8192 x 8192, 128 x 4096 x 4096, 1000^3)
-#      at the defaults and with TILE_AUTOCONFIG (--our AUTO=1: tile sizes per shape).
+#      at the defaults (TILE_AUTOCONFIG: the configuration chosen per shape) and at the
+#      fixed defaults (--our AUTO=0, TILE_FIXED_CONFIG).
 #
 #   bash tools/bench_hopper.sh [CARRY_DIR]      (default .carry; from the repository root)
 # Environment: OUT=dir (logs and the table), QUICK=0 (full timing instead of --quick),
@@ -79,9 +80,9 @@ swiglu|linear.tile|swiglu|M=2000,N=3072,K=2048|2000x3072x2048
 FORMS
 fi
 if has 5; then
-  echo "== 5. skinny and small products: defaults and TILE_AUTOCONFIG"
+  echo "== 5. skinny and small products: defaults (chosen per shape) and the fixed defaults"
   $BG --shapes 1x8192x8192,16x8192x8192,64x8192x8192,128x4096x4096,1000 --dtypes f16,bf16 --epilogues none \
-    --our default --our AUTO=1 >"$OUT/skinny.txt" 2>&1
+    --our default --our AUTO=0 >"$OUT/skinny.txt" 2>&1
   rows "$OUT/skinny.txt" skinny
 fi
 echo
