@@ -768,41 +768,10 @@ static tile_status specialize(tile_kernel *k, const struct rt_bound *b, struct a
   return fold_decided(k->ctx, *f, facts, *nf, scratch);
 }
 
-tile_status rt_gpu_smem_need(tile_kernel *k, const struct rt_bound *b, unsigned *bytes) {
-  tile_context *ctx = k->ctx;
-  *bytes = 0;
-  if (!k->target) return rt_error(ctx, TILE_INVALID_ARGUMENT, "kernel '%s' has no GPU target", k->name);
-  struct arena scratch;
-  jmp_buf oom;
-  arena_init(&scratch, &ctx->alloc, &oom);
-  if (setjmp(oom)) {
-    arena_free(&scratch);
-    return rt_error(ctx, TILE_NOMEM, "out of memory while lowering '%s'", k->name);
-  }
-  struct ir_func *f;
-  uint8_t facts[64];
-  uint32_t nf;
-  tile_status st = specialize(k, b, &scratch, &f, facts, &nf);
-  if (!st) {
-    struct pass_options po = {0};
-    struct tl_error e;
-    sb_init(&e.msg, &scratch);
-    enum tl_result r = tl_gpu_lower(f, k->target, &k->sched, &po, &e);
-    st = r ? rt_fail(ctx, r, &e) : TILE_OK;
-  }
-  if (!st) {
-    struct ir_smem_plan plan;
-    ir_smem_liveness(f, &scratch, &plan);
-    for (uint32_t j = 0; j < plan.n; j++)
-      if (plan.iv[j].offset + plan.iv[j].bytes > *bytes) *bytes = plan.iv[j].offset + plan.iv[j].bytes;
-  }
-  arena_free(&scratch);
-  return st;
-}
-
-tile_status rt_gpu_estimate(tile_kernel *k, const struct rt_bound *b, struct rt_estimate *e) {
+tile_status rt_gpu_estimate(tile_kernel *k, const struct rt_bound *b, bool lower, struct rt_estimate *e) {
   tile_context *ctx = k->ctx;
   memset(e, 0, sizeof *e);
+  if (lower && !k->target) return rt_error(ctx, TILE_INVALID_ARGUMENT, "kernel '%s' has no GPU target", k->name);
   struct arena scratch;
   jmp_buf oom;
   arena_init(&scratch, &ctx->alloc, &oom);
@@ -820,6 +789,19 @@ tile_status rt_gpu_estimate(tile_kernel *k, const struct rt_bound *b, struct rt_
     u.n = 0;
     estimate_block(f, b, &u, IR_BODY_BLOCK, 1, e);
     e->warps = f->warps;
+  }
+  if (!st && lower) {
+    struct pass_options po = {0};
+    struct tl_error err;
+    sb_init(&err.msg, &scratch);
+    enum tl_result r = tl_gpu_lower(f, k->target, &k->sched, &po, &err);
+    st = r ? rt_fail(ctx, r, &err) : TILE_OK;
+  }
+  if (!st && lower) {
+    struct ir_smem_plan plan;
+    ir_smem_liveness(f, &scratch, &plan);
+    for (uint32_t j = 0; j < plan.n; j++)
+      if (plan.iv[j].offset + plan.iv[j].bytes > e->smem) e->smem = plan.iv[j].offset + plan.iv[j].bytes;
   }
   arena_free(&scratch);
   return st;

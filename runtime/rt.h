@@ -264,21 +264,20 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
 /* Loads an artifact built for k and these arguments as k's specialization (main thread). */
 tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,
                          const struct rt_artifact *a);
-/* The shared memory (bytes) of k's code for the bound arguments b, from the GPU passes alone
- * (no LLVM: milliseconds): the extent of the buffers and barriers they place. Scratch that
- * code generation adds for layout changes is not counted. */
-tile_status rt_gpu_smem_need(tile_kernel *k, const struct rt_bound *b, unsigned *bytes);
 /* What one program of k's specialization for b does, from its generic IR with the launch's
- * decided branches folded (no GPU passes): the global bytes its loads read (loops with
- * launch-decided bounds counted by their trips), its largest tile in elements, its warps,
- * and the launch-decided ifs (count, and the bits of those taken). */
+ * decided branches folded: the global bytes its loads read (loops with launch-decided
+ * bounds counted by their trips), its largest tile in elements, its warps, and the
+ * launch-decided ifs (count, and the bits of those taken). With `lower`, the GPU passes run
+ * too (no LLVM: milliseconds) and smem is the extent of the buffers and barriers they place
+ * (not the scratch code generation adds for layout changes). */
 struct rt_estimate {
   double load_bytes;
   int64_t largest_tile;
   int warps;
   unsigned decided, taken;
+  unsigned smem;
 };
-tile_status rt_gpu_estimate(tile_kernel *k, const struct rt_bound *b, struct rt_estimate *e);
+tile_status rt_gpu_estimate(tile_kernel *k, const struct rt_bound *b, bool lower, struct rt_estimate *e);
 /* The device-side argument checks of a launch (alignment, residency), without compiling. */
 tile_status rt_gpu_check_args(tile_context *ctx, tile_kernel *k, const struct rt_bound *b);
 /* Writes an artifact of k to the context's on-disk module cache (best effort: a failure is

@@ -1435,9 +1435,10 @@ static tile_define *autocfg_defines(struct autocfg *A, int t, const char *v, uns
   return d;
 }
 
-/* Programs with tuned parameter t at v, at the launch's sizes and at the probe's; false
- * when that configuration does not compile. */
-static bool autocfg_try(struct autocfg *A, int t, const char *v, int64_t *real, int64_t *big) {
+/* The configuration with tuned parameter t at v (t = -1: the current one), compiled
+ * without the caches; NULL when it does not compile or takes other parameters (running out
+ * of memory is noted in A->nomem). */
+static tile_kernel *autocfg_compile(struct autocfg *A, int t, const char *v) {
   struct tuner *T = A->T;
   tile_compile_options c = T->co;
   c.defines = autocfg_defines(A, t, v, &c.ndefines);
@@ -1445,14 +1446,25 @@ static bool autocfg_try(struct autocfg *A, int t, const char *v, int64_t *real, 
   tile_kernel *kc = NULL;
   tile_status st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc);
   A->nomem |= st == TILE_NOMEM;
-  bool ok = !st && kc->ir->params.n == A->k->ir->params.n;
+  rt_clear_error(T->ctx);
+  if (!st && kc->ir->params.n != A->k->ir->params.n) {
+    rt_kernel_release(kc);
+    return NULL;
+  }
+  return st ? NULL : kc;
+}
+
+/* Programs with tuned parameter t at v, at the launch's sizes and at the probe's; false
+ * when that configuration does not compile. */
+static bool autocfg_try(struct autocfg *A, int t, const char *v, int64_t *real, int64_t *big) {
+  tile_kernel *kc = autocfg_compile(A, t, v);
+  bool ok = kc != NULL;
   if (ok) {
-    *real = programs_of(T->ctx, kc->ir, A->ia);
-    *big = programs_of(T->ctx, kc->ir, A->probe);
+    *real = programs_of(A->T->ctx, kc->ir, A->ia);
+    *big = programs_of(A->T->ctx, kc->ir, A->probe);
     ok = *real > 0 && *big > 0;
   }
   rt_kernel_release(kc);
-  rt_clear_error(T->ctx);
   return ok;
 }
 
@@ -1472,35 +1484,27 @@ static bool same_products(const struct ir_func *a, const struct ir_func *b) {
   return true;
 }
 
-/* The shared memory of the configuration with tuned parameter t at v (t = -1: the current
- * one), when it compiles for the GPU, binds the launch's arguments, keeps the grid at
- * `programs` (`big` at the probe's sizes) and computes the products of *ref (when given);
- * 0 otherwise. *keep (when given) receives the compiled kernel. */
-static unsigned autocfg_smem(struct autocfg *A, int t, const char *v, int64_t programs, int64_t big, unsigned nargs,
-                             const tile_kernel *ref, tile_kernel **keep) {
+/* Whether kc, a compile of A's kernel for the GPU, keeps the launch's grid (`programs` at
+ * its sizes, `big` at the probe's), and then rt_gpu_estimate of it for the launch's
+ * arguments (with its shared memory when `lower`); false when any of that fails (running
+ * out of memory is noted in A->nomem). */
+static bool autocfg_measure(struct autocfg *A, tile_kernel *kc, int64_t programs, int64_t big, bool lower,
+                            struct rt_estimate *e) {
   struct tuner *T = A->T;
-  tile_compile_options c = T->co;
-  c.defines = autocfg_defines(A, t, v, &c.ndefines);
-  c.flags |= TILE_NO_CACHE;
-  tile_kernel *kc = NULL;
-  unsigned bytes = 0;
+  if (!kc || !kc->target || programs_of(T->ctx, kc->ir, A->ia) != programs ||
+      programs_of(T->ctx, kc->ir, A->probe) != big)
+    return false;
+  struct arena ba; /* the binding's, apart from T's: kc stays the caller's whatever happens */
+  jmp_buf boom;
+  tile_status st;
   struct rt_bound b;
-  tile_status st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc);
-  if (!st && kc->target && kc->ir->params.n == A->k->ir->params.n && (!ref || same_products(ref->ir, kc->ir)) &&
-      programs_of(T->ctx, kc->ir, A->ia) == programs && programs_of(T->ctx, kc->ir, A->probe) == big) {
-    struct arena ba; /* the binding's: kc is released whatever happens */
-    jmp_buf boom;
-    arena_init(&ba, &T->ctx->alloc, &boom);
-    if (setjmp(boom)) st = TILE_NOMEM;
-    else if (!(st = rt_bind_args(T->ctx, kc, T->args, nargs, &ba, &b))) st = rt_gpu_smem_need(kc, &b, &bytes);
-    arena_free(&ba);
-  }
+  arena_init(&ba, &T->ctx->alloc, &boom);
+  if (setjmp(boom)) st = TILE_NOMEM;
+  else if (!(st = rt_bind_args(T->ctx, kc, T->args, A->k->nparams, &ba, &b))) st = rt_gpu_estimate(kc, &b, lower, e);
+  arena_free(&ba);
   A->nomem |= st == TILE_NOMEM;
-  if (st) bytes = 0;
-  if (keep && bytes) *keep = kc;
-  else rt_kernel_release(kc);
   rt_clear_error(T->ctx);
-  return bytes;
+  return !st;
 }
 
 static bool is_integer(const char *s) {
@@ -1531,16 +1535,8 @@ static bool fit_warps(struct autocfg *A, const tile_kernel *k0) {
   struct tuner *T = A->T;
   int64_t work0 = largest_product(k0->ir);
   if (!work0) return false;
-  tile_compile_options c = T->co;
-  c.defines = autocfg_defines(A, -1, NULL, &c.ndefines);
-  c.flags |= TILE_NO_CACHE;
-  tile_kernel *ref = NULL;
-  tile_status st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &ref);
-  if (st) {
-    A->nomem |= st == TILE_NOMEM;
-    rt_clear_error(T->ctx);
-    return false;
-  }
+  tile_kernel *ref = autocfg_compile(A, -1, NULL);
+  if (!ref) return false;
   int64_t work = largest_product(ref->ir), programs = programs_of(T->ctx, ref->ir, A->ia);
   double want = (double)k0->ir->warps * (double)work / (double)work0; /* warps in proportion */
   bool changed = false;
@@ -1551,16 +1547,11 @@ static bool fit_warps(struct autocfg *A, const tile_kernel *k0) {
     int best_warps = ref->ir->warps;
     for (uint32_t j = 0; j < p->ncand; j++) {
       if (!is_integer(p->cand[j]) || !strcmp(p->cand[j], A->vals[t])) continue;
-      c.defines = autocfg_defines(A, (int)t, p->cand[j], &c.ndefines);
-      tile_kernel *kc = NULL;
-      st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc);
-      A->nomem |= st == TILE_NOMEM;
-      if (!st && kc->ir->warps != ref->ir->warps &&
-          kc->ir->params.n == ref->ir->params.n && same_products(ref->ir, kc->ir) &&
+      tile_kernel *kc = autocfg_compile(A, (int)t, p->cand[j]);
+      if (kc && kc->ir->warps != ref->ir->warps && same_products(ref->ir, kc->ir) &&
           programs_of(T->ctx, kc->ir, A->ia) == programs && kc->ir->warps >= want && kc->ir->warps < best_warps)
         best = p->cand[j], best_warps = kc->ir->warps;
       rt_kernel_release(kc);
-      rt_clear_error(T->ctx);
     }
     if (best) A->vals[t] = best, changed = true;
   }
@@ -1568,44 +1559,18 @@ static bool fit_warps(struct autocfg *A, const tile_kernel *k0) {
   return changed;
 }
 
-/* The estimate (rt_gpu_estimate) of the configuration with tuned parameter t at v (t = -1:
- * the current one) when it compiles for the GPU, binds the launch's arguments and keeps the
- * grid at `programs` (`big` at the probe's sizes); false otherwise. */
-static bool autocfg_estimate(struct autocfg *A, int t, const char *v, int64_t programs, int64_t big, unsigned nargs,
-                             struct rt_estimate *e) {
-  struct tuner *T = A->T;
-  tile_compile_options c = T->co;
-  c.defines = autocfg_defines(A, t, v, &c.ndefines);
-  c.flags |= TILE_NO_CACHE;
-  tile_kernel *kc = NULL;
-  struct rt_bound b;
-  tile_status st = rt_compile_string(T->ctx, T->name, T->src, T->len, &c, false, &kc);
-  bool ok = false;
-  if (!st && kc->target && kc->ir->params.n == A->k->ir->params.n && programs_of(T->ctx, kc->ir, A->ia) == programs &&
-      programs_of(T->ctx, kc->ir, A->probe) == big) {
-    struct arena ba;
-    jmp_buf boom;
-    arena_init(&ba, &T->ctx->alloc, &boom);
-    if (setjmp(boom)) st = TILE_NOMEM;
-    else if (!(st = rt_bind_args(T->ctx, kc, T->args, nargs, &ba, &b))) st = rt_gpu_estimate(kc, &b, e);
-    arena_free(&ba);
-    ok = !st;
-  }
-  A->nomem |= st == TILE_NOMEM;
-  rt_kernel_release(kc);
-  rt_clear_error(T->ctx);
-  return ok;
-}
-
 /* Step 4 of TILE_AUTOCONFIG, for kernels with branches the launch decides (`if N <= BN`:
  * a row read once instead of in chunks): one parameter outside the tile extents takes the
  * value that changes which branches run and reads the fewest global bytes per program, at
  * most 80% of the current configuration's and with at most 64 elements per thread in its
  * largest tile. */
-static bool fewest_bytes(struct autocfg *A, int64_t programs, int64_t big, unsigned nargs) {
+static bool fewest_bytes(struct autocfg *A, int64_t programs, int64_t big) {
   struct tuner *T = A->T;
   struct rt_estimate e0;
-  if (!autocfg_estimate(A, -1, NULL, programs, big, nargs, &e0) || !e0.decided) return false;
+  tile_kernel *k0 = autocfg_compile(A, -1, NULL);
+  bool ok = autocfg_measure(A, k0, programs, big, false, &e0);
+  rt_kernel_release(k0);
+  if (!ok || !e0.decided) return false;
   int best = -1;
   const char *bestv = NULL;
   double best_bytes = 0.8 * e0.load_bytes;
@@ -1615,10 +1580,12 @@ static bool fewest_bytes(struct autocfg *A, int64_t programs, int64_t big, unsig
     for (uint32_t j = 0; j < p->ncand; j++) {
       if (!is_integer(p->cand[j]) || !strcmp(p->cand[j], A->vals[t])) continue;
       struct rt_estimate e;
-      if (!autocfg_estimate(A, (int)t, p->cand[j], programs, big, nargs, &e) || e.decided != e0.decided ||
-          e.taken == e0.taken || e.largest_tile > 64 * 32 * (int64_t)e.warps || e.load_bytes >= best_bytes)
-        continue;
-      best = (int)t, bestv = p->cand[j], best_bytes = e.load_bytes;
+      tile_kernel *kc = autocfg_compile(A, (int)t, p->cand[j]);
+      ok = autocfg_measure(A, kc, programs, big, false, &e);
+      rt_kernel_release(kc);
+      if (ok && e.decided == e0.decided && e.taken != e0.taken && e.largest_tile <= 64 * 32 * (int64_t)e.warps &&
+          e.load_bytes < best_bytes)
+        best = (int)t, bestv = p->cand[j], best_bytes = e.load_bytes;
     }
   }
   if (best < 0) return false;
@@ -1630,10 +1597,11 @@ static bool fewest_bytes(struct autocfg *A, int64_t programs, int64_t big, unsig
  * next larger candidate, gives the program more shared memory without changing what it
  * computes (deeper stages, longer K steps: same_products) and stays within 90% of what the
  * target allows, the one that adds the least takes that value. */
-static bool deepen(struct autocfg *A, int64_t programs, int64_t big, unsigned nargs) {
+static bool deepen(struct autocfg *A, int64_t programs, int64_t big) {
   struct tuner *T = A->T;
-  tile_kernel *ref = NULL;
-  unsigned have = autocfg_smem(A, -1, NULL, programs, big, nargs, NULL, &ref);
+  tile_kernel *ref = autocfg_compile(A, -1, NULL);
+  struct rt_estimate e;
+  unsigned have = autocfg_measure(A, ref, programs, big, true, &e) ? e.smem : 0;
   unsigned limit = A->k->target->smem_optin / 10 * 9;
   bool changed = false;
   for (int step = 0; step < 16 && have; step++) {
@@ -1653,7 +1621,10 @@ static bool deepen(struct autocfg *A, int64_t programs, int64_t big, unsigned na
           if (x > now && (!w || x < wv)) w = p->cand[c], wv = x;
         }
         if (!w) break;
-        unsigned bytes = autocfg_smem(A, (int)t, w, programs, big, nargs, ref, NULL);
+        tile_kernel *kc = autocfg_compile(A, (int)t, w);
+        unsigned bytes = kc && same_products(ref->ir, kc->ir) && autocfg_measure(A, kc, programs, big, true, &e)
+                             ? e.smem : 0;
+        rt_kernel_release(kc);
         if (!bytes) {
           now = wv;
           continue;
@@ -1751,8 +1722,8 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
   if (changed) fit_warps(&A, k);
   /* 3. a grid of at most one program per multiprocessor: nothing else hides a program's load
    *    latency, so its pipeline deepens into the shared memory it has to itself */
-  if (k->target && cur <= sms && deepen(&A, cur, big, k->nparams)) changed = true;
-  if (k->target && fewest_bytes(&A, cur, big, k->nparams)) changed = true;
+  if (k->target && cur <= sms && deepen(&A, cur, big)) changed = true;
+  if (k->target && fewest_bytes(&A, cur, big)) changed = true;
   if (A.nomem) arena_oom(a); /* not a choice to remember */
   if (changed) *defs = autocfg_defines(&A, -1, NULL, n);
 }

@@ -35,13 +35,16 @@ static void choose(tile_context *ctx, tile_kernel *k, tile_arg *args, unsigned n
   arena_free(&a);
 }
 
+/* A lib kernel compiled for the CPU (arch NULL) or for CUDA target arch (no GPU needed). */
 static tile_kernel *compile_lib(tile_context *ctx, const char *file, const char *kernel, const tile_define *d,
-                                unsigned nd) {
+                                unsigned nd, const char *arch) {
   char path[1024];
   test_lib_path(path, sizeof path, file);
-  tile_compile_options co = {.kernel = kernel, .defines = d, .ndefines = nd, .device = TILE_DEVICE_CPU};
+  tile_compile_options co = {.kernel = kernel, .defines = d, .ndefines = nd,
+                             .device = arch ? TILE_DEVICE_CUDA : TILE_DEVICE_CPU, .arch = arch};
   tile_kernel *k = NULL;
-  cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s: %s", file, tile_errmsg(ctx));
+  cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s (%s): %s", file, arch ? arch : "cpu",
+               tile_errmsg(ctx));
   return k;
 }
 
@@ -91,7 +94,7 @@ static void expect_gemm_choices(tile_context *ctx, tile_kernel *k, const struct 
 
 Test(autoconfig, skinny_gemm_gets_tiles_that_fill_the_device) {
   tile_context *ctx = new_context();
-  tile_kernel *k = compile_lib(ctx, "gemm.tile", "gemm", NULL, 0);
+  tile_kernel *k = compile_lib(ctx, "gemm.tile", "gemm", NULL, 0, NULL);
   struct gemm_case cases[] = { /* want: BM, BN (the defaults are 128 x 256) */
       {16, 8192, 8192, "BM=16,BN=64"},    /* 16 rows: no padding; 128 programs for 132 SMs */
       {1, 8192, 8192, "BM=16,BN=64"},     /* the smallest row tile */
@@ -110,7 +113,7 @@ Test(autoconfig, skinny_gemm_gets_tiles_that_fill_the_device) {
   tile_kernel_release(k);
   /* a pinned parameter stays: BN=256 given, only BM may change */
   tile_define pin = {"BN", "256"};
-  k = compile_lib(ctx, "gemm.tile", "gemm", &pin, 1);
+  k = compile_lib(ctx, "gemm.tile", "gemm", &pin, 1, NULL);
   gemm_args(a, 64, 8192, 8192);
   choose(ctx, k, a, 7, 132, "BM,BN", got, sizeof got);
   cr_expect_str_eq(got, "BN=256,BM=16", "pinned BN");
@@ -124,11 +127,7 @@ Test(autoconfig, skinny_gemm_gets_tiles_that_fill_the_device) {
  * its configuration. */
 Test(autoconfig, one_wave_grids_deepen_their_pipelines) {
   tile_context *ctx = new_context();
-  char path[1024];
-  test_lib_path(path, sizeof path, "gemm.tile");
-  tile_compile_options co = {.kernel = "gemm", .device = TILE_DEVICE_CUDA, .arch = "sm_90a"};
-  tile_kernel *k = NULL;
-  cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+  tile_kernel *k = compile_lib(ctx, "gemm.tile", "gemm", NULL, 0, "sm_90a");
   struct gemm_case cases[] = {
       {16, 8192, 8192, "BM=16,BN=64,BK=128,STAGES=6,NW=4"},
       {1, 8192, 8192, "BM=16,BN=64,BK=128,STAGES=6,NW=4"},
@@ -148,28 +147,21 @@ Test(autoconfig, one_wave_grids_deepen_their_pipelines) {
 Test(autoconfig, one_pass_rows_where_a_width_holds_them) {
   tile_context *ctx = new_context();
   struct {
-    const char *file;
+    const char *file, *kernel;
     int64_t M, N;
     const char *want;
   } cases[] = {
-      {"softmax.tile", 8192, 8192, "BN=8192,NW=4"},
-      {"softmax.tile", 4096, 2000, "BN=2048,NW=4"},
-      {"softmax.tile", 4096, 1000, ""},
-      {"softmax.tile", 4096, 50257, ""},
-      {"rmsnorm.tile", 8192, 8192, "BN=8192,NW=4"},
-      {"layernorm.tile", 8192, 4096, "BN=4096,NW=4"},
-      {"softmax.tile", 4096, 16384, ""}, /* 16384 on 4 warps: 128 elements per thread */
+      {"softmax.tile", "softmax", 8192, 8192, "BN=8192,NW=4"},
+      {"softmax.tile", "softmax", 4096, 2000, "BN=2048,NW=4"},
+      {"softmax.tile", "softmax", 4096, 1000, ""},
+      {"softmax.tile", "softmax", 4096, 50257, ""},
+      {"rmsnorm.tile", "rmsnorm", 8192, 8192, "BN=8192,NW=4"},
+      {"layernorm.tile", "layernorm", 8192, 4096, "BN=4096,NW=4"},
+      {"softmax.tile", "softmax", 4096, 16384, ""}, /* 16384 on 4 warps: 128 elements per thread */
   };
+  tile_define d = {"T", "f16"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    char path[1024];
-    test_lib_path(path, sizeof path, cases[i].file);
-    tile_define d = {"T", "f16"};
-    char kname[32];
-    snprintf(kname, sizeof kname, "%.*s", (int)(strchr(cases[i].file, '.') - cases[i].file), cases[i].file);
-    tile_compile_options co = {.kernel = kname, .defines = &d, .ndefines = 1, .device = TILE_DEVICE_CUDA,
-                               .arch = "sm_90a"};
-    tile_kernel *k = NULL;
-    cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+    tile_kernel *k = compile_lib(ctx, cases[i].file, cases[i].kernel, &d, 1, "sm_90a");
     int64_t x[2] = {cases[i].M, cases[i].N};
     tile_arg a[8];
     unsigned n = tile_kernel_param_count(k);
@@ -192,7 +184,7 @@ Test(autoconfig, one_pass_rows_where_a_width_holds_them) {
 Test(autoconfig, attention_and_row_kernels) {
   tile_context *ctx = new_context();
   /* attention: grid cdiv(N, BM) x H x B; 4 x 8 x 1 = 32 programs at N=500 */
-  tile_kernel *k = compile_lib(ctx, "attention.tile", "attention", NULL, 0);
+  tile_kernel *k = compile_lib(ctx, "attention.tile", "attention", NULL, 0, NULL);
   tile_arg a[6];
   int64_t q[4] = {1, 8, 500, 64}, l[3] = {1, 8, 500};
   attention_args(a, q, l, 0.125);
@@ -210,32 +202,28 @@ Test(autoconfig, attention_and_row_kernels) {
 /* `defaults sm_90a(...)` in lib/attention.tile: a compile for sm_90a gets those defaults for
  * what the caller leaves open, other targets and the CPU the plain ones, and a configuration
  * they make violate a `where` constraint (hd256) falls back to the plain defaults. */
-static const char *attention_config(tile_context *ctx, int device, const char *arch, const tile_define *d,
-                                    unsigned nd, tile_kernel **k) {
-  char path[1024];
-  test_lib_path(path, sizeof path, "attention.tile");
-  tile_compile_options co = {.kernel = "attention", .defines = d, .ndefines = nd, .device = device, .arch = arch};
-  cr_assert_eq(tile_compile_file(ctx, path, &co, k), TILE_OK, "%s: %s", arch ? arch : "cpu", tile_errmsg(ctx));
+static const char *attention_config(tile_context *ctx, const char *arch, const tile_define *d, unsigned nd,
+                                    tile_kernel **k) {
+  *k = compile_lib(ctx, "attention.tile", "attention", d, nd, arch);
   return tile_kernel_config(*k);
 }
 
 Test(autoconfig, target_defaults_clause) {
   tile_context *ctx = new_context();
   struct {
-    int device;
-    const char *arch, *d, *nw, *want_bn, *want_nw;
+    const char *arch, *d, *nw, *want_bn, *want_nw; /* arch NULL: the CPU */
   } cases[] = {
-      {TILE_DEVICE_CUDA, "sm_90a", "128", NULL, "BN=128", "NW=8"},
-      {TILE_DEVICE_CUDA, "sm_90a", "64", NULL, "BN=128", "NW=8"},
-      {TILE_DEVICE_CUDA, "sm_90a", "256", NULL, "BN=64", "NW=4"}, /* (BN + BNM) * D <= 32768 */
-      {TILE_DEVICE_CUDA, "sm_90a", "128", "4", "BN=128", "NW=4"}, /* a define wins */
-      {TILE_DEVICE_CUDA, "sm_80", "128", NULL, "BN=64", "NW=4"},
-      {TILE_DEVICE_CPU, NULL, "128", NULL, "BN=64", "NW=4"},
+      {"sm_90a", "128", NULL, "BN=128", "NW=8"},
+      {"sm_90a", "64", NULL, "BN=128", "NW=8"},
+      {"sm_90a", "256", NULL, "BN=64", "NW=4"}, /* (BN + BNM) * D <= 32768 */
+      {"sm_90a", "128", "4", "BN=128", "NW=4"}, /* a define wins */
+      {"sm_80", "128", NULL, "BN=64", "NW=4"},
+      {NULL, "128", NULL, "BN=64", "NW=4"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     tile_define d[2] = {{"D", cases[i].d}, {"NW", cases[i].nw}};
     tile_kernel *k = NULL;
-    const char *cfg = attention_config(ctx, cases[i].device, cases[i].arch, d, cases[i].nw ? 2 : 1, &k);
+    const char *cfg = attention_config(ctx, cases[i].arch, d, cases[i].nw ? 2 : 1, &k);
     char bn[32], nw[32];
     snprintf(bn, sizeof bn, ",%s,", cases[i].want_bn);
     snprintf(nw, sizeof nw, ",%s,", cases[i].want_nw);
@@ -257,7 +245,7 @@ Test(autoconfig, starts_from_the_compiled_configuration) {
   for (int i = 0; i < 2; i++) {
     tile_define d = {"D", ds[i]};
     tile_kernel *k = NULL;
-    attention_config(ctx, TILE_DEVICE_CUDA, "sm_90a", &d, 1, &k);
+    attention_config(ctx, "sm_90a", &d, 1, &k);
     int64_t q[4] = {1, 8, 500, atoi(ds[i])}, l[3] = {1, 8, 500};
     tile_arg a[6];
     attention_args(a, q, l, 0.1);
@@ -273,8 +261,6 @@ Test(autoconfig, starts_from_the_compiled_configuration) {
  * (`where BG * D <= 2048 * NW`); hd256 keeps the plain defaults; other targets the plain. */
 Test(autoconfig, decode_target_defaults) {
   tile_context *ctx = new_context();
-  char path[1024];
-  test_lib_path(path, sizeof path, "decode_attention.tile");
   struct {
     const char *arch, *d, *want;
   } cases[] = {
@@ -285,10 +271,7 @@ Test(autoconfig, decode_target_defaults) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     tile_define d = {"D", cases[i].d};
-    tile_compile_options co = {.kernel = "decode_split", .defines = &d, .ndefines = 1, .device = TILE_DEVICE_CUDA,
-                               .arch = cases[i].arch};
-    tile_kernel *k = NULL;
-    cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+    tile_kernel *k = compile_lib(ctx, "decode_attention.tile", "decode_split", &d, 1, cases[i].arch);
     char full[512];
     snprintf(full, sizeof full, ",%s,", tile_kernel_config(k));
     cr_expect(strstr(full, cases[i].want), "%s D=%s: %s", cases[i].arch, cases[i].d, full);
