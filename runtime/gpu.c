@@ -196,9 +196,12 @@ static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t 
       key[n++] = fa.align;
       key[n++] = bits;
     } else if (p->kind == IR_PARAM_SHAPE) {
-      uint8_t d16 = a->scalar.i % 16 == 0;
-      if (apply) p->div16 = d16;
-      key[n++] = d16;
+      int64_t v = a->scalar.i;
+      uint8_t d16 = v % 16 == 0;
+      /* a divisor's size is specialized on being a power of two (canonicalize: shifts) */
+      uint8_t p2 = p->divisor && v > 0 && (v & (v - 1)) == 0;
+      if (apply) p->div16 = d16, p->pow2 = p2;
+      key[n++] = (uint8_t)(d16 | p2 << 1);
     }
   }
   return n;
@@ -746,11 +749,14 @@ static bool artifact_from_entry(const struct rt_cache_entry *e, const struct til
 /* rt_cuda_link_ptx's allocation of the image it returns: a tl_malloc block of the hook. */
 static void *cubin_alloc(void *ud, size_t n) { return tl_malloc(ud, n); }
 
-/* After spec_facts applied decided conditions (its key starts with their count): the
- * machine-independent pipeline again, which drops the branches not taken. */
+/* After spec_facts applied decided conditions (its key starts with their count) or a
+ * divisor's power-of-two fact: the machine-independent pipeline again, which drops the
+ * branches not taken and turns those divisions into shifts. */
 static tile_status fold_decided(tile_context *ctx, struct ir_func *f, const uint8_t *facts, uint32_t n,
                                 struct arena *a) {
-  if (!n || !(facts[0] & 0x80)) return TILE_OK;
+  bool pow2 = false;
+  for (uint32_t i = 0; i < f->params.n; i++) pow2 |= f->params.v[i].pow2;
+  if (!pow2 && (!n || !(facts[0] & 0x80))) return TILE_OK;
   struct pass_options po = {0};
   struct strbuf err;
   sb_init(&err, a);

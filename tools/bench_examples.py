@@ -46,12 +46,20 @@ def ex(name):
 
 
 def time_ms(fn, reps=50):
+    """The GPU time of one call (median of reps): each call is enqueued behind a short GPU
+    sleep, so that the host's launch cost (Python, argument binding: ours and PyTorch's
+    alike) overlaps GPU work instead of counting as idle GPU time between the two events.
+    TILE_BENCH_HOST=1 leaves the sleep out (the GPU idles while the host launches: host
+    and GPU time together, what a single synchronous call costs)."""
+    host = os.environ.get("TILE_BENCH_HOST") == "1"
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if not host:
+            torch.cuda._sleep(1 << 20)  # about 0.5 ms: longer than any launch path here
         a.record()
         fn()
         b.record()
@@ -242,7 +250,7 @@ def copy_gbs(nbytes):
     return COPY_GBS[nbytes]
 
 
-def rows(kind, m, n, dt, **defs):
+def rows(kind, m, n, dt, schedule=None, **defs):
     """A row-wise kernel against its PyTorch equivalent; GB/s counts X read and Y written."""
     x = torch.randn(m, n, device="cuda", dtype=dt)
     y = torch.empty_like(x)
@@ -251,7 +259,8 @@ def rows(kind, m, n, dt, **defs):
     stats = torch.empty(m, device="cuda", dtype=torch.float32)
     stats2 = torch.empty(m, device="cuda", dtype=torch.float32)
     tname = "f16" if dt == torch.float16 else "bf16"
-    k = tile.compile(os.path.join(ROOT, "lib", kind + ".tile"), kernel=kind, defines=dict(T=tname, **defs))
+    k = tile.compile(os.path.join(ROOT, "lib", kind + ".tile"), kernel=kind, defines=dict(T=tname, **defs),
+                     schedule=schedule)
     if kind == "softmax":
         ours, ref = (lambda: k(x, y)), (lambda: F.softmax(x, dim=-1))
     elif kind == "layernorm":
@@ -267,7 +276,7 @@ def rows(kind, m, n, dt, **defs):
     nbytes = 2 * x.numel() * x.element_size()
     cp = copy_gbs(x.numel() * x.element_size())
     g_ours, g_ref = nbytes / t_ours / 1e6, nbytes / t_ref / 1e6
-    cfg = ",".join("%s=%s" % kv for kv in defs.items()) or "default"
+    cfg = ",".join(["%s=%s" % kv for kv in defs.items()] + ([schedule] if schedule else [])) or "default"
     row("%s %dx%d %s %s" % (kind, m, n, str(dt)[6:], cfg), t_ours, t_ref, err, 1e-2 if dt == torch.float16 else 2e-2,
         "ours %.0f GB/s = %.0f%% of copy (%.0f), torch %.0f GB/s = %.0f%%" % (g_ours, 100 * g_ours / cp, cp, g_ref,
                                                                           100 * g_ref / cp))
@@ -309,6 +318,8 @@ def main():
             main_sweep()
         if "sweep-decode" in only:
             main_sweep_decode()
+        if "sweep-rows" in only:
+            main_sweep_rows()
         bad = ROWS.count(False)
         print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
         return 1 if bad else 0
@@ -352,8 +363,23 @@ def main_sweep():
             rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
 
 
+def main_sweep_rows():
+    """The row kernels' one-pass widths at 8192 (warps), and the looped form at 4096 x 50257:
+    chunk widths and warps (fewer rows in flight, so that the second pass's re-read of a
+    row can hit L2) with and without register prefetch."""
+    for kind in ("layernorm", "rmsnorm"):
+        for nw in (8, 16):
+            rows(kind, 8192, 8192, torch.float16, BN=8192, NW=nw)
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        rows(kind, 4096, 50257, torch.float16)
+        for bn, nw in ((16384, 16), (8192, 16), (8192, 8), (4096, 8), (4096, 4), (2048, 4)):
+            rows(kind, 4096, 50257, torch.float16, schedule="prefetch=1", BN=bn, NW=nw)
+        rows(kind, 4096, 50257, torch.float16, BN=8192, NW=16)
+
+
 def main_sweep_decode():
-    for bn, nw, st in ((32, 4, 3), (32, 2, 4), (64, 4, 3), (32, 1, 4), (16, 1, 6), (64, 2, 3), (16, 2, 6)):
+    for bn, nw, st in ((32, 4, 3), (32, 2, 4), (32, 1, 4), (16, 1, 6), (16, 2, 6),
+                       (16, 1, 3), (16, 1, 4), (32, 1, 3), (16, 1, 2), (32, 1, 2), (64, 1, 2)):
         decode(8, 32, 8, 8187, 128, 16, torch.float16, BN=bn, NW=nw, STAGES=st)
 
 

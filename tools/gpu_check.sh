@@ -418,8 +418,11 @@ lang_checks() {
     tk tests/kernels/fp8.tile dequant_gemm "" "$s"
   done
   # paged decode attention (lib/decode_attention.tile): random block tables and lengths (pages
-  # outside the pool are masked); the split and combine kernels separately
-  for s in B=1,H=1,HKV=1,NP=5,PAGE=8,MAXP=4,S=1 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 B=2,H=32,HKV=8,NP=64,PAGE=64,MAXP=32,S=3; do
+  # outside the pool are masked); the split and combine kernels separately. Pages of 8, 16
+  # and 64 tokens take the shift form of pos / PAGE (a power of two: canonicalize), 12 and
+  # 24 the division
+  for s in B=1,H=1,HKV=1,NP=5,PAGE=8,MAXP=4,S=1 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 B=2,H=32,HKV=8,NP=64,PAGE=64,MAXP=32,S=3 \
+    B=3,H=8,HKV=2,NP=40,PAGE=12,MAXP=8,S=4 B=2,H=4,HKV=1,NP=30,PAGE=24,MAXP=12,S=3; do
     tk decode_attention.tile decode_split T=f16 "$s" "scale=0.088"
   done
   tk decode_attention.tile decode_split T=bf16,D=64,BN=64 B=3,H=4,HKV=4,NP=40,PAGE=8,MAXP=16,S=2 "scale=0.125"

@@ -440,6 +440,10 @@ static LLVMValueRef emit_int_op(struct cg *g, ir_opcode op, ir_dtype dt, LLVMVal
   case IR_AND: return LLVMBuildAnd(g->b, a, b, "");
   case IR_OR: return LLVMBuildOr(g->b, a, b, "");
   case IR_XOR: return LLVMBuildXor(g->b, a, b, "");
+  case IR_CTZ: {
+    LLVMValueRef za[2] = {a, LLVMConstInt(g->i1, 0, 0)}; /* defined for 0: the bit width */
+    return cg_intrinsic(g, "llvm.cttz", &t, 1, za, 2);
+  }
   case IR_SHL: return LLVMBuildShl(g->b, a, LLVMBuildAnd(g->b, b, LLVMConstInt(t, bits - 1, 0), ""), "");
   case IR_SHR: {
     LLVMValueRef n = LLVMBuildAnd(g->b, b, LLVMConstInt(t, bits - 1, 0), "");

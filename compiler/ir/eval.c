@@ -161,6 +161,11 @@ static bool eval_int(ir_opcode op, ir_dtype dt, const ir_scalar *x, ir_scalar *o
   case IR_XOR: r = a ^ b; break;
   case IR_SHL: r = (int64_t)(ua << ((uint64_t)b & (uint64_t)(bits - 1))); break;
   case IR_SHR: r = a >> ((uint64_t)b & (uint64_t)(bits - 1)); break;
+  case IR_CTZ: {
+    uint64_t m = bits >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << bits) - 1;
+    r = (ua & m) ? __builtin_ctzll(ua & m) : bits;
+    break;
+  }
   case IR_EQ: out->i = a == b; return true;
   case IR_NE: out->i = a != b; return true;
   case IR_LT: out->i = a < b; return true;

@@ -182,6 +182,26 @@ struct ir_param *ir_param_of(const struct ir_func *f, ir_val v) {
   return &f->params.v[f->values.v[v].index];
 }
 
+ir_val ir_divisor_source(const struct ir_func *f, ir_val v) {
+  for (;;) {
+    uint32_t d = ir_def_op(f, v);
+    if (!d) return v;
+    const struct ir_op *op = &f->ops.v[d];
+    if (op->code == IR_SPLAT) {
+      v = op->args[0];
+      continue;
+    }
+    /* an integer cast that keeps every bit of a positive size (i32 -> i64, i32 -> u32) */
+    ir_dtype from = (ir_dtype)ir_vtype(f, op->args[0])->dtype, to = (ir_dtype)ir_vtype(f, v)->dtype;
+    if (op->code == IR_CAST && !ir_dtype_is_float(from) && !ir_dtype_is_float(to) && from != DT_BOOL &&
+        ir_dtype_bits(to) >= ir_dtype_bits(from)) {
+      v = op->args[0];
+      continue;
+    }
+    return v;
+  }
+}
+
 ir_val ir_block_add_arg(struct ir_func *f, uint32_t blk, ir_type_id type) {
   struct ir_block *b = &f->blocks.v[blk];
   /* block arguments must be consecutive values: allowed only while no value was created

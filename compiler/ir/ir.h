@@ -208,6 +208,8 @@ struct ir_param {
   uint8_t is_out;   /* tensors: written by the kernel */
   uint8_t used;     /* set by passes: still referenced after specialization */
   uint8_t div16;    /* shapes: the size is known to be a multiple of 16 */
+  uint8_t pow2;     /* shapes: the size is known to be a power of two (a specialization fact) */
+  uint8_t divisor;  /* shapes, set by DCE: an integer division or remainder divides by it */
   ir_val value;
   struct ir_tensor_facts facts;
   uint32_t source_index; /* position among the user-visible parameters (shapes: UINT32_MAX) */
@@ -278,6 +280,9 @@ bool ir_type_is_scalar(const struct ir_type *t);
 ir_val ir_add_param(struct ir_func *f, const char *name, enum ir_param_kind kind, ir_type_id type,
                     bool is_out);
 struct ir_param *ir_param_of(const struct ir_func *f, ir_val v); /* NULL if not a parameter */
+/* An integer divisor v with the splats and integer casts that produced it stripped (the
+ * shape size behind `pos / PAGE`). */
+ir_val ir_divisor_source(const struct ir_func *f, ir_val v);
 
 /* A builder inserts ops into a block, before op `before` (0 = at the end). */
 struct ir_builder {

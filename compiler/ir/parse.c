@@ -750,12 +750,14 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
     else fail(ps, "expected stage=gpu or stage=allocated");
   }
   if (accept(ps, "persistent")) f->persistent = 1;
-  if (accept(ps, "div16")) {
+  for (int fact = 0; fact < 2; fact++) { /* div16(%M, ...) pow2(%P, ...) */
+    if (!accept(ps, fact ? "pow2" : "div16")) continue;
     expect(ps, "(");
     do {
       struct ir_param *par = ir_param_of(f, use_value(ps));
-      if (!par || par->kind != IR_PARAM_SHAPE) fail(ps, "div16 names shape symbols only");
-      par->div16 = 1;
+      if (!par || par->kind != IR_PARAM_SHAPE) fail(ps, fact ? "pow2 names shape symbols only" : "div16 names shape symbols only");
+      if (fact) par->pow2 = 1;
+      else par->div16 = 1;
     } while (accept(ps, ","));
     expect(ps, ")");
   }

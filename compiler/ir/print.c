@@ -329,19 +329,16 @@ void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
   if (f->stage == IR_STAGE_GPU) sb_puts(sb, " stage=gpu");
   if (f->stage == IR_STAGE_ALLOCATED) sb_puts(sb, " stage=allocated");
   if (f->persistent) sb_puts(sb, " persistent");
-  bool any_div = false;
-  for (uint32_t i = 0; i < f->params.n; i++)
-    any_div |= f->params.v[i].kind == IR_PARAM_SHAPE && f->params.v[i].div16;
-  if (any_div) {
-    sb_puts(sb, " div16(");
+  for (int fact = 0; fact < 2; fact++) { /* div16(%M, ...) pow2(%P, ...): the shape facts */
     first = true;
-    for (uint32_t i = 0; i < f->params.n; i++)
-      if (f->params.v[i].kind == IR_PARAM_SHAPE && f->params.v[i].div16) {
-        if (!first) sb_puts(sb, ", ");
-        first = false;
-        print_value(&p, f->params.v[i].value);
-      }
-    sb_puts(sb, ")");
+    for (uint32_t i = 0; i < f->params.n; i++) {
+      const struct ir_param *q = &f->params.v[i];
+      if (q->kind != IR_PARAM_SHAPE || !(fact ? q->pow2 : q->div16)) continue;
+      sb_puts(sb, first ? (fact ? " pow2(" : " div16(") : ", ");
+      first = false;
+      print_value(&p, q->value);
+    }
+    if (!first) sb_puts(sb, ")");
   }
   sb_puts(sb, " {\n");
   for (uint32_t i = 1; i < f->layouts.n; i++) ir_print_layout(sb, f, i);

@@ -142,7 +142,7 @@ static void check_elementwise(struct verifier *v, uint32_t id) {
   case IR_AND: case IR_OR: case IR_XOR: case IR_NOT:
     if (cls != DTC_INT && cls != DTC_BOOL) bad(v, id, "needs int or bool operands");
     break;
-  case IR_SHL: case IR_SHR:
+  case IR_SHL: case IR_SHR: case IR_CTZ:
     if (cls != DTC_INT) bad(v, id, "needs int operands");
     break;
   case IR_MULHI:

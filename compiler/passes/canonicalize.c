@@ -19,6 +19,12 @@
  *   if (const c) {...}                -> the taken branch, inlined
  *   x + 0, x - 0, x * 1, x / 1 (ints: also x * 0 -> 0), and constants moved to the right
  *   of commutative ops.
+ *   x / splat(s) (floats, x a tile)  -> x * splat(1 / s): one division per program instead
+ *   of one per element (a softmax's e / sum(e); at least as accurate as the GPU's division,
+ *   which is within 2 ulp).
+ *   x / P, x % P (integers; P a shape size with the pow2 fact, its splats and widening casts
+ *   stripped):  s = ctz(P), m = P - 1; unsigned: x >> s, x & m; signed (truncating, the
+ *   sign of x): q = (x + ((x >> (bits-1)) & m)) >> s, r = x - (q << s).
  *
  * Sketch:
  *   %z = const 0.0 : tile<64x64xf32>            %d = dot %a, %b, %acc : tile<64x64xf32>
@@ -110,6 +116,67 @@ static bool same_const(struct ir_func *f, ir_val x, ir_val y) {
   struct ir_op *a = def(f, x), *b = def(f, y);
   return a && b && a->code == IR_CONST && b->code == IR_CONST && a->i[0] == b->i[0] &&
          memcmp(&a->f, &b->f, sizeof a->f) == 0;
+}
+
+/* x / P or x % P (op `id`, integers) where P is a shape size known to be a power of two:
+ * shifts and masks in place of a division by a value known only at launch (about twenty
+ * instructions on the GPU). The new ops go before `id`, which becomes the last of them. */
+static bool pow2_division(struct canon *c, uint32_t id) {
+  struct ir_func *f = c->pc->f;
+  struct ir_op *op = &f->ops.v[id];
+  ir_val x = op->args[0], y = op->args[1];
+  ir_dtype dt = (ir_dtype)ir_vtype(f, x)->dtype;
+  if (ir_dtype_is_float(dt) || dt == DT_BOOL) return false;
+  ir_val ps = ir_divisor_source(f, y);
+  struct ir_param *p = ir_param_of(f, ps);
+  if (!p || p->kind != IR_PARAM_SHAPE || !p->pow2) return false;
+  bool rem = op->code == IR_REM;
+  ir_type_id st = ir_type_scalar(f, dt), xt = f->values.v[x].type;
+  struct ir_builder b;
+  ir_builder_before(&b, f, id);
+  b.loc = f->ops.v[id].loc;
+  ir_val pv = ps;
+  if (ir_vtype(f, ps)->dtype != dt) pv = ir_build1(&b, IR_CAST, st, &pv, 1);
+  ir_val s = ir_unary(&b, IR_CTZ, pv), m = ir_binary(&b, IR_SUB, pv, ir_const_int(&b, st, 1));
+  if (ir_vtype(f, x)->rank > 0) {
+    s = ir_build1(&b, IR_SPLAT, xt, &s, 1);
+    m = ir_build1(&b, IR_SPLAT, xt, &m, 1);
+  }
+  ir_val last[2];
+  ir_opcode code;
+  if (ir_dtype_is_unsigned(dt)) {
+    code = rem ? IR_AND : IR_SHR; /* shr on unsigned is logical */
+    last[0] = x, last[1] = rem ? m : s;
+  } else {
+    ir_val sign = ir_binary(&b, IR_SHR, x, ir_const_int(&b, xt, ir_dtype_bits(dt) - 1));
+    ir_val q = ir_binary(&b, IR_ADD, x, ir_binary(&b, IR_AND, sign, m));
+    if (rem) {
+      q = ir_binary(&b, IR_SHL, ir_binary(&b, IR_SHR, q, s), s);
+      code = IR_SUB, last[0] = x, last[1] = q;
+    } else {
+      code = IR_SHR, last[0] = q, last[1] = s;
+    }
+  }
+  ir_op_rewrite(f, id, code, last, 2);
+  c->pc->changed = true;
+  return true;
+}
+
+/* x / splat(s) for a float tile x (op `id`): x * splat(1 / s). */
+static void reciprocal_of_splat(struct canon *c, uint32_t id) {
+  struct ir_func *f = c->pc->f;
+  struct ir_op *op = &f->ops.v[id];
+  ir_val x = op->args[0];
+  struct ir_op *d = def(f, op->args[1]);
+  if (ir_vtype(f, x)->rank == 0 || !d || d->code != IR_SPLAT) return;
+  ir_val s = d->args[0];
+  struct ir_builder b;
+  ir_builder_before(&b, f, id);
+  b.loc = f->ops.v[id].loc;
+  ir_val r = ir_binary(&b, IR_DIV, ir_const_float(&b, f->values.v[s].type, 1.0), s);
+  ir_val args[2] = {x, ir_build1(&b, IR_SPLAT, f->values.v[x].type, &r, 1)};
+  ir_op_rewrite(f, id, IR_MUL, args, 2);
+  c->pc->changed = true;
 }
 
 /* reshape, permute, split and join: the rules listed at the top. */
@@ -281,6 +348,11 @@ static void visit(struct ir_func *f, uint32_t id, void *ud) {
     return;
   case IR_DIV:
     if (const_equals(f, y, 1)) replace(c, op->res, x);
+    else if (isint) pow2_division(c, id);
+    else reciprocal_of_splat(c, id);
+    return;
+  case IR_REM:
+    if (isint) pow2_division(c, id);
     return;
   default:
     return;

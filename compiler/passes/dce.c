@@ -210,5 +210,15 @@ void pass_dce(struct pass_ctx *pc) {
   for (uint32_t i = 0; i < f->params.n; i++) {
     struct ir_param *p = &f->params.v[i];
     p->used = p->kind == IR_PARAM_SHAPE || uses[p->value] > 0;
+    p->divisor = 0;
+  }
+  /* shape sizes that an integer / or % divides by: the runtime specializes them on being a
+   * power of two (canonicalize's shift form) */
+  for (uint32_t id = 1; id < f->ops.n; id++) {
+    const struct ir_op *op = &f->ops.v[id];
+    if (!op->block || (op->code != IR_DIV && op->code != IR_REM)) continue;
+    if (ir_dtype_is_float(ir_vtype(f, op->args[1])->dtype)) continue;
+    struct ir_param *p = ir_param_of(f, ir_divisor_source(f, op->args[1]));
+    if (p && p->kind == IR_PARAM_SHAPE) p->divisor = 1;
   }
 }

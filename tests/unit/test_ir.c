@@ -413,3 +413,64 @@ Test(eval, float_min_max_ignore_nan) {
   cr_assert(ir_eval_elem(IR_MIN, DT_F32, a, &r));
   cr_assert_eq(r.f, 3.0);
 }
+
+/* canonicalize's pow2 rule: x / P and x % P for a shape size P with the pow2 fact become
+ * shifts and masks (no div or rem left); the interpreter runs both forms on values of both
+ * signs for every power of two P up to 64 and must agree with C's truncating / and %. */
+static void pow2_division_case(const char *dt) {
+  struct fixture fx;
+  fx_init(&fx);
+  char text[1024];
+  snprintf(text, sizeof text,
+           "kernel @k(%%X: tensor<%s[%%N]>, %%T: tensor<f32[%%P]>, %%Q: out tensor<%s[%%N]>,"
+           " %%R: out tensor<%s[%%N]>) warps=1 pow2(%%P) {\ngrid:\n  %%0 = const 1 : i32\n  grid %%0, %%0, %%0\n"
+           "body:\n  %%1 = const 0 : i32\n  %%2 = load %%X[%%1] {mask=1} : tile<64x%s>\n  %%3 = cast %%P : %s\n"
+           "  %%4 = splat %%3 : tile<64x%s>\n  %%5 = div %%2, %%4 : tile<64x%s>\n  %%6 = rem %%2, %%4 : tile<64x%s>\n"
+           "  store %%Q[%%1], %%5 {mask=1}\n  store %%R[%%1], %%6 {mask=1}\n}\n",
+           dt, dt, dt, dt, dt, dt, dt, dt);
+  bool uns = strcmp(dt, "u32") == 0;
+  for (int form = 0; form < 2; form++) {
+    struct ir_func *f = parse_one(&fx, text);
+    if (form) {
+      struct pass_options po = {.verify_each = true};
+      cr_assert(pass_run_list("canonicalize,fold,canonicalize,cse,dce", f, &po, &fx.err), "%s", sb_str(&fx.err));
+      const char *out = print(&fx, f);
+      cr_assert(!strstr(out, " div ") && !strstr(out, " rem ") && strstr(out, "ctz"), "%s: not rewritten:\n%s", dt,
+                out);
+    }
+    for (int p = 1; p <= 64; p *= 2) {
+      int32_t x[64], q[64], r[64];
+      for (int i = 0; i < 64; i++) x[i] = uns ? i * 977 + 3 : (i - 32) * 37 + (i % 5); /* both signs */
+      x[0] = uns ? (int32_t)0xfffffff0u : INT32_MIN;
+      struct interp_arg args[8] = {0};
+      for (uint32_t i = 0; i < f->params.n; i++) {
+        const struct ir_param *pp = &f->params.v[i];
+        struct interp_arg *a = &args[i];
+        if (pp->kind == IR_PARAM_SHAPE) {
+          a->scalar.i = strcmp(pp->name, "P") == 0 ? p : 64;
+          continue;
+        }
+        bool t = strcmp(pp->name, "T") == 0;
+        a->tensor.dtype = t ? DT_F32 : uns ? DT_U32 : DT_I32;
+        a->tensor.rank = 1;
+        a->tensor.shape[0] = t ? p : 64;
+        a->tensor.strides[0] = 1;
+        a->tensor.data = t ? (void *)x : pp->name[0] == 'X' ? (void *)x : pp->name[0] == 'Q' ? (void *)q : (void *)r;
+      }
+      int64_t grid[3] = {1, 1, 1};
+      cr_assert(interp_run(f, args, grid, 1, &tl_default_alloc, &fx.err), "%s", sb_str(&fx.err));
+      for (int i = 0; i < 64; i++) {
+        int32_t wq = uns ? (int32_t)((uint32_t)x[i] / (uint32_t)p) : x[i] / p;
+        int32_t wr = uns ? (int32_t)((uint32_t)x[i] % (uint32_t)p) : x[i] % p;
+        cr_assert(q[i] == wq && r[i] == wr, "%s form %d: %d / %d gave %d, %d (want %d, %d)", dt, form, x[i], p, q[i],
+                  r[i], wq, wr);
+      }
+    }
+  }
+  arena_free(&fx.a);
+}
+
+Test(passes, pow2_divisions_become_shifts) {
+  pow2_division_case("i32");
+  pow2_division_case("u32");
+}

@@ -64,3 +64,57 @@ Test(spec, launch_decided_branches_are_folded) {
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
+
+/* A division by a shape size specializes on whether that size is a power of two: paged
+ * decode attention's `pos / PAGE` and `pos % PAGE` (the page and the slot of each key)
+ * compile to shifts and masks for 16-token pages and stay divisions for 12-token ones; the
+ * two are two specializations. */
+static struct rt_artifact build_decode(tile_context *ctx, tile_kernel *k, int64_t page) {
+  const int64_t B = 2, H = 8, HKV = 2, D = 128, NP = 64, MAXP = 32, S = 4;
+  tile_arg a[8] = {tile_arg_tensor(mem, TILE_F16, 3, (int64_t[]){B, H, D}, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 4, (int64_t[]){NP, page, HKV, D}, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 4, (int64_t[]){NP, page, HKV, D}, NULL),
+                   tile_arg_tensor(mem, TILE_I32, 2, (int64_t[]){B, MAXP}, NULL),
+                   tile_arg_tensor(mem, TILE_I32, 1, (int64_t[]){B}, NULL),
+                   tile_arg_tensor(mem, TILE_F32, 4, (int64_t[]){B, H, S, D}, NULL),
+                   tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, S}, NULL),
+                   tile_arg_float(0.088)};
+  struct arena ar;
+  jmp_buf oom;
+  arena_init(&ar, NULL, &oom);
+  if (setjmp(oom)) cr_assert_fail("out of memory");
+  struct rt_bound b;
+  cr_assert_eq(rt_bind_args(ctx, k, a, 8, &ar, &b), TILE_OK, "%s", tile_errmsg(ctx));
+  struct rt_gpu_target t = {.arch = "sm_90a", .smem_optin = 232448};
+  struct rt_artifact art;
+  cr_assert_eq(rt_gpu_build(k, &b, &t, &art), TILE_OK, "%s", tile_errmsg(ctx));
+  arena_free(&ar);
+  return art;
+}
+
+Test(spec, power_of_two_divisors_become_shifts) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  char path[1024];
+  test_lib_path(path, sizeof path, "decode_attention.tile");
+  tile_define d[1] = {{"T", "f16"}};
+  tile_compile_options co = {.kernel = "decode_split", .defines = d, .ndefines = 1, .device = TILE_DEVICE_CUDA,
+                             .arch = "sm_90a", .flags = TILE_FIXED_CONFIG};
+  tile_kernel *k = NULL;
+  cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+  struct rt_artifact p16 = build_decode(ctx, k, 16), p12 = build_decode(ctx, k, 12), p32 = build_decode(ctx, k, 32);
+  cr_expect(p16.facts_len == p12.facts_len && memcmp(p16.facts, p12.facts, p16.facts_len) != 0,
+            "PAGE = 16 and PAGE = 12 share a specialization key");
+  cr_expect(p16.facts_len == p32.facts_len && memcmp(p16.facts, p32.facts, p16.facts_len) == 0,
+            "PAGE = 16 and PAGE = 32 (both powers of two) differ in key");
+  unsigned d16 = count(p16.ptx, "div.s32") + count(p16.ptx, "rem.s32") + count(p16.ptx, "div.u32");
+  unsigned d12 = count(p12.ptx, "div.s32") + count(p12.ptx, "rem.s32") + count(p12.ptx, "div.u32");
+  cr_expect(d12 > 0, "PAGE = 12: no division left in the PTX (the test no longer sees it)");
+  cr_expect(d16 < d12, "PAGE = 16: %u divisions, PAGE = 12: %u", d16, d12);
+  rt_artifact_free(&p16);
+  rt_artifact_free(&p12);
+  rt_artifact_free(&p32);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
