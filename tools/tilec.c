@@ -894,6 +894,24 @@ static unsigned source_flags(const struct options *o) {
   return (o->verify_each ? TILE_VERIFY_EACH : 0u) | (is_ir_path(o->file) ? TILE_SOURCE_IR : 0u);
 }
 
+/* A configuration string "T=f16,BN=16,..." as defines (their text copied into buf);
+ * returns how many (0 when cfg is empty or does not fit). */
+static unsigned config_defines(const char *cfg, char *buf, size_t cap, tile_define *d, unsigned max) {
+  if (!cfg || !*cfg || strlen(cfg) >= cap) return 0;
+  strcpy(buf, cfg);
+  unsigned n = 0;
+  for (char *p = buf; p && *p && n < max;) {
+    char *end = strchr(p, ','), *eq = strchr(p, '=');
+    if (end) *end = 0;
+    if (!eq || (end && eq > end)) return 0;
+    *eq = 0;
+    d[n].name = p;
+    d[n++].value = eq + 1;
+    p = end ? end + 1 : NULL;
+  }
+  return n;
+}
+
 static int run_cmd(tile_context *ctx, struct options *o) {
   size_t len;
   char fbuf[256];
@@ -912,18 +930,6 @@ static int run_cmd(tile_context *ctx, struct options *o) {
     free(src);
     return 1;
   }
-  if (o->check && dev != TILE_DEVICE_CPU) {
-    tile_compile_options cc = co;
-    cc.device = TILE_DEVICE_CPU;
-    cc.arch = NULL;
-    if (tile_compile_string(ctx, o->file, src, len, &cc, &kref)) {
-      fprintf(stderr, "%s", tile_errmsg(ctx));
-      free(src);
-      return 1;
-    }
-  }
-  free(src);
-
   printf("kernel %s [%s] on %s\n", tile_kernel_name(k), tile_kernel_config(k), info.name);
   o->config = tile_kernel_config(k);
   struct arg_set as;
@@ -977,6 +983,25 @@ static int run_cmd(tile_context *ctx, struct options *o) {
     if (ran && (o->autotune || o->autoconfig || (tile_kernel_config(k) && strcmp(ran, tile_kernel_config(k)))))
       printf("  %s [%s]\n", o->autotune ? "tuned" : "chosen for the shape", ran);
   }
+  if (!rc && o->check && dev != TILE_DEVICE_CPU) {
+    /* the reference runs the configuration the GPU ran (its target's defaults or the one
+     * chosen for the shape, not the plain defaults): outputs such as a split-K or
+     * flash-decoding kernel's partials depend on the tile sizes */
+    const char *ran = tile_kernel_tuned_config(k);
+    tile_define rdefs[MAX_DEFINES];
+    char rbuf[1024];
+    unsigned nr = config_defines(ran ? ran : tile_kernel_config(k), rbuf, sizeof rbuf, rdefs, MAX_DEFINES);
+    tile_compile_options cc = co;
+    cc.device = TILE_DEVICE_CPU;
+    cc.arch = NULL;
+    cc.flags |= TILE_FIXED_CONFIG;
+    if (nr) cc.defines = rdefs, cc.ndefines = nr;
+    if (tile_compile_string(ctx, o->file, src, len, &cc, &kref)) {
+      fprintf(stderr, "%s", tile_errmsg(ctx));
+      rc = 1;
+    }
+  }
+  free(src);
   if (!rc && o->check) {
     /* the reference: the CPU interpreter on the same inputs */
     tile_kernel *rk = kref ? kref : k;

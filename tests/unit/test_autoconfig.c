@@ -264,8 +264,8 @@ Test(autoconfig, decode_target_defaults) {
   struct {
     const char *arch, *d, *want;
   } cases[] = {
-      {"sm_90a", "128", ",BN=16,NW=1,STAGES=6,"},
-      {"sm_90a", "64", ",BN=16,NW=1,STAGES=6,"},
+      {"sm_90a", "128", ",BN=16,NW=1,STAGES=3,"},
+      {"sm_90a", "64", ",BN=16,NW=1,STAGES=3,"},
       {"sm_90a", "256", ",BN=32,NW=4,STAGES=3,"},
       {"sm_80", "128", ",BN=32,NW=4,STAGES=3,"},
   };
