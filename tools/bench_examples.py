@@ -250,7 +250,7 @@ def copy_gbs(nbytes):
     return COPY_GBS[nbytes]
 
 
-def rows(kind, m, n, dt, schedule=None, **defs):
+def rows(kind, m, n, dt, schedule=None, path=None, **defs):
     """A row-wise kernel against its PyTorch equivalent; GB/s counts X read and Y written."""
     x = torch.randn(m, n, device="cuda", dtype=dt)
     y = torch.empty_like(x)
@@ -259,7 +259,7 @@ def rows(kind, m, n, dt, schedule=None, **defs):
     stats = torch.empty(m, device="cuda", dtype=torch.float32)
     stats2 = torch.empty(m, device="cuda", dtype=torch.float32)
     tname = "f16" if dt == torch.float16 else "bf16"
-    k = tile.compile(os.path.join(ROOT, "lib", kind + ".tile"), kernel=kind, defines=dict(T=tname, **defs),
+    k = tile.compile(path or os.path.join(ROOT, "lib", kind + ".tile"), kernel=kind, defines=dict(T=tname, **defs),
                      schedule=schedule)
     if kind == "softmax":
         ours, ref = (lambda: k(x, y)), (lambda: F.softmax(x, dim=-1))
@@ -277,7 +277,8 @@ def rows(kind, m, n, dt, schedule=None, **defs):
     cp = copy_gbs(x.numel() * x.element_size())
     g_ours, g_ref = nbytes / t_ours / 1e6, nbytes / t_ref / 1e6
     cfg = ",".join(["%s=%s" % kv for kv in defs.items()] + ([schedule] if schedule else [])) or "default"
-    row("%s %dx%d %s %s" % (kind, m, n, str(dt)[6:], cfg), t_ours, t_ref, err, 1e-2 if dt == torch.float16 else 2e-2,
+    row("%s%s %dx%d %s %s" % (kind, " (%s)" % os.path.basename(os.path.dirname(path)) if path else "", m, n,
+                              str(dt)[6:], cfg), t_ours, t_ref, err, 1e-2 if dt == torch.float16 else 2e-2,
         "ours %.0f GB/s = %.0f%% of copy (%.0f), torch %.0f GB/s = %.0f%%" % (g_ours, 100 * g_ours / cp, cp, g_ref,
                                                                           100 * g_ref / cp))
 
@@ -320,6 +321,8 @@ def main():
             main_sweep_decode()
         if "sweep-rows" in only:
             main_sweep_rows()
+        if "sweep-rev" in only:
+            main_sweep_rev()
         bad = ROWS.count(False)
         print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
         return 1 if bad else 0
@@ -375,6 +378,17 @@ def main_sweep_rows():
         for bn, nw in ((16384, 16), (8192, 16), (8192, 8), (4096, 8), (4096, 4), (2048, 4)):
             rows(kind, 4096, 50257, torch.float16, schedule="prefetch=1", BN=bn, NW=nw)
         rows(kind, 4096, 50257, torch.float16, BN=8192, NW=16)
+
+
+def main_sweep_rev():
+    """The looped row kernels with their re-reading pass walking the chunks newest first
+    (tools/variants/): the chunks a program read last are the likeliest still in L2."""
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        var = os.path.join(ROOT, "tools", "variants", kind + ".tile")
+        for bn, nw in ((None, None), (4096, 8), (8192, 16)):
+            d = {} if bn is None else dict(BN=bn, NW=nw)
+            rows(kind, 4096, 50257, torch.float16, **d)
+            rows(kind, 4096, 50257, torch.float16, path=var, **d)
 
 
 def main_sweep_decode():
