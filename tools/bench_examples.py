@@ -321,8 +321,7 @@ def main():
             main_sweep_decode()
         if "sweep-rows" in only:
             main_sweep_rows()
-        if "sweep-rev" in only:
-            main_sweep_rev()
+
         bad = ROWS.count(False)
         print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
         return 1 if bad else 0
@@ -378,17 +377,6 @@ def main_sweep_rows():
         for bn, nw in ((16384, 16), (8192, 16), (8192, 8), (4096, 8), (4096, 4), (2048, 4)):
             rows(kind, 4096, 50257, torch.float16, schedule="prefetch=1", BN=bn, NW=nw)
         rows(kind, 4096, 50257, torch.float16, BN=8192, NW=16)
-
-
-def main_sweep_rev():
-    """The looped row kernels with their re-reading pass walking the chunks newest first
-    (tools/variants/): the chunks a program read last are the likeliest still in L2."""
-    for kind in ("softmax", "rmsnorm", "layernorm"):
-        var = os.path.join(ROOT, "tools", "variants", kind + ".tile")
-        for bn, nw in ((None, None), (4096, 8), (8192, 16)):
-            d = {} if bn is None else dict(BN=bn, NW=nw)
-            rows(kind, 4096, 50257, torch.float16, **d)
-            rows(kind, 4096, 50257, torch.float16, path=var, **d)
 
 
 def main_sweep_decode():
