@@ -16,16 +16,14 @@ static unsigned count(const char *text, const char *what) {
   return n;
 }
 
-/* The PTX of softmax's specialization for rows of n elements (BN = 1024 on sm_90a). */
-static struct rt_artifact build_softmax(tile_context *ctx, tile_kernel *k, int64_t n) {
-  tile_arg a[2] = {tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4, n}, NULL),
-                   tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4, n}, NULL)};
+/* The sm_90a specialization of k for arguments a[0..n) (nothing is launched). */
+static struct rt_artifact build(tile_context *ctx, tile_kernel *k, const tile_arg *a, unsigned n) {
   struct arena ar;
   jmp_buf oom;
   arena_init(&ar, NULL, &oom);
   if (setjmp(oom)) cr_assert_fail("out of memory");
   struct rt_bound b;
-  cr_assert_eq(rt_bind_args(ctx, k, a, 2, &ar, &b), TILE_OK, "%s", tile_errmsg(ctx));
+  cr_assert_eq(rt_bind_args(ctx, k, a, n, &ar, &b), TILE_OK, "%s", tile_errmsg(ctx));
   struct rt_gpu_target t = {.arch = "sm_90a", .smem_optin = 232448};
   struct rt_artifact art;
   cr_assert_eq(rt_gpu_build(k, &b, &t, &art), TILE_OK, "%s", tile_errmsg(ctx));
@@ -33,17 +31,31 @@ static struct rt_artifact build_softmax(tile_context *ctx, tile_kernel *k, int64
   return art;
 }
 
-Test(spec, launch_decided_branches_are_folded) {
-  tile_context *ctx = NULL;
+/* The PTX of softmax's specialization for rows of n elements (BN = 1024 on sm_90a). */
+static struct rt_artifact build_softmax(tile_context *ctx, tile_kernel *k, int64_t n) {
+  tile_arg a[2] = {tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4, n}, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4, n}, NULL)};
+  return build(ctx, k, a, 2);
+}
+
+/* lib/FILE's kernel compiled for sm_90a at the given defines, in a new context (*ctx). */
+static tile_kernel *compile_sm90a(tile_context **ctx, const char *file, const char *kernel, const tile_define *d,
+                                  unsigned nd) {
   tile_context_options o = {.cache_dir = ""};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  cr_assert_eq(tile_context_create(&o, ctx), TILE_OK);
   char path[1024];
-  test_lib_path(path, sizeof path, "softmax.tile");
-  tile_define d[2] = {{"T", "f16"}, {"BN", "1024"}};
-  tile_compile_options co = {.kernel = "softmax", .defines = d, .ndefines = 2, .device = TILE_DEVICE_CUDA,
+  test_lib_path(path, sizeof path, file);
+  tile_compile_options co = {.kernel = kernel, .defines = d, .ndefines = nd, .device = TILE_DEVICE_CUDA,
                              .arch = "sm_90a", .flags = TILE_FIXED_CONFIG};
   tile_kernel *k = NULL;
-  cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+  cr_assert_eq(tile_compile_file(*ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(*ctx));
+  return k;
+}
+
+Test(spec, launch_decided_branches_are_folded) {
+  tile_context *ctx = NULL;
+  tile_define d[2] = {{"T", "f16"}, {"BN", "1024"}};
+  tile_kernel *k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 2);
   /* N <= BN: one pass (one load and one store per thread); N > BN: two passes over chunks */
   struct rt_artifact one = build_softmax(ctx, k, 1000), two = build_softmax(ctx, k, 5000),
                      one_b = build_softmax(ctx, k, 1016); /* (1000 and 1016: both not multiples of 16) */
@@ -79,30 +91,13 @@ static struct rt_artifact build_decode(tile_context *ctx, tile_kernel *k, int64_
                    tile_arg_tensor(mem, TILE_F32, 4, (int64_t[]){B, H, S, D}, NULL),
                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, S}, NULL),
                    tile_arg_float(0.088)};
-  struct arena ar;
-  jmp_buf oom;
-  arena_init(&ar, NULL, &oom);
-  if (setjmp(oom)) cr_assert_fail("out of memory");
-  struct rt_bound b;
-  cr_assert_eq(rt_bind_args(ctx, k, a, 8, &ar, &b), TILE_OK, "%s", tile_errmsg(ctx));
-  struct rt_gpu_target t = {.arch = "sm_90a", .smem_optin = 232448};
-  struct rt_artifact art;
-  cr_assert_eq(rt_gpu_build(k, &b, &t, &art), TILE_OK, "%s", tile_errmsg(ctx));
-  arena_free(&ar);
-  return art;
+  return build(ctx, k, a, 8);
 }
 
 Test(spec, power_of_two_divisors_become_shifts) {
   tile_context *ctx = NULL;
-  tile_context_options o = {.cache_dir = ""};
-  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
-  char path[1024];
-  test_lib_path(path, sizeof path, "decode_attention.tile");
   tile_define d[1] = {{"T", "f16"}};
-  tile_compile_options co = {.kernel = "decode_split", .defines = d, .ndefines = 1, .device = TILE_DEVICE_CUDA,
-                             .arch = "sm_90a", .flags = TILE_FIXED_CONFIG};
-  tile_kernel *k = NULL;
-  cr_assert_eq(tile_compile_file(ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(ctx));
+  tile_kernel *k = compile_sm90a(&ctx, "decode_attention.tile", "decode_split", d, 1);
   struct rt_artifact p16 = build_decode(ctx, k, 16), p12 = build_decode(ctx, k, 12), p32 = build_decode(ctx, k, 32);
   cr_expect(p16.facts_len == p12.facts_len && memcmp(p16.facts, p12.facts, p16.facts_len) != 0,
             "PAGE = 16 and PAGE = 12 share a specialization key");
