@@ -201,7 +201,7 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs)
             gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"]))
 
 
-def attention_bwd(b, h, hkv, n, d, causal, dt):
+def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None):
     q = torch.randn(b, h, n, d, device="cuda", dtype=dt, requires_grad=True)
     k = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
     v = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
@@ -215,8 +215,8 @@ def attention_bwd(b, h, hkv, n, d, causal, dt):
     lib = os.path.join(ROOT, "lib", "attention_bwd.tile")
     defs = {"T": tname, "D": d}
     pre = tile.compile(lib, kernel="attention_bwd_pre", defines=defs)
-    dkdv = tile.compile(lib, kernel="attention_bwd_dkdv", defines=dict(defs, CAUSAL=causal))
-    dqk = tile.compile(lib, kernel="attention_bwd_dq", defines=dict(defs, CAUSAL=causal))
+    dkdv = tile.compile(lib, kernel="attention_bwd_dkdv", defines=dict(defs, CAUSAL=causal, **(dkdv_defs or {})))
+    dqk = tile.compile(lib, kernel="attention_bwd_dq", defines=dict(defs, CAUSAL=causal, **(dq_defs or {})))
     qd, kd, vd = q.detach(), k.detach(), v.detach()
     o = torch.empty_like(qd)
     lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
@@ -235,7 +235,8 @@ def attention_bwd(b, h, hkv, n, d, causal, dt):
     t_ours = time_ms(ours)
     t_ref = time_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
     row("attention_bwd B=%d H=%d HKV=%d N=%d D=%d%s %s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:]),
-        t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s" % (flops / t_ours / 1e9, flops / t_ref / 1e9))
+        t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; dkdv [%s], dq [%s]" % (
+            flops / t_ours / 1e9, flops / t_ref / 1e9, dkdv.config(), dqk.config()))
 
 
 COPY_GBS = {}
@@ -321,6 +322,10 @@ def main():
             main_sweep_decode()
         if "sweep-rows" in only:
             main_sweep_rows()
+        if "bwd" in only:
+            main_bwd()
+        if "sweep-bwd" in only:
+            main_sweep_bwd()
 
         bad = ROWS.count(False)
         print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
@@ -377,6 +382,27 @@ def main_sweep_rows():
         for bn, nw in ((16384, 16), (8192, 16), (8192, 8), (4096, 8), (4096, 4), (2048, 4)):
             rows(kind, 4096, 50257, torch.float16, schedule="prefetch=1", BN=bn, NW=nw)
         rows(kind, 4096, 50257, torch.float16, BN=8192, NW=16)
+
+
+def main_bwd():
+    attention_bwd(1, 16, 16, 2405, 64, False, torch.float16)
+    attention_bwd(1, 16, 16, 2405, 64, True, torch.float16)
+    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16)
+
+
+def main_sweep_bwd():
+    """The backward kernels on wgmma (configurations whose products all or partly take the
+    Hopper tier without spilling) against the defaults (mma.sync)."""
+    wg_dq = dict(BM=128, BN=64, NW=8)
+    wg_dkdv = dict(BM=64, BN=64, NW=4)
+    for causal in (False, True):
+        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16)
+        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dq_defs=wg_dq)
+        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dkdv_defs=wg_dkdv, dq_defs=wg_dq)
+    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16)
+    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16, dq_defs=wg_dq)
+    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16, dq_defs=dict(BM=128, BN=32, NW=8))
+    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16, dkdv_defs=dict(BM=64, BN=32, NW=4), dq_defs=wg_dq)
 
 
 def main_sweep_decode():
