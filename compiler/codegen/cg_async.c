@@ -21,8 +21,7 @@
 
 static LLVMValueRef mbar_ptr(struct cg *g, ir_val bar, ir_val slot) {
   LLVMValueRef off = cg_val(g, bar)->r[0];
-  LLVMValueRef s = cg_val(g, slot)->r[0];
-  if (LLVMTypeOf(s) != g->i32) s = LLVMBuildTrunc(g->b, s, g->i32, "");
+  LLVMValueRef s = cg_scalar_i32(g, slot);
   return cg_smem_at(g, LLVMBuildAdd(g->b, off, LLVMBuildMul(g->b, s, cg_i32(g, 8), ""), ""));
 }
 
@@ -57,9 +56,8 @@ void cg_gen_mbar_alloc(struct cg *g, const struct ir_op *op) {
 
 void cg_gen_mbar_wait(struct cg *g, const struct ir_op *op) {
   LLVMValueRef p = mbar_ptr(g, op->args[0], op->args[1]);
-  LLVMValueRef phase = cg_val(g, op->args[2])->r[0];
+  LLVMValueRef phase = cg_scalar_i32(g, op->args[2]);
   if (g->failed) return;
-  if (LLVMTypeOf(phase) != g->i32) phase = LLVMBuildTrunc(g->b, phase, g->i32, "");
   /* try_wait may give up after a time-out: loop until the phase has completed */
   LLVMBasicBlockRef spin = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mbar.wait");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mbar.done");
@@ -112,16 +110,12 @@ void cg_gen_tma_load(struct cg *g, const struct ir_op *op) {
   int rank = box->rank, eb = ir_dtype_bytes((ir_dtype)bt->dtype);
   int rows = bt->dims[bt->rank - 2], cols = bt->dims[bt->rank - 1], inner = box->dims[rank - 1];
   LLVMValueRef base = cg_val(g, op->args[0])->r[0];
-  LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  LLVMValueRef slot = cg_scalar_i32(g, op->args[1]);
   LLVMValueRef bar = mbar_ptr(g, op->args[2], op->args[3]);
   LLVMValueRef desc = cg_val(g, op->args[4])->r[0];
   LLVMValueRef idx[IR_MAX_RANK];
-  for (int d = 0; d < rank; d++) {
-    idx[d] = cg_val(g, op->args[5 + d])->r[0];
-    if (LLVMTypeOf(idx[d]) != g->i32) idx[d] = LLVMBuildTrunc(g->b, idx[d], g->i32, "");
-  }
+  for (int d = 0; d < rank; d++) idx[d] = cg_scalar_i32(g, op->args[5 + d]);
   if (g->failed) return;
-  if (LLVMTypeOf(slot) != g->i32) slot = LLVMBuildTrunc(g->b, slot, g->i32, "");
   LLVMBasicBlockRef cont = begin_if(g, g->leader, "tma.load");
   LLVMValueRef slot_base = LLVMBuildAdd(g->b, base, LLVMBuildMul(g->b, slot, cg_i32(g, rows * cols * eb), ""), "");
   char name[96];

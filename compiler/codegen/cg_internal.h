@@ -81,6 +81,8 @@ LLVMValueRef cg_asm(struct cg *g, LLVMTypeRef ret, const char *text, const char 
 void cg_barrier(struct cg *g);
 void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before);
 LLVMValueRef cg_i32(struct cg *g, int64_t v);
+/* Integer scalar v as an i32 (a slot, a phase or an index the IR may hold in i64). */
+LLVMValueRef cg_scalar_i32(struct cg *g, ir_val v);
 LLVMValueRef cg_i64(struct cg *g, int64_t v);
 LLVMTypeRef cg_reg_type(struct cg *g, ir_dtype dt);
 LLVMTypeRef cg_mem_int_type(struct cg *g, ir_dtype dt);

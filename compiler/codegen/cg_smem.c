@@ -175,7 +175,7 @@ static LLVMValueRef to_store_bits(struct cg *g, LLVMValueRef v, int eb) {
 void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
   struct sbuf s;
   buffer_info(g, op->args[0], &s);
-  LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  LLVMValueRef slot = cg_scalar_i32(g, op->args[1]);
   struct cgval *v = cg_val(g, op->args[2]);
   struct ll l;
   if (g->failed || !cg_layout_of(g, op->args[2], &l)) return;
@@ -342,7 +342,7 @@ static bool gen_ldmatrix(struct cg *g, const struct ir_op *op, const struct ll *
 void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
   struct sbuf s;
   buffer_info(g, op->args[0], &s);
-  LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  LLVMValueRef slot = cg_scalar_i32(g, op->args[1]);
   struct ll l;
   if (g->failed || !cg_layout_of(g, op->res, &l)) return;
   const struct ir_type *rt = ir_vtype(g->f, op->res);
@@ -621,7 +621,7 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
   struct ir_func *f = g->f;
   struct sbuf s;
   buffer_info(g, op->args[0], &s);
-  LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  LLVMValueRef slot = cg_scalar_i32(g, op->args[1]);
   if (op->i[0] == 0) { /* the gather form: per-element indices (cg_mem.c) */
     struct gather_dst d = {&s, slot};
     cg_gather_to_shared(g, op, s.vec * s.eb, gather_dst_at, &d);
@@ -847,8 +847,8 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   int W = f->warps, NI = N > 256 ? 256 : N;
   struct sbuf sb, sa;
   buffer_info(g, op->args[2], &sb);
-  LLVMValueRef bslot = cg_val(g, op->args[3])->r[0];
-  LLVMValueRef aslot = cg_val(g, op->args[1])->r[0];
+  LLVMValueRef bslot = cg_scalar_i32(g, op->args[3]);
+  LLVMValueRef aslot = cg_scalar_i32(g, op->args[1]);
   struct cgval *C = cg_val(g, op->args[4]);
   struct cgval *Areg = NULL;
   struct ll la;
@@ -999,7 +999,7 @@ void cg_load_k_slice(struct cg *g, ir_val v, int kb) {
   const struct ir_op *op = &g->f->ops.v[g->lazy_load[v]];
   struct sbuf s;
   buffer_info(g, op->args[0], &s);
-  LLVMValueRef slot = cg_val(g, op->args[1])->r[0];
+  LLVMValueRef slot = cg_scalar_i32(g, op->args[1]);
   struct ll l;
   if (g->failed || !cg_layout_of(g, v, &l)) return;
   struct cgval *out = &g->vals[v];
