@@ -479,7 +479,10 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     check_buffer(v, id, op->args[0], op->args[1]);
     break;
   case IR_ASYNC_COPY: {
-    if (op->nargs < 3) break;
+    if (op->nargs < 3) {
+      bad(v, id, "async_copy takes a buffer, a slot, a tensor parameter and one index per tensor dimension");
+      break;
+    }
     check_buffer(v, id, op->args[0], op->args[1]);
     /* async_copy %buf, %slot, %T, %i0, ...: one integer index per tensor dimension, the
      * mask naming sliced dimensions only, the buffer of the tensor's element type */
