@@ -586,16 +586,22 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     break;
   }
   case IR_WARP_SPECIALIZE: {
-    int pw = (int)op->i[0], pr = (int)op->i[1], cr = (int)op->i[2];
+    int64_t pw = op->i[0], pr = op->i[1], cr = op->i[2]; /* any values the text gave */
     if (op->block != IR_BODY_BLOCK) bad(v, id, "warp_specialize must be at the top level of the body");
-    if (pw != 4 || f->warps % 4) bad(v, id, "roles are whole warpgroups (producer_warps=4, warps a multiple of 4)");
-    if (ir_func_threads(f) != 32 * (f->warps + pw))
-      bad(v, id, "threads=%d, expected 32 * (warps + producer_warps) = %d", ir_func_threads(f), 32 * (f->warps + pw));
-    if (pr < 24 || pr > 256 || pr % 8 || cr < 24 || cr > 256 || cr % 8)
+    if (pw != 4 || f->warps % 4) {
+      bad(v, id, "roles are whole warpgroups (producer_warps=4, warps a multiple of 4)");
+      break;
+    }
+    if (ir_func_threads(f) != 32 * (f->warps + (int)pw))
+      bad(v, id, "threads=%d, expected 32 * (warps + producer_warps) = %d", ir_func_threads(f),
+          32 * (f->warps + (int)pw));
+    if (pr < 24 || pr > 256 || pr % 8 || cr < 24 || cr > 256 || cr % 8) {
       bad(v, id, "register budgets must be multiples of 8 in 24..256");
-    if (f->target && (unsigned)(32 * pw * pr + 32 * f->warps * cr) > f->target->regs_per_sm)
-      bad(v, id, "registers %d x %d + %d x %d exceed the %u of a multiprocessor", 32 * pw, pr, 32 * f->warps, cr,
-          f->target->regs_per_sm);
+      break;
+    }
+    if (f->target && 32 * pw * pr + 32 * f->warps * cr > (int64_t)f->target->regs_per_sm)
+      bad(v, id, "registers %d x %d + %d x %d exceed the %u of a multiprocessor", 32 * (int)pw, (int)pr,
+          32 * f->warps, (int)cr, f->target->regs_per_sm);
     if (!tl_has(f->target, TL_FEAT_SETMAXNREG)) bad(v, id, "the target has no setmaxnreg");
     break;
   }
