@@ -2,7 +2,9 @@
 """bench_examples.py - the issue-16 example kernels on the GPU against their PyTorch
 equivalents, in one process, on torch tensors: each result is checked against PyTorch
 first (stated tolerances), then both are timed with CUDA events (median of 50 launches
-after warm-up). One line per case and a ratio (PyTorch time / ours: above 1 is faster).
+after warm-up; GPU time: each call waits behind a short GPU sleep so that neither side's
+host launch cost counts, TILE_BENCH_HOST=1 to count it). One line per case and a ratio
+(PyTorch time / ours: above 1 is faster).
 
   examples/splitk_gemm.tile       vs torch.mm (cuBLAS), 16 x 4096 x 8192 and 64 x 8192 x 8192
   examples/embedding_bag.tile     vs F.embedding_bag(mode="sum", per_sample_weights)
@@ -26,8 +28,9 @@ after warm-up). One line per case and a ratio (PyTorch time / ours: above 1 is f
                                   and 128 x 4096 x 4096
 
     python3 tools/bench_examples.py          (needs torch with CUDA)
-    python3 tools/bench_examples.py rows gemm decode   (only those sections; also sweep, sweep-decode:
-                                                       configurations around the memory-bound defaults)
+    python3 tools/bench_examples.py rows gemm decode bwd   (only those sections; also sweep, sweep-decode,
+                                                           sweep-rows, sweep-bwd: configurations around
+                                                           the defaults)
 """
 import os
 import statistics
@@ -310,23 +313,15 @@ def main():
     only = set(sys.argv[1:])
     print("%-44s %9s %9s %8s" % ("case", "ours ms", "torch ms", "ratio"))
     if only:
-        if "rows" in only:
-            main_rows()
-        if "gemm" in only:
-            main_gemm()
-        if "decode" in only:
-            main_decode()
-        if "sweep" in only:
-            main_sweep()
-        if "sweep-decode" in only:
-            main_sweep_decode()
-        if "sweep-rows" in only:
-            main_sweep_rows()
-        if "bwd" in only:
-            main_bwd()
-        if "sweep-bwd" in only:
-            main_sweep_bwd()
-
+        sections = {"rows": main_rows, "gemm": main_gemm, "decode": main_decode, "bwd": main_bwd,
+                    "sweep": main_sweep, "sweep-decode": main_sweep_decode, "sweep-rows": main_sweep_rows,
+                    "sweep-bwd": main_sweep_bwd}
+        for name in only - set(sections):
+            print("bench_examples: unknown section '%s' (the sections: %s)" % (name, ", ".join(sections)))
+            return 2
+        for name, fn in sections.items():
+            if name in only:
+                fn()
         bad = ROWS.count(False)
         print("bench_examples: %d cases, %d wrong" % (len(ROWS), bad))
         return 1 if bad else 0
@@ -340,9 +335,7 @@ def main():
     varlen(lens, 16, 128, torch.float16)
     varlen(lens, 16, 128, torch.bfloat16)
     varlen(torch.randint(1, 1024, (64,), generator=gen).tolist(), 16, 64, torch.float16)
-    attention_bwd(1, 16, 16, 2405, 64, False, torch.float16)
-    attention_bwd(1, 16, 16, 2405, 64, True, torch.float16)
-    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16)
+    main_bwd()
     main_decode()
     main_rows()
     main_gemm()
