@@ -994,7 +994,7 @@ static int run_cmd(tile_context *ctx, struct options *o) {
     tile_compile_options cc = co;
     cc.device = TILE_DEVICE_CPU;
     cc.arch = NULL;
-    cc.flags |= TILE_FIXED_CONFIG;
+    cc.flags = (cc.flags & ~(unsigned)(TILE_AUTOTUNE | TILE_AUTOCONFIG)) | TILE_FIXED_CONFIG; /* that one, as is */
     if (nr) cc.defines = rdefs, cc.ndefines = nr;
     if (tile_compile_string(ctx, o->file, src, len, &cc, &kref)) {
       fprintf(stderr, "%s", tile_errmsg(ctx));
