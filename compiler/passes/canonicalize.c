@@ -19,9 +19,10 @@
  *   if (const c) {...}                -> the taken branch, inlined
  *   x + 0, x - 0, x * 1, x / 1 (ints: also x * 0 -> 0), and constants moved to the right
  *   of commutative ops.
- *   x / splat(s) (floats, x a tile)  -> x * splat(1 / s): one division per program instead
+ *   x / splat(s) (f32, x a tile)     -> x * splat(1 / s): one division per program instead
  *   of one per element (a softmax's e / sum(e); at least as accurate as the GPU's division,
- *   which is within 2 ulp).
+ *   which is within 2 ulp; f16 and bf16 keep the division, whose one rounding a product of
+ *   two rounded values would double).
  *   x / P, x % P (integers; P a shape size with the pow2 fact, its splats and widening casts
  *   stripped):  s = ctz(P), m = P - 1; unsigned: x >> s, x & m; signed (truncating, the
  *   sign of x): q = (x + ((x >> (bits-1)) & m)) >> s, r = x - (q << s).
@@ -162,13 +163,13 @@ static bool pow2_division(struct canon *c, uint32_t id) {
   return true;
 }
 
-/* x / splat(s) for a float tile x (op `id`): x * splat(1 / s). */
+/* x / splat(s) for an f32 tile x (op `id`): x * splat(1 / s). */
 static void reciprocal_of_splat(struct canon *c, uint32_t id) {
   struct ir_func *f = c->pc->f;
   struct ir_op *op = &f->ops.v[id];
   ir_val x = op->args[0];
   struct ir_op *d = def(f, op->args[1]);
-  if (ir_vtype(f, x)->rank == 0 || !d || d->code != IR_SPLAT) return;
+  if (ir_vtype(f, x)->rank == 0 || ir_vtype(f, x)->dtype != DT_F32 || !d || d->code != IR_SPLAT) return;
   ir_val s = d->args[0];
   struct ir_builder b;
   ir_builder_before(&b, f, id);

@@ -474,3 +474,36 @@ Test(passes, pow2_divisions_become_shifts) {
   pow2_division_case("i32");
   pow2_division_case("u32");
 }
+
+/* canonicalize: an f32 tile divided by a splat becomes a multiply by the splat of the
+ * scalar's reciprocal (one division per program); an f16 tile keeps its division. */
+Test(passes, f32_division_by_a_scalar_becomes_a_reciprocal_multiply) {
+  struct fixture fx;
+  fx_init(&fx);
+  for (int half = 0; half < 2; half++) {
+    const char *dt = half ? "f16" : "f32";
+    char text[768];
+    snprintf(text, sizeof text,
+             "kernel @k(%%A: tensor<%s[%%N]>, %%B: out tensor<%s[%%N]>) warps=4 {\ngrid:\n  %%0 = const 1 : i32\n"
+             "  grid %%0, %%0, %%0\nbody:\n  %%1 = const 0 : i32\n  %%2 = load %%A[%%1] {mask=1} : tile<128x%s>\n"
+             "  %%3 = reduce_sum %%2 {axis=0} : %s\n  %%4 = splat %%3 : tile<128x%s>\n"
+             "  %%5 = div %%2, %%4 : tile<128x%s>\n  store %%B[%%1], %%5 {mask=1}\n}\n",
+             dt, dt, dt, dt, dt, dt);
+    const char *out = run_passes(&fx, text, "canonicalize,fold,canonicalize,cse,dce");
+    unsigned tile_divs = 0, scalar_divs = 0; /* division lines by result type */
+    for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+      const char *e = strchr(l, '\n'), *dv = strstr(l, " div ");
+      if (!dv || (e && dv > e)) continue;
+      const char *t = strstr(l, "tile<");
+      if (t && (!e || t < e)) tile_divs++;
+      else scalar_divs++;
+    }
+    if (half) {
+      cr_expect(tile_divs == 1 && scalar_divs == 0, "f16: the division should stay:\n%s", out);
+    } else {
+      cr_expect(tile_divs == 0 && scalar_divs == 1 && strstr(out, " mul "),
+                "f32: expected one scalar division and a multiply:\n%s", out);
+    }
+  }
+  arena_free(&fx.a);
+}
