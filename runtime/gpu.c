@@ -113,7 +113,10 @@ static unsigned uniform_ifs(struct ir_func *f, const struct rt_bound *b, uint8_t
   *bits = 0;
   if (f->stage != IR_STAGE_GENERIC) return 0; /* GPU IR given as text: compiled as it is */
   const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
-  for (uint32_t i = 0; i < body->ops.n && nifs < MAX_UNIFORM_IFS; i++) {
+  /* every launch's path: most kernels have no top-level if, and then nothing is evaluated */
+  uint32_t last_if = body->ops.n;
+  while (last_if > 0 && f->ops.v[body->ops.v[last_if - 1]].code != IR_IF) last_if--;
+  for (uint32_t i = 0; i < last_if && nifs < MAX_UNIFORM_IFS; i++) {
     uint32_t id = body->ops.v[i];
     const struct ir_op *op = &f->ops.v[id];
     ir_scalar a[3] = {{0}, {0}, {0}};

@@ -897,17 +897,13 @@ static unsigned source_flags(const struct options *o) {
 /* A configuration string "T=f16,BN=16,..." as defines (their text copied into buf);
  * returns how many (0 when cfg is empty or does not fit). */
 static unsigned config_defines(const char *cfg, char *buf, size_t cap, tile_define *d, unsigned max) {
-  if (!cfg || !*cfg || strlen(cfg) >= cap) return 0;
+  if (!cfg || strlen(cfg) >= cap) return 0;
   strcpy(buf, cfg);
   unsigned n = 0;
-  for (char *p = buf; p && *p && n < max;) {
-    char *end = strchr(p, ','), *eq = strchr(p, '=');
-    if (end) *end = 0;
-    if (!eq || (end && eq > end)) return 0;
-    *eq = 0;
-    d[n].name = p;
-    d[n++].value = eq + 1;
-    p = end ? end + 1 : NULL;
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok && n < max; tok = strtok_r(NULL, ",", &save)) {
+    if (!split_eq(tok, &d[n].name, &d[n].value)) return 0;
+    n++;
   }
   return n;
 }

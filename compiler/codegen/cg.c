@@ -108,12 +108,12 @@ void cg_barrier(struct cg *g) {
 }
 
 LLVMValueRef cg_i32(struct cg *g, int64_t v) { return LLVMConstInt(g->i32, (unsigned long long)v, 1); }
+LLVMValueRef cg_i64(struct cg *g, int64_t v) { return LLVMConstInt(g->i64, (unsigned long long)v, 1); }
 
 LLVMValueRef cg_scalar_i32(struct cg *g, ir_val v) {
   LLVMValueRef x = cg_val(g, v)->r[0];
   return !x || LLVMTypeOf(x) == g->i32 ? x : LLVMBuildIntCast2(g->b, x, g->i32, 1, "");
 }
-LLVMValueRef cg_i64(struct cg *g, int64_t v) { return LLVMConstInt(g->i64, (unsigned long long)v, 1); }
 
 /* The register type of an element type. */
 LLVMTypeRef cg_reg_type(struct cg *g, ir_dtype dt) {

@@ -755,7 +755,7 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
     expect(ps, "(");
     do {
       struct ir_param *par = ir_param_of(f, use_value(ps));
-      if (!par || par->kind != IR_PARAM_SHAPE) fail(ps, fact ? "pow2 names shape symbols only" : "div16 names shape symbols only");
+      if (!par || par->kind != IR_PARAM_SHAPE) fail(ps, "%s names shape symbols only", fact ? "pow2" : "div16");
       if (fact) par->pow2 = 1;
       else par->div16 = 1;
     } while (accept(ps, ","));

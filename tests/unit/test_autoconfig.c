@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "rt.h"
 #include "testfiles.h"
 
@@ -15,10 +16,7 @@
  * kernel's own configuration is the choice). */
 static void choose(tile_context *ctx, tile_kernel *k, tile_arg *args, unsigned nargs, int sms, const char *which,
                    char *out, size_t cap) {
-  struct arena a;
-  jmp_buf oom;
-  arena_init(&a, NULL, &oom);
-  if (setjmp(oom)) cr_assert_fail("out of memory");
+  TEST_ARENA(a);
   struct rt_bound b;
   cr_assert_eq(rt_bind_args(ctx, k, args, nargs, &a, &b), TILE_OK, "%s", tile_errmsg(ctx));
   tile_define *defs;

@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "fixture.h"
 #include "rt.h"
 #include "testfiles.h"
 
@@ -18,10 +19,7 @@ static unsigned count(const char *text, const char *what) {
 
 /* The sm_90a specialization of k for arguments a[0..n) (nothing is launched). */
 static struct rt_artifact build(tile_context *ctx, tile_kernel *k, const tile_arg *a, unsigned n) {
-  struct arena ar;
-  jmp_buf oom;
-  arena_init(&ar, NULL, &oom);
-  if (setjmp(oom)) cr_assert_fail("out of memory");
+  TEST_ARENA(ar);
   struct rt_bound b;
   cr_assert_eq(rt_bind_args(ctx, k, a, n, &ar, &b), TILE_OK, "%s", tile_errmsg(ctx));
   struct rt_gpu_target t = {.arch = "sm_90a", .smem_optin = 232448};
