@@ -12,10 +12,17 @@
  *
  *                                 turn_pass {who=1}; turn_wait     (warpgroup 0 goes first)
  *   for ... {                     for ... {
- *     W1; E; W2          =>         W1; turn_pass; E; turn_wait; W2
+ *     W1; E; W2          =>         W1 {async}; turn_pass; wgmma_wait W1 {pending=0}; E; turn_wait; W2
  *   }                             }
  *                                 turn_pass {who=2}                (the last turns)
  *
+ * The turn is handed on once its last product (W1) is issued, not once it completes
+ * (schedule handoff=1, the default; FlashAttention-3 does the same): the next warpgroup's
+ * W2 then queues behind W1 on the Tensor Cores instead of starting after W1's completion
+ * has been waited for and signalled (PERF.md 55: +3-15%). Also leaving W2 in flight into
+ * the next iteration (released behind the next W1) measured slower: a stage is released
+ * later, and ptxas does not follow group counts across the back edge (a pending=1 wait
+ * for the carried product made it serialize every wgmma, C7514).
  * The rotated loop of wgmma-overlap (W1; W2; E) gets turn_wait before W1 and turn_pass
  * after W2, as in FlashAttention-3; its turn lies inside the body, so in front of the loop
  * only the first pass goes, and after it one more round of turns closes them. Without turns both warpgroups, released by the same
@@ -34,7 +41,27 @@ static int weight(const struct ir_func *f, uint32_t id) {
   return op->nres && !ir_type_is_scalar(ir_vtype(f, op->res)) ? 1 : 0;
 }
 
-static bool add_turns(struct ir_func *f, uint32_t loop, int groups) {
+/* The op after `id` in its block (0 at the end). */
+static uint32_t op_after(const struct ir_func *f, uint32_t id) {
+  const struct ir_block *b = &f->blocks.v[f->ops.v[id].block];
+  for (uint32_t i = 0; i + 1 < b->ops.n; i++)
+    if (b->ops.v[i] == id) return b->ops.v[i + 1];
+  return 0;
+}
+
+/* `w = wgmma_wait x {pending=0}` in front of op `at`; the uses of x read w's result. */
+static void wait_for(struct ir_func *f, uint32_t at, ir_val x) {
+  struct ir_builder b;
+  ir_builder_before(&b, f, at);
+  b.loc = f->ops.v[at].loc;
+  ir_type_id t = f->values.v[x].type;
+  uint32_t w = ir_build(&b, IR_WGMMA_WAIT, &x, 1, &t, 1);
+  f->ops.v[w].i[0] = 0;
+  ir_replace_uses(f, x, f->ops.v[w].res);
+  ir_op_set_args(f, w, &x, 1);
+}
+
+static bool add_turns(struct ir_func *f, uint32_t loop, int groups, int handoff) {
   const struct ir_block *bb = &f->blocks.v[f->ops.v[loop].region];
   uint32_t pos[16], m = 0, n = bb->ops.n;
   for (uint32_t i = 0; i < n; i++) {
@@ -56,6 +83,7 @@ static bool add_turns(struct ir_func *f, uint32_t loop, int groups) {
   }
   if (best < 4) return false; /* products back to back: nothing to run beside them */
   uint32_t before = bb->ops.v[pos[(k + 1) % m]], next = bb->ops.v[pos[k] + 1]; /* (the yield ends the body) */
+  uint32_t w1 = bb->ops.v[pos[k]];
   const struct ir_block *ob = &f->blocks.v[f->ops.v[loop].block];
   uint32_t follow = 0;
   for (uint32_t i = 0; i + 1 < ob->ops.n; i++)
@@ -86,6 +114,14 @@ static bool add_turns(struct ir_func *f, uint32_t loop, int groups) {
     op->i[1] = groups;
     op->i[2] = i == 0 ? 0 : i == 2 ? 1 : i + 1 == nids ? 2 : 0;
   }
+  /* hand-off on issue: the turn's last product (in front of E) is left in flight across
+   * the pass and waited for after it, so the next warpgroup's products queue behind it */
+  if (handoff && spans) {
+    if (!f->ops.v[w1].i[1]) {
+      f->ops.v[w1].i[1] = 1;
+      wait_for(f, op_after(f, ids[0]), f->ops.v[w1].res);
+    }
+  }
   return true;
 }
 
@@ -101,5 +137,5 @@ void pass_pingpong(struct pass_ctx *pc) {
   uint32_t loops[64], n = 0;
   ir_block_collect(f, consumer, IR_FOR, loops, &n, 64);
   for (uint32_t j = 0; j < n; j++)
-    if (add_turns(f, loops[j], groups)) pc->changed = true;
+    if (add_turns(f, loops[j], groups, tl_sched_get(f->sched.handoff, 1))) pc->changed = true;
 }

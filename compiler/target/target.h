@@ -85,9 +85,13 @@ const char *tl_target_names(void);
  *                    off by default (PERF.md 40)
  *   pingpong=0|1     chains of products in a role with two or more consumer warpgroups:
  *                    the warpgroups take turns issuing them (pingpong pass); on by default
+ *   handoff=0|1      when a warpgroup hands its turn on (pingpong pass): 1 (the default)
+ *                    once the last product of its turn is issued, which it waits for after
+ *                    handing on, so the next warpgroup's products queue behind it; 0 once
+ *                    its products have completed (PERF.md 55)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
-  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong;
+  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff;
   short producer_regs, consumer_regs;
 };
 

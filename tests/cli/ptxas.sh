@@ -135,6 +135,7 @@ no_spill=(
   "attention.tile attention BM=128,BN=128,BNM=64,NW=8,STAGES=3"
   "attention.tile attention T=bf16,BM=128,BN=128,BNM=64,NW=8,STAGES=3,CAUSAL=true,HAS_LSE=true"
   "attention.tile attention D=128,BM=128,BN=128,BNM=32,NW=8,SCHED=pingpong=0"
+  "attention.tile attention D=128,BM=128,BN=128,BNM=64,NW=8,SCHED=handoff=0"
 )
 # Kernels outside lib/ name their file relative to the source directory: the shape ops
 # (reshape, permute, join, split, broadcast) over tile shapes, warp counts and dtypes.

@@ -46,6 +46,11 @@ Test(target, schedule_parse_and_format) {
   cr_assert_eq(s.prefetch, 0);
   tl_schedule_format(&s, buf, sizeof buf);
   cr_assert_str_eq(buf, "prefetch=0");
+  cr_assert_eq(tl_sched_get(s.handoff, 1), 1);
+  cr_assert(tl_schedule_parse("handoff=0", &s, err, sizeof err), "%s", err);
+  cr_assert_eq(s.handoff, 0);
+  tl_schedule_format(&s, buf, sizeof buf);
+  cr_assert_str_eq(buf, "handoff=0");
   cr_assert(tl_schedule_parse("ws=0,persistent=on,gather=0,regs=24/240", &s, err, sizeof err), "%s", err);
   cr_assert_eq(s.ws, 0);
   cr_assert_eq(s.persistent, 1);
