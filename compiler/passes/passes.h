@@ -65,6 +65,10 @@ bool pass_pipeline_generic(struct ir_func *f, struct pass_options *o, struct str
 bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const struct tl_schedule *sched,
                        struct pass_options *o, struct strbuf *err);
 
+/* The box of a TMA copy of the slice `mask` of tensor parameter t into a single-slot
+ * shared buffer of type buf (pipeline_loops.c): false when TMA cannot do that copy. */
+bool pass_tma_box(struct ir_func *f, ir_val t, uint64_t mask, const struct ir_type *buf, struct ir_type *box);
+
 /* Runs a comma-separated list of pass names (tilec opt). Unknown names are errors. */
 bool pass_run_list(const char *list, struct ir_func *f, struct pass_options *o, struct strbuf *err);
 

@@ -19,6 +19,8 @@
  *   - the ring position (stage, phase) of each of a role's ring loops (attention has two,
  *     one per key range) is carried by the tile loop from one tile to the next (the
  *     mbarrier phases continue; they are never reset); both roles have the same rings;
+ *   - a one-slot barrier waited for once per tile at a role's top level (attention's Q,
+ *     copied once per tile: warp_specialize) has its phase carried too, flipped per tile;
  *   - ops before the roles that cannot be recomputed per tile (with regions, or not
  *     scalars) do not depend on the program, or nothing is done;
  *   - the function is marked persistent: the runtime launches as many programs as fit on
@@ -35,7 +37,7 @@
 
 #include "passes.h"
 
-enum { MAX_PREFIX = 256, MAX_RING = 4, MAX_LOOPS = 4 };
+enum { MAX_PREFIX = 256, MAX_RING = 4, MAX_LOOPS = 4, MAX_ONCE = 4 };
 
 /* Whether scalar op `id` depends (through pure operands defined at the top level) on the
  * program's identity. dep[] caches per value. */
@@ -88,6 +90,37 @@ static uint32_t ring_loops(struct ir_func *f, uint32_t region, uint32_t *loops, 
   return nl;
 }
 
+/* Whether op id (or an op nested in it) waits on barrier bar. */
+static uint32_t waits_on(const struct ir_func *f, uint32_t id, ir_val bar) {
+  const struct ir_op *op = &f->ops.v[id];
+  uint32_t n = op->code == IR_MBAR_WAIT && op->args[0] == bar;
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    const struct ir_block *b = &f->blocks.v[op->region + r];
+    for (uint32_t i = 0; i < b->ops.n; i++) n += waits_on(f, b->ops.v[i], bar);
+  }
+  return n;
+}
+
+/* The role's one-shot waits: top-level mbar_waits on a one-slot barrier with a constant
+ * phase, the only wait on that barrier in the role (a tile copied once per tile, such as
+ * attention's Q: warp_specialize). Returns how many (MAX_ONCE + 1: too many, or a one-slot
+ * barrier waited for in another way). */
+static uint32_t one_shot_waits(const struct ir_func *f, uint32_t region, uint32_t *once) {
+  const struct ir_block *rb = &f->blocks.v[region];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < rb->ops.n; i++) {
+    const struct ir_op *w = &f->ops.v[rb->ops.v[i]];
+    int64_t c;
+    if (w->code != IR_MBAR_WAIT || ir_vtype(f, w->args[0])->dims[0] != 1) continue;
+    if (!ir_value_const_int(f, w->args[2], &c) || (c != 0 && c != 1) || n == MAX_ONCE) return MAX_ONCE + 1;
+    uint32_t uses = 0;
+    for (uint32_t j = 0; j < rb->ops.n; j++) uses += waits_on(f, rb->ops.v[j], w->args[0]);
+    if (uses != 1) return MAX_ONCE + 1;
+    once[n++] = rb->ops.v[i];
+  }
+  return n;
+}
+
 /* Whether an op's regions use a program-dependent value or ask for the program's identity. */
 static bool region_uses_program(struct ir_func *f, uint32_t id, uint8_t *dep) {
   const struct ir_op *op = &f->ops.v[id];
@@ -123,6 +156,8 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
   uint32_t nl = ring_loops(f, region, loops, idx);
   if (!nl) return false;
   uint32_t ring = loops[0], nring = 2 * nl; /* each ring: its stage and its phase */
+  uint32_t once[MAX_ONCE], no = one_shot_waits(f, region, once);
+  if (no > MAX_ONCE) return false;
   ir_type_id i32 = ir_type_scalar(f, DT_I32);
   /* the region's ops move into the tile loop's body (all but its yield) */
   struct ir_block *rb = &f->blocks.v[region];
@@ -137,9 +172,9 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
   f->ops.v[ir_def_op(f, pid)].i[0] = 0;
   f->ops.v[ir_def_op(f, np)].i[0] = 0;
   ir_val zero = ir_const_int(&b, i32, 0);
-  ir_val inits[2 * MAX_LOOPS];
-  for (uint32_t r = 0; r < nring; r++) inits[r] = zero;
-  uint32_t tl = ir_build_for(&b, pid, ntiles, np, inits, nring);
+  ir_val inits[2 * MAX_LOOPS + MAX_ONCE];
+  for (uint32_t r = 0; r < nring + no; r++) inits[r] = zero;
+  uint32_t tl = ir_build_for(&b, pid, ntiles, np, inits, nring + no);
   uint32_t tbody = f->ops.v[tl].region;
   ir_val t = f->blocks.v[tbody].args;
   struct ir_builder tb;
@@ -180,7 +215,7 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
     if (to != from) replace_within(f, tbody, from, to);
   }
   /* each ring's position flows through the tile loop */
-  ir_val ya[2 * MAX_LOOPS];
+  ir_val ya[2 * MAX_LOOPS + MAX_ONCE];
   for (uint32_t l = 0; l < nl; l++) {
     struct ir_op *rl = &f->ops.v[loops[l]];
     for (uint32_t r = 0; r < 2; r++) {
@@ -188,7 +223,17 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
       ya[2 * l + r] = rl->res + idx[l][r];
     }
   }
-  ir_build(&tb, IR_YIELD, ya, nring, NULL, 0);
+  /* a barrier waited for once per tile completes one phase per tile: its phase flips */
+  for (uint32_t o = 0; o < no; o++) {
+    ir_val p = f->blocks.v[tbody].args + 1 + nring + o, one = ir_const_int(&tb, i32, 1);
+    ya[nring + o] = ir_binary(&tb, IR_XOR, p, one);
+    struct ir_builder wb;
+    ir_builder_before(&wb, f, once[o]);
+    int64_t c = 0;
+    ir_value_const_int(f, f->ops.v[once[o]].args[2], &c);
+    f->ops.v[once[o]].args[2] = c ? ir_binary(&wb, IR_XOR, p, ir_const_int(&wb, i32, 1)) : p;
+  }
+  ir_build(&tb, IR_YIELD, ya, nring + no, NULL, 0);
   return true;
 }
 

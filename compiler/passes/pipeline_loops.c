@@ -143,17 +143,17 @@ static void ring_next(struct ir_builder *b, ir_val slot, ir_val phase, int S, ir
 
 /* ---- TMA eligibility ---- */
 
-/* The box of a TMA copy for async_copy op `cp` (its buffer still single-slot): tensor rank
- * dims, 1 on dropped dimensions, the buffer's rows and panel width on the sliced ones, in
- * the buffer's shared layout. False when TMA cannot do this copy. */
-static bool tma_box(struct ir_func *f, uint32_t cp, struct ir_type *box) {
-  const struct ir_op *op = &f->ops.v[cp];
-  const struct ir_param *p = ir_param_of(f, op->args[2]);
-  const struct ir_type *tt = ir_vtype(f, op->args[2]), *bt = ir_vtype(f, op->args[0]);
+/* The box of a TMA copy of the slice `mask` of tensor parameter t into a single-slot buffer
+ * of type bt: tensor rank dims, 1 on dropped dimensions, the buffer's rows and panel width
+ * on the sliced ones, in the buffer's shared layout. False when TMA cannot do this copy. */
+bool pass_tma_box(struct ir_func *f, ir_val t, uint64_t mask, const struct ir_type *bt, struct ir_type *box) {
+  const struct ir_param *p = ir_param_of(f, t);
+  const struct ir_type *tt = ir_vtype(f, t);
+  if (!p || tt->kind != IR_TY_TENSOR || bt->rank != 2 || !bt->layout) return false;
   const struct ir_layout *l = &f->layouts.v[bt->layout];
   int rank = tt->rank, eb = ir_dtype_bytes((ir_dtype)tt->dtype);
-  uint64_t mask = (uint64_t)op->i[0];
-  if (!p || bt->rank != 2 || __builtin_popcountll(mask) != 2 || !(mask >> (rank - 1) & 1)) return false;
+  if (l->kind != IR_LAYOUT_SHARED || tt->dtype != bt->dtype) return false;
+  if (__builtin_popcountll(mask) != 2 || !(mask >> (rank - 1) & 1) || mask >> rank) return false;
   if (eb != 1 && eb != 2 && eb != 4) return false;
   /* 16-byte aligned base, contiguous rows, 16-byte multiple strides */
   if (!ir_facts_allow_vector(p, tt, rank - 1, 16)) return false;
@@ -176,6 +176,12 @@ static bool tma_box(struct ir_func *f, uint32_t cp, struct ir_type *box) {
   for (int d = 0; d < rank; d++)
     box->dims[d] = !(mask >> d & 1) ? 1 : seen++ == 0 ? rows : inner;
   return true;
+}
+
+/* The box of a TMA copy for async_copy op `cp` (its buffer still single-slot). */
+static bool tma_box(struct ir_func *f, uint32_t cp, struct ir_type *box) {
+  const struct ir_op *op = &f->ops.v[cp];
+  return pass_tma_box(f, op->args[2], (uint64_t)op->i[0], ir_vtype(f, op->args[0]), box);
 }
 
 /* Whether every reader of the copied buffers in block blk (and nested blocks) is a wgmma

@@ -187,7 +187,228 @@ static void build_producer_loop(struct pass_ctx *pc, struct ir_builder *pb, cons
   ir_build(&lbld, IR_YIELD, ya, 2, NULL, 0);
 }
 
-enum { MAX_RINGS = 8 };
+/* ---- tiles copied once (attention's Q) ----
+ * A tile stored once into a wgmma operand buffer in front of the ring loops
+ * (`%q = load %T[...]; barrier; local_store %buf, 0, %q; barrier`) is copied by the
+ * producer's TMA instead, completing on a one-slot barrier of its own (full); the
+ * consumers wait for it where the store was and release the buffer (empty) after their
+ * last top-level op that reads it. In a persistent program the producer then copies the
+ * next tile's while the consumers finish the current one (persistent carries the phases). */
+struct fill1 {
+  uint32_t store, load;
+  ir_val buf, full, empty, desc, idx[IR_MAX_RANK];
+  uint32_t nidx;
+  int64_t bytes, mask;
+};
+
+/* Whether op id (or an op nested in it) has v as an operand; *only_wgmma is cleared when
+ * such a use is not a wgmma's. */
+static bool uses_buf(const struct ir_func *f, uint32_t id, ir_val v, bool *only_wgmma) {
+  const struct ir_op *op = &f->ops.v[id];
+  bool used = false;
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (op->args[k] == v) {
+      used = true;
+      if (op->code != IR_WGMMA) *only_wgmma = false;
+    }
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    const struct ir_block *b = &f->blocks.v[op->region + r];
+    for (uint32_t i = 0; i < b->ops.n; i++) used |= uses_buf(f, b->ops.v[i], v, only_wgmma);
+  }
+  return used;
+}
+
+/* Recognizes top-level op `id` as such a store: a plain load (every index a scalar the
+ * roles can share, zeros outside the tensor as TMA gives) read only by the store, into
+ * slot 0 of a single-slot buffer that only wgmma reads, in a box TMA can copy. */
+static bool find_fill1(struct ir_func *f, uint32_t id, struct fill1 *q, struct ir_type *box) {
+  const struct ir_op *st = &f->ops.v[id];
+  int64_t slot = -1;
+  if (st->code != IR_LOCAL_STORE || !ir_value_const_int(f, st->args[1], &slot) || slot != 0) return false;
+  uint32_t ld = ir_def_op(f, st->args[2]), al = ir_def_op(f, st->args[0]);
+  if (!ld || !al || f->ops.v[al].code != IR_LOCAL_ALLOC || f->ops.v[ld].code != IR_LOAD) return false;
+  const struct ir_op *lo = &f->ops.v[ld];
+  if (lo->block != IR_BODY_BLOCK || lo->f != 0.0 || lo->nargs != 1u + ir_vtype(f, lo->args[0])->rank) return false;
+  for (uint32_t k = 1; k < lo->nargs; k++)
+    if (!outside_ok(f, lo->args[k], 0)) return false;
+  const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
+  bool only_wgmma = true;
+  for (uint32_t i = 0; i < body->ops.n; i++) {
+    uint32_t o = body->ops.v[i];
+    bool ow = true;
+    if (o != id && uses_buf(f, o, lo->res, &ow)) return false; /* the loaded tile has one use */
+    if (o != id) uses_buf(f, o, st->args[0], &only_wgmma);
+  }
+  if (!only_wgmma || !pass_tma_box(f, lo->args[0], (uint64_t)lo->i[0], ir_vtype(f, st->args[0]), box)) return false;
+  const struct ir_type *bt = ir_vtype(f, st->args[0]);
+  q->store = id;
+  q->load = ld;
+  q->nidx = lo->nargs - 1;
+  for (uint32_t k = 1; k < lo->nargs; k++) q->idx[k - 1] = lo->args[k];
+  q->mask = lo->i[0];
+  q->buf = st->args[0];
+  q->bytes = (int64_t)bt->dims[0] * bt->dims[1] * ir_dtype_bytes((ir_dtype)bt->dtype);
+  return true;
+}
+
+/* Replaces the store (and its load, and the barriers right around it) by the barriers'
+ * allocation, the tensor map and the consumers' wait for the copy. */
+static void rewrite_fill1(struct ir_func *f, struct fill1 *q, const struct ir_type *box) {
+  const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
+  uint32_t prev = 0, next = 0;
+  for (uint32_t i = 0; i < body->ops.n; i++)
+    if (body->ops.v[i] == q->store) {
+      prev = i ? body->ops.v[i - 1] : 0;
+      next = i + 1 < body->ops.n ? body->ops.v[i + 1] : 0;
+    }
+  struct ir_builder b;
+  ir_builder_before(&b, f, q->store);
+  b.loc = f->ops.v[q->store].loc;
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  int32_t one[1] = {1};
+  ir_type_id bars = ir_type_tile(f, DT_I64, 1, one);
+  q->full = ir_build1(&b, IR_MBAR_ALLOC, bars, NULL, 0);
+  f->ops.v[ir_def_op(f, q->full)].i[0] = 1;
+  q->empty = ir_build1(&b, IR_MBAR_ALLOC, bars, NULL, 0);
+  f->ops.v[ir_def_op(f, q->empty)].i[0] = f->warps / 4; /* one arrival per warpgroup */
+  ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+  ir_val t = f->ops.v[q->load].args[0];
+  q->desc = ir_build1(&b, IR_TMA_DESC, ir_type_intern(f, box), &t, 1);
+  ir_val zero = ir_const_int(&b, i32, 0);
+  ir_val wa[3] = {q->full, zero, zero};
+  ir_build(&b, IR_MBAR_WAIT, wa, 3, NULL, 0);
+  if (next && f->ops.v[next].code == IR_BARRIER) ir_op_erase(f, next);
+  ir_op_erase(f, q->store);
+  ir_op_erase(f, q->load);
+  if (prev && f->ops.v[prev].code == IR_BARRIER) ir_op_erase(f, prev);
+}
+
+/* The producer's copy: wait for the buffer to be empty, announce the bytes, copy. */
+static void build_fill1(struct ir_func *f, struct ir_builder *pb, const struct fill1 *q) {
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  ir_val zero = ir_const_int(pb, i32, 0), one = ir_const_int(pb, i32, 1);
+  ir_val wa[3] = {q->empty, zero, one};
+  ir_build(pb, IR_MBAR_WAIT, wa, 3, NULL, 0);
+  ir_val ea[2] = {q->full, zero};
+  uint32_t e = ir_build(pb, IR_MBAR_EXPECT_TX, ea, 2, NULL, 0);
+  f->ops.v[e].i[0] = q->bytes;
+  ir_val args[5 + IR_MAX_RANK];
+  args[0] = q->buf;
+  args[1] = zero;
+  args[2] = q->full;
+  args[3] = zero;
+  args[4] = q->desc;
+  for (uint32_t k = 0; k < q->nidx; k++) args[5 + k] = q->idx[k];
+  uint32_t tl = ir_build(pb, IR_TMA_LOAD, args, q->nidx + 5, NULL, 0);
+  f->ops.v[tl].i[0] = q->mask;
+}
+
+enum { MAX_READ_LOOPS = 4 };
+
+/* Position of op id in block blk (its ops count when absent). */
+static uint32_t pos_in(const struct ir_func *f, uint32_t blk, uint32_t id) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  uint32_t i = 0;
+  while (i < b->ops.n && b->ops.v[i] != id) i++;
+  return i;
+}
+
+/* Whether v is available in front of position `at` of the consumer block: defined outside
+ * it, or by an op before that position. */
+static bool avail_before(const struct ir_func *f, uint32_t cons, ir_val v, uint32_t at) {
+  uint32_t d = ir_def_op(f, v);
+  if (!d || f->ops.v[d].block != cons) return !ir_defined_within(f, v, cons) || f->values.v[v].kind != IR_VAL_BLOCKARG;
+  return pos_in(f, cons, d) < at;
+}
+
+/* The consumers' release. When every top-level reader of the buffer is a loop with a
+ * positive constant step whose body reads it with one top-level wgmma, the buffer is
+ * released in the last iteration that reads it, right after that wgmma completes: in loop
+ * i's last iteration when every later loop has no iteration, or after the loops when
+ * none had (attention: Q is free once the last scores are computed, and a persistent
+ * producer copies the next tile's during the last softmax, P V and the epilogue).
+ * Otherwise after the last top-level op that reads it. */
+static void release_fill1(struct ir_func *f, uint32_t cons, const struct fill1 *q) {
+  const struct ir_block *cb = &f->blocks.v[cons];
+  uint32_t last = 0, loops[MAX_READ_LOOPS], readers[MAX_READ_LOOPS], nl = 0;
+  bool per_iteration = true;
+  for (uint32_t i = 0; i + 1 < cb->ops.n; i++) {
+    bool ow = true;
+    uint32_t id = cb->ops.v[i];
+    if (!uses_buf(f, id, q->buf, &ow)) continue;
+    last = cb->ops.v[i + 1];
+    const struct ir_op *op = &f->ops.v[id];
+    int64_t step = 0;
+    if (op->code != IR_FOR || nl == MAX_READ_LOOPS || !ir_value_const_int(f, op->args[2], &step) || step <= 0) {
+      per_iteration = false;
+      continue;
+    }
+    const struct ir_block *lb = &f->blocks.v[op->region];
+    uint32_t r = 0, n = 0;
+    for (uint32_t j = 0; j < lb->ops.n; j++) {
+      bool w = true;
+      if (!uses_buf(f, lb->ops.v[j], q->buf, &w)) continue;
+      n++;
+      r = lb->ops.v[j];
+    }
+    if (n != 1 || f->ops.v[r].code != IR_WGMMA) per_iteration = false;
+    loops[nl] = id;
+    readers[nl++] = r;
+  }
+  if (!last) return;
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  struct ir_builder b;
+  if (per_iteration) /* every loop's bounds known in front of the first loop */
+    for (uint32_t l = 0; l < nl; l++)
+      for (int k = 0; k < 2; k++) per_iteration &= avail_before(f, cons, f->ops.v[loops[l]].args[k], pos_in(f, cons, loops[0]));
+  if (!per_iteration) {
+    ir_builder_before(&b, f, last);
+    b.loc = f->ops.v[last].loc;
+    ir_val ra[2] = {q->empty, ir_const_int(&b, i32, 0)};
+    uint32_t r = ir_build(&b, IR_MBAR_ARRIVE, ra, 2, NULL, 0);
+    f->ops.v[r].i[0] = 128;
+    return;
+  }
+  /* later[l]: no loop after l iterates */
+  ir_builder_before(&b, f, loops[0]);
+  b.loc = f->ops.v[loops[0]].loc;
+  ir_val later[MAX_READ_LOOPS + 1];
+  later[nl - 1] = 0;
+  for (uint32_t l = nl - 1; l-- > 0;) {
+    ir_val e = ir_binary(&b, IR_GE, f->ops.v[loops[l + 1]].args[0], f->ops.v[loops[l + 1]].args[1]);
+    later[l] = later[l + 1] ? ir_binary(&b, IR_AND, e, later[l + 1]) : e;
+  }
+  ir_val e0 = ir_binary(&b, IR_GE, f->ops.v[loops[0]].args[0], f->ops.v[loops[0]].args[1]);
+  ir_val none = later[0] ? ir_binary(&b, IR_AND, e0, later[0]) : e0;
+  for (uint32_t l = 0; l < nl; l++) {
+    /* after the reader's completion: the wait for its result, or the reader itself */
+    uint32_t body = f->ops.v[loops[l]].region, at = readers[l];
+    ir_val res = f->ops.v[readers[l]].res;
+    const struct ir_block *lb = &f->blocks.v[body];
+    for (uint32_t j = 0; j < lb->ops.n; j++) {
+      const struct ir_op *w = &f->ops.v[lb->ops.v[j]];
+      if (w->code == IR_WGMMA_WAIT && w->nargs && w->args[0] == res) at = lb->ops.v[j];
+    }
+    uint32_t next = lb->ops.v[pos_in(f, body, at) + 1];
+    struct ir_builder lbld;
+    ir_builder_before(&lbld, f, next);
+    lbld.loc = f->ops.v[at].loc;
+    const struct ir_op *lp = &f->ops.v[loops[l]];
+    ir_val iv = f->blocks.v[body].args;
+    ir_val pred = ir_binary(&lbld, IR_GE, ir_binary(&lbld, IR_ADD, iv, lp->args[2]), lp->args[1]);
+    if (later[l]) pred = ir_binary(&lbld, IR_AND, pred, later[l]);
+    ir_val ra[3] = {q->empty, ir_const_int(&lbld, i32, 0), pred};
+    uint32_t r = ir_build(&lbld, IR_MBAR_ARRIVE, ra, 3, NULL, 0);
+    f->ops.v[r].i[0] = 128;
+  }
+  ir_builder_before(&b, f, last);
+  b.loc = f->ops.v[last].loc;
+  ir_val ra[3] = {q->empty, ir_const_int(&b, i32, 0), none};
+  uint32_t r = ir_build(&b, IR_MBAR_ARRIVE, ra, 3, NULL, 0);
+  f->ops.v[r].i[0] = 128;
+}
+
+enum { MAX_RINGS = 8, MAX_FILL1 = 4 };
 
 static bool specialize(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
@@ -212,6 +433,21 @@ static bool specialize(struct pass_ctx *pc) {
                                         : (int)((f->target->regs_per_sm - 32u * pw * preg) / (32u * f->warps)) / 8 * 8;
   if (creg > 240) creg = 240;
   if (32 * (f->warps + pw) > (int)f->target->max_threads || creg < 24) return false;
+  /* tiles copied once, in front of the first ring loop */
+  struct fill1 fills[MAX_FILL1];
+  uint32_t nf = 0;
+  bool once = tl_sched_get(f->sched.once, 1) && tl_has(f->target, TL_FEAT_TMA);
+  for (uint32_t i = 0; once && i < body->ops.n && body->ops.v[i] != rings[0].loop && nf < MAX_FILL1;) {
+    struct ir_type box;
+    if (!find_fill1(f, body->ops.v[i], &fills[nf], &box)) {
+      i++;
+      continue;
+    }
+    rewrite_fill1(f, &fills[nf++], &box);
+    body = &f->blocks.v[IR_BODY_BLOCK];
+    i = 0; /* (ops were inserted and erased: look again from the start) */
+  }
+  lp = &f->ops.v[rings[0].loop];
 
   struct ir_builder b;
   ir_builder_before(&b, f, rings[0].loop);
@@ -270,6 +506,7 @@ static bool specialize(struct pass_ctx *pc) {
   struct ir_builder pb;
   ir_builder_at_end(&pb, f, prod);
   pb.loc = f->ops.v[rings[0].loop].loc;
+  for (uint32_t q = 0; q < nf; q++) build_fill1(f, &pb, &fills[q]);
   for (uint32_t r = 0; r < nr; r++) build_producer_loop(pc, &pb, &rings[r]);
   ir_build(&pb, IR_YIELD, NULL, 0, NULL, 0);
   /* the consumer loops no longer fill */
@@ -314,6 +551,7 @@ static bool specialize(struct pass_ctx *pc) {
     ir_op_move(&cb, id);
   }
   ir_build(&cb, IR_YIELD, NULL, 0, NULL, 0);
+  for (uint32_t q = 0; q < nf; q++) release_fill1(f, cons, &fills[q]);
   name_barriers(f, cons, 1, 32 * f->warps);
   f->threads = 32 * (f->warps + pw);
   return true;

@@ -96,8 +96,8 @@ static bool rotate(struct pass_ctx *pc, uint32_t loop) {
     } else if (op->code == IR_MBAR_ARRIVE && w2) {
       if (rel) return false;
       rel = id;
-    } else if (op->code == IR_MBAR_ARRIVE || op->code == IR_WGMMA_WAIT) {
-      return false;
+    } else if ((op->code == IR_MBAR_ARRIVE && !w1) || op->code == IR_WGMMA_WAIT) {
+      return false; /* (an arrive after W1, such as attention's Q release, moves with W1) */
     }
   }
   if (!w2 || !rel || f->ops.v[yid].code != IR_YIELD) return false;

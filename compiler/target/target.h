@@ -89,9 +89,12 @@ const char *tl_target_names(void);
  *                    once the last product of its turn is issued, which it waits for after
  *                    handing on, so the next warpgroup's products queue behind it; 0 once
  *                    its products have completed (PERF.md 55)
+ *   once=0|1         a tile stored once into a wgmma operand buffer in front of the ring
+ *                    loops (attention's Q) is copied by the producer with TMA and released
+ *                    by the consumers after its last reader (warp-specialize); on by default
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
-  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff;
+  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once;
   short producer_regs, consumer_regs;
 };
 

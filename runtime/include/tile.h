@@ -262,8 +262,10 @@ typedef struct tile_compile_options {
    *                  iteration runs during the next one's elementwise work (off by default)
    *   pingpong=0     consumer warpgroups do not take turns issuing the products of such
    *                  chains (the turns are on by default with two or more warpgroups)
-   *   handoff=0      a warpgroup hands its turn on once its products have completed,
-   *                  not once the last one is issued (the default)
+   *   handoff=0      a warpgroup hands its turn on once its products have completed
+   *                  (by default: once the last one is issued)
+   *   once=0         tiles stored once into a Tensor Core operand buffer (attention's Q)
+   *                  are loaded by the consumers, not copied by the producer's TMA
    *   regs=P/C       setmaxnreg budgets of the producer and consumer warpgroups
    * An unknown key or value is a TILE_INVALID_ARGUMENT error. Part of every cache key. */
   const char *schedule;
