@@ -68,11 +68,14 @@ struct lang_param_info {
 };
 
 /* One entry of a `defaults TARGET(NAME = VALUE, ...)` clause: on that target, the default of
- * compile-time parameter NAME is VALUE (as define text). */
+ * compile-time parameter NAME is VALUE (as define text). A target may have several clauses,
+ * tried in order (clause 0, 1, ...): the first whose values satisfy the kernel's `where`
+ * constraints is used. */
 struct lang_target_default {
   const char *target;
   const char *name;
   const char *value;
+  uint32_t clause;
 };
 
 struct lang_kernel_info {

@@ -164,9 +164,10 @@ static void check_cparams(struct lang_ctx *c, struct sema_kernel_decl *kd) {
   }
 }
 
-/* `defaults TARGET(NAME = VALUE, ...)`: a known target (once per kernel), each NAME a
- * compile-time parameter of the kernel (once per clause), each VALUE of its kind. Any value
- * of the kind is accepted, as for a define (the candidates only guide the tuner). */
+/* `defaults TARGET(NAME = VALUE, ...)`: a known target (one or more clauses each, numbered
+ * in order per target), each NAME a compile-time parameter of the kernel (once per clause),
+ * each VALUE of its kind. Any value of the kind is accepted, as for a define (the
+ * candidates only guide the tuner). */
 static void check_tdefaults(struct lang_ctx *c, struct sema_kernel_decl *kd) {
   struct ast_kernel *k = kd->k;
   for (uint32_t t = 0; t < k->tdefaults.n; t++) {
@@ -177,11 +178,8 @@ static void check_tdefaults(struct lang_ctx *c, struct sema_kernel_decl *kd) {
                  tn->name, tl_target_names());
       ok = false;
     }
-    for (uint32_t u = 0; u < t && ok; u++)
-      if (strcmp(k->tdefaults.v[u]->name, tn->name) == 0) {
-        lang_error(c, tn->loc2, D_TARGET_DEFAULTS, "a second `defaults %s(...)` clause; give each target one", tn->name);
-        ok = false;
-      }
+    uint32_t clause = 0;
+    for (uint32_t u = 0; u < t; u++) clause += strcmp(k->tdefaults.v[u]->name, tn->name) == 0;
     for (uint32_t e = 0; e < tn->list.n; e++) {
       struct ast_node *en = tn->list.v[e];
       const struct sema_cparam *cp = NULL;
@@ -202,7 +200,7 @@ static void check_tdefaults(struct lang_ctx *c, struct sema_kernel_decl *kd) {
                    kind_name(cp->kind), tn->name, cvalue_text(c, &val), kind_name(val.kind));
       } else if (ok) {
         /* as define text: a string without its quotes, as tile_kernel_config shows it */
-        struct lang_target_default d = {tn->name, en->name, val.kind == LANG_CP_STR ? val.s : cvalue_text(c, &val)};
+        struct lang_target_default d = {tn->name, en->name, val.kind == LANG_CP_STR ? val.s : cvalue_text(c, &val), clause};
         VEC_PUSH(c->arena, kd->tdefaults, d);
         continue;
       }

@@ -61,8 +61,10 @@ SKIP = 77
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 
-# Per-head-dim defaults for our kernel (overridable with --our / --our-d64 / --our-d128).
-DEFAULT_CFG = {64: "BM=128,BN=128,BNM=64,NW=8,STAGES=3", 128: "BM=128,BN=128,BNM=64,NW=8,STAGES=2"}  # measured best on the H200 (PERF.md 39, 43)
+# Per-head-dim configurations of our kernel (overridable with --our / --our-d64 /
+# --our-d128). None: the kernel's own defaults (its `defaults sm_90a` clauses, PERF.md 57),
+# what a user who sets nothing gets.
+DEFAULT_CFG = {}
 CFG_KEYS = ("BM", "BN", "BNM", "NW", "STAGES", "LONG_FIRST")
 
 # The configurations (module level, so that a test can shrink them).
@@ -397,6 +399,12 @@ def parse_cfg(text):
                              "the configuration)" % (k, " ".join(CFG_KEYS)))
         cfg[k] = v.strip()
     return cfg
+
+
+def kernel_cfg_text(tile, kern):
+    """The tile parameters a compiled kernel took (its defaults): BM=..,BN=..,..."""
+    items = dict(kv.split("=", 1) for kv in tile.config(kern).split(",") if "=" in kv)
+    return ",".join("%s=%s" % (k, items[k]) for k in CFG_KEYS if k in items) or "default"
 
 
 def cfg_text(cfg):
@@ -801,7 +809,7 @@ def run_gpu(args):
             torch.cuda.synchronize()
             tile.synchronize(TILE_DEVICE_CUDA)
             st = tile.stats(kern)
-            row["cfg"] = cfg_text(cfg)
+            row["cfg"] = cfg_text(cfg) if cfg else kernel_cfg_text(tile, kern)
             row["regs"] = "%d/%d" % (st.registers, st.local_bytes)
             ref, _ = torch_reference(torch, F, q, k, v, causal, scale, False)
             row["err"] = rel_err_t(torch, o, ref)
@@ -867,7 +875,7 @@ def run_gpu(args):
             lse = torch.full((B, H, N), float("nan"), dtype=torch.float32, device=dev)
             scale = 1.0 / math.sqrt(D)
             kern, cfg, a = run_ours(dt, D, causal, True, q, k, v, o, lse, scale)
-            row["cfg"] = cfg_text(cfg)
+            row["cfg"] = cfg_text(cfg) if cfg else kernel_cfg_text(tile, kern)
             tile.launch(kern, a, stream)
             torch.cuda.synchronize()
             tile.synchronize(TILE_DEVICE_CUDA)

@@ -64,25 +64,31 @@ static bool only_constraints_failed(const struct lang_ctx *lc) {
   return errors > 0;
 }
 
-/* The defines, then the kernel's `defaults` for s->target of the parameters they leave open. */
-static void with_target_defaults(const struct tl_source *s, const struct ast_file *ast, struct arena *a,
+/* The defines, then clause `clause` of the kernel's `defaults` for s->target for the
+ * parameters they leave open. False when the target has no such clause. */
+static bool with_target_defaults(const struct tl_source *s, const struct ast_file *ast, struct arena *a, uint32_t clause,
                                  const struct lang_define **defs, uint32_t *n) {
   const struct lang_kernel_info *ki = NULL;
-  if (!s->target) return;
+  if (!s->target) return false;
   if (s->kernel) ki = find_info(ast, s->kernel);
   else if (lang_kernel_count(ast) == 1) ki = lang_kernel_info(ast, 0);
-  if (!ki || !ki->ntdefaults) return;
-  struct lang_define *out = ARENA_NEWN(a, struct lang_define, *n + ki->ntdefaults + 1);
+  if (!ki || !ki->ntdefaults) return false;
+  struct lang_define *out = ARENA_NEWN(a, struct lang_define, s->ndefines + ki->ntdefaults + 1);
   uint32_t m = 0;
-  for (uint32_t i = 0; i < *n; i++) out[m++] = (*defs)[i];
+  bool found = false;
+  for (uint32_t i = 0; i < s->ndefines; i++) out[m++] = s->defines[i];
   for (uint32_t t = 0; t < ki->ntdefaults; t++) {
     const struct lang_target_default *d = &ki->tdefaults[t];
-    bool given = strcmp(d->target, s->target) != 0;
-    for (uint32_t i = 0; i < *n && !given; i++) given = strcmp((*defs)[i].name, d->name) == 0;
+    if (strcmp(d->target, s->target) != 0 || d->clause != clause) continue;
+    found = true;
+    bool given = false;
+    for (uint32_t i = 0; i < s->ndefines && !given; i++) given = strcmp(s->defines[i].name, d->name) == 0;
     if (!given) out[m++] = (struct lang_define){d->name, d->value};
   }
+  if (!found) return false;
   *defs = out;
   *n = m;
+  return true;
 }
 
 enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct strtab *strs,
@@ -100,19 +106,31 @@ enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct s
   if (po) po->parse_ms += tl_now_ms() - t0;
   if (lang_error_count(lc) || !ast) return lang_fail(e, TL_ERR_PROGRAM, lc);
   t0 = tl_now_ms();
+  /* the target's `defaults` clauses in order, the first whose values satisfy the kernel's
+   * `where` constraints (a tile that fits this head dimension), else the plain defaults;
+   * each attempt in a fresh context */
   const struct lang_define *defs = s->defines;
   uint32_t ndefs = s->ndefines;
-  with_target_defaults(s, ast, a, &defs, &ndefs);
-  struct ir_func *f = lang_lower(lc, ast, s->kernel, defs, ndefs);
-  if (ndefs != s->ndefines && only_constraints_failed(lc)) {
-    /* the target's defaults break a `where` constraint of the kernel (a tile too large for
-     * this head dimension): its plain defaults then, in a fresh context */
-    lc = lang_ctx_new(a, strs);
-    out->lang = lc;
-    ast = lang_parse(lc, s->name, s->text, s->len);
-    f = ast && !lang_error_count(lc) ? lang_lower(lc, ast, s->kernel, s->defines, s->ndefines) : NULL;
+  struct ir_func *f = NULL;
+  for (uint32_t clause = 0;; clause++) {
     defs = s->defines;
     ndefs = s->ndefines;
+    bool tried = with_target_defaults(s, ast, a, clause, &defs, &ndefs);
+    if (clause && !tried) { /* no clause fits: the plain defaults */
+      lc = lang_ctx_new(a, strs);
+      out->lang = lc;
+      ast = lang_parse(lc, s->name, s->text, s->len);
+      f = ast && !lang_error_count(lc) ? lang_lower(lc, ast, s->kernel, defs, ndefs) : NULL;
+      break;
+    }
+    if (clause) {
+      lc = lang_ctx_new(a, strs);
+      out->lang = lc;
+      ast = lang_parse(lc, s->name, s->text, s->len);
+      if (!ast || lang_error_count(lc)) break;
+    }
+    f = lang_lower(lc, ast, s->kernel, defs, ndefs);
+    if (!tried || !only_constraints_failed(lc)) break;
   }
   if (po) po->lower_ms += tl_now_ms() - t0;
   if (!f || lang_error_count(lc))

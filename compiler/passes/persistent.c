@@ -5,8 +5,9 @@
  * Needs: the warp-specialized form (a warp_specialize op at the top of the body; the ring
  * loops carry their stage and phase) and a schedule that allows it (persistent, on by
  * default). The ring loops' bounds must not depend on the program (every tile does the
- * same work), unless the schedule says persistent=1 explicitly: then tiles of unequal
- * work are walked in snake order (odd rounds backwards; not measured yet). The
+ * same work), unless a key block's products are light (make_persistent) or the schedule
+ * says persistent=1 explicitly: then tiles of unequal work are walked in snake order (odd
+ * rounds backwards). The
  * body must not depend on the program through anything but program_id/num_programs of its
  * scalar prefix (true of every kernel: programs share nothing else).
  * Guarantees:
@@ -38,6 +39,9 @@
 #include "passes.h"
 
 enum { MAX_PREFIX = 256, MAX_RING = 4, MAX_LOOPS = 4, MAX_ONCE = 4 };
+/* Products per iteration up to which tiles of unequal work are walked persistently (attention
+ * at hd64, BM = BN = 128: 2^22) */
+enum { LIGHT_FLOPS = 1 << 22 };
 
 /* Whether scalar op `id` depends (through pure operands defined at the top level) on the
  * program's identity. dep[] caches per value. */
@@ -237,6 +241,28 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
   return true;
 }
 
+/* The Tensor Core work of one iteration of the heaviest top-level loop of a role region:
+ * 2 * M * N * K per wgmma of its body. */
+static int64_t iteration_flops(const struct ir_func *f, uint32_t region) {
+  const struct ir_block *rb = &f->blocks.v[region];
+  int64_t most = 0;
+  for (uint32_t i = 0; i < rb->ops.n; i++) {
+    const struct ir_op *lp = &f->ops.v[rb->ops.v[i]];
+    if (lp->code != IR_FOR) continue;
+    const struct ir_block *bb = &f->blocks.v[lp->region];
+    int64_t w = 0;
+    for (uint32_t j = 0; j < bb->ops.n; j++) {
+      const struct ir_op *op = &f->ops.v[bb->ops.v[j]];
+      if (op->code != IR_WGMMA) continue;
+      const struct ir_type *c = ir_vtype(f, op->res), *a = ir_vtype(f, op->args[0]);
+      int64_t k = (op->i[0] & 1) ? a->dims[a->rank - 2] : a->dims[a->rank - 1];
+      w += 2 * (int64_t)c->dims[0] * c->dims[1] * k;
+    }
+    if (w > most) most = w;
+  }
+  return most;
+}
+
 static bool make_persistent(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
@@ -251,13 +277,16 @@ static bool make_persistent(struct pass_ctx *pc) {
   if (!nrings || ring_loops(f, f->ops.v[ws].region + 1, loops, idx) != nrings) return false;
   uint8_t *dep = ARENA_NEWN(pc->scratch, uint8_t, f->values.n + 1);
   /* tiles of unequal work (a causal mask: the key loop ends at the tile's diagonal) are
-   * left to the hardware's block scheduler, which starts each block when a slot frees up
-   * (a static walk gave some programs more work than others: PERF.md 42), unless the
-   * schedule asks for persistence explicitly: then the walk snakes (wrap_role) */
+   * walked in snake order (wrap_role) when a key block's products are light (at most
+   * LIGHT_FLOPS per iteration, attention up to hd64): then a tile's fixed cost (its first
+   * fills, the epilogue) weighs more than the static walk's imbalance (PERF.md 57: hd64
+   * causal +1-14%). Heavier ones are left to the hardware's block scheduler, which starts
+   * each block when a slot frees up (hd128: -2 to -4% for the walk; PERF.md 42, 57). The
+   * schedule's persistent=1 walks them anyway. */
   bool unequal = false;
   for (uint32_t l = 0; l < nrings; l++)
     for (int k = 0; k < 2; k++) unequal |= depends_on_program(f, f->ops.v[loops[l]].args[k], dep);
-  if (unequal && f->sched.persistent != 1) return false;
+  if (unequal && f->sched.persistent != 1 && iteration_flops(f, f->ops.v[ws].region + 1) > LIGHT_FLOPS) return false;
   /* the program-dependent scalar prefix */
   uint32_t prefix[MAX_PREFIX], np = 0;
   for (uint32_t i = 0; i < body->ops.n && body->ops.v[i] != ws; i++) {

@@ -198,8 +198,9 @@ Test(autoconfig, attention_and_row_kernels) {
 }
 
 /* `defaults sm_90a(...)` in lib/attention.tile: a compile for sm_90a gets those defaults for
- * what the caller leaves open, other targets and the CPU the plain ones, and a configuration
- * they make violate a `where` constraint (hd256) falls back to the plain defaults. */
+ * what the caller leaves open, other targets and the CPU the plain ones. Of its two clauses
+ * the first whose values meet the `where` constraints is taken (hd64 the first, hd128 the
+ * second); when neither does (hd256), the plain defaults. */
 static const char *attention_config(tile_context *ctx, const char *arch, const tile_define *d, unsigned nd,
                                     tile_kernel **k) {
   *k = compile_lib(ctx, "attention.tile", "attention", d, nd, arch);
@@ -211,10 +212,10 @@ Test(autoconfig, target_defaults_clause) {
   struct {
     const char *arch, *d, *nw, *want_bn, *want_nw; /* arch NULL: the CPU */
   } cases[] = {
-      {"sm_90a", "128", NULL, "BN=128", "NW=8"},
-      {"sm_90a", "64", NULL, "BN=128", "NW=8"},
-      {"sm_90a", "256", NULL, "BN=64", "NW=4"}, /* (BN + BNM) * D <= 32768 */
-      {"sm_90a", "128", "4", "BN=128", "NW=4"}, /* a define wins */
+      {"sm_90a", "128", NULL, "BN=128,BNM=64", "NW=8,STAGES=2"}, /* the second clause */
+      {"sm_90a", "64", NULL, "BN=128,BNM=128", "NW=8,STAGES=3"}, /* the first */
+      {"sm_90a", "256", NULL, "BN=64,BNM=64", "NW=4,STAGES=2"},  /* neither: the plain defaults */
+      {"sm_90a", "128", "4", "BN=128", "NW=4"},                   /* a define wins */
       {"sm_80", "128", NULL, "BN=64", "NW=4"},
       {NULL, "128", NULL, "BN=64", "NW=4"},
   };
