@@ -229,19 +229,7 @@ tile_status rt_gpu_emit_code(tile_context *ctx, struct ir_func *f, const struct 
    * bases, contiguous rows, 16-byte multiple strides and sizes); assume_unaligned drops
    * the strides and sizes (a 4095-wide matrix), not the bases' alignment. The launchers
    * of tilec aot check exactly these facts (aot.c). */
-  for (uint32_t i = 0; i < f->params.n; i++) {
-    struct ir_param *p = &f->params.v[i];
-    if (p->kind == IR_PARAM_TENSOR) {
-      int rank = ir_vtype(f, p->value)->rank;
-      p->facts.align = 16; /* any allocator's base pointers */
-      for (int d = 0; d < rank; d++) {
-        p->facts.stride1[d] = d == rank - 1;
-        p->facts.div16[d] = !assume_unaligned && d != rank - 1;
-      }
-    } else if (p->kind == IR_PARAM_SHAPE) {
-      p->div16 = !assume_unaligned;
-    }
-  }
+  tl_assume_common_facts(f, assume_unaligned);
   return compile_ptx(ctx, f, target, sched, out, po, a, res);
 }
 

@@ -1,6 +1,8 @@
 /* driver.c - the compiler's stages from source to PTX (driver.h). */
 #include "driver.h"
 
+#include "smem.h"
+
 #include <string.h>
 
 static enum tl_result fail(struct tl_error *e, enum tl_result r, const char *code, const char *fmt, ...)
@@ -64,6 +66,27 @@ static bool only_constraints_failed(const struct lang_ctx *lc) {
   return errors > 0;
 }
 
+/* Whether lowered IR f (a copy of it, in a) fits the shared memory of target t with the
+ * default schedule and the common facts (tl_assume_common_facts). A failure to lower
+ * counts as fitting: it is reported when the kernel itself is compiled. */
+static bool fits_shared_memory(const struct ir_func *f0, const struct tl_target *t, struct arena *a) {
+  if (!t || !t->smem_optin) return true;
+  struct ir_func *f = ir_func_clone(f0, a);
+  tl_assume_common_facts(f, false);
+  struct pass_options po = {0};
+  struct tl_error e;
+  sb_init(&e.msg, a);
+  struct tl_schedule sched;
+  tl_schedule_default(&sched);
+  if (!pass_pipeline_generic(f, &po, &e.msg) || tl_gpu_lower(f, t, &sched, &po, &e) != TL_OK) return true;
+  struct ir_smem_plan plan;
+  ir_smem_liveness(f, a, &plan);
+  unsigned top = 0;
+  for (uint32_t j = 0; j < plan.n; j++)
+    if (plan.iv[j].offset + plan.iv[j].bytes > top) top = plan.iv[j].offset + plan.iv[j].bytes;
+  return top <= t->smem_optin;
+}
+
 /* The defines, then clause `clause` of the kernel's `defaults` for s->target for the
  * parameters they leave open. False when the target has no such clause. */
 static bool with_target_defaults(const struct tl_source *s, const struct ast_file *ast, struct arena *a, uint32_t clause,
@@ -107,8 +130,8 @@ enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct s
   if (lang_error_count(lc) || !ast) return lang_fail(e, TL_ERR_PROGRAM, lc);
   t0 = tl_now_ms();
   /* the target's `defaults` clauses in order, the first whose values satisfy the kernel's
-   * `where` constraints (a tile that fits this head dimension), else the plain defaults;
-   * each attempt in a fresh context */
+   * `where` constraints (a tile that fits this head dimension) and whose kernel fits the
+   * target's shared memory, else the plain defaults; each attempt in a fresh context */
   const struct lang_define *defs = s->defines;
   uint32_t ndefs = s->ndefines;
   struct ir_func *f = NULL;
@@ -130,7 +153,12 @@ enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct s
       if (!ast || lang_error_count(lc)) break;
     }
     f = lang_lower(lc, ast, s->kernel, defs, ndefs);
-    if (!tried || !only_constraints_failed(lc)) break;
+    if (!tried) break;
+    if (f && !lang_error_count(lc)) {
+      if (fits_shared_memory(f, tl_target_find(s->target), a)) break;
+    } else if (!only_constraints_failed(lc)) {
+      break;
+    }
   }
   if (po) po->lower_ms += tl_now_ms() - t0;
   if (!f || lang_error_count(lc))
@@ -171,6 +199,22 @@ enum tl_result tl_run_passes(struct ir_func *f, const char *list, struct pass_op
   sb_init(&err, e->msg.arena);
   if (!pass_run_list(list, f, po, &err)) return fail(e, TL_ERR_PROGRAM, TL_CODE_IR, "%s", sb_str(&err));
   return TL_OK;
+}
+
+void tl_assume_common_facts(struct ir_func *f, bool unaligned) {
+  for (uint32_t i = 0; i < f->params.n; i++) {
+    struct ir_param *p = &f->params.v[i];
+    if (p->kind == IR_PARAM_TENSOR) {
+      int rank = ir_vtype(f, p->value)->rank;
+      p->facts.align = 16; /* any allocator's base pointers */
+      for (int d = 0; d < rank; d++) {
+        p->facts.stride1[d] = d == rank - 1;
+        p->facts.div16[d] = !unaligned && d != rank - 1;
+      }
+    } else if (p->kind == IR_PARAM_SHAPE) {
+      p->div16 = !unaligned;
+    }
+  }
 }
 
 enum tl_result tl_gpu_lower(struct ir_func *f, const struct tl_target *target, const struct tl_schedule *sched,

@@ -54,8 +54,10 @@ struct tl_source {
   const char *kernel;            /* NULL: the only kernel (or the first function of IR) */
   const struct lang_define *defines;
   uint32_t ndefines;
-  const char *target; /* the target's name ("sm_90a"; NULL: the CPU): its `defaults` clause
-                         gives the defaults of parameters the defines leave open */
+  const char *target; /* the target's name ("sm_90a"; NULL: the CPU): its `defaults` clauses
+                         give the defaults of parameters the defines leave open (the first
+                         whose values meet the `where` constraints and fit the target's
+                         shared memory with the default schedule) */
 };
 
 struct tl_front_result {
@@ -88,6 +90,11 @@ enum tl_result tl_run_passes(struct ir_func *f, const char *list, struct pass_op
  * TL_MAX_VALUE_REGS registers per thread before LLVM would unroll them. */
 enum tl_result tl_gpu_lower(struct ir_func *f, const struct tl_target *target, const struct tl_schedule *sched,
                             struct pass_options *po, struct tl_error *e);
+
+/* Gives f's parameters the facts of the common specialization, for code compiled before
+ * the arguments are known (ahead of time, or a front-end estimate): 16-byte aligned bases,
+ * contiguous rows and, unless unaligned, 16-byte multiple strides and sizes. */
+void tl_assume_common_facts(struct ir_func *f, bool unaligned);
 
 /* Translates placed GPU IR into LLVM IR or PTX in a. */
 enum tl_result tl_codegen(struct ir_func *f, enum cg_output out, struct pass_options *po, struct arena *a,

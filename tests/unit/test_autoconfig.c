@@ -199,8 +199,8 @@ Test(autoconfig, attention_and_row_kernels) {
 
 /* `defaults sm_90a(...)` in lib/attention.tile: a compile for sm_90a gets those defaults for
  * what the caller leaves open, other targets and the CPU the plain ones. Of its two clauses
- * the first whose values meet the `where` constraints is taken (hd64 the first, hd128 the
- * second); when neither does (hd256), the plain defaults. */
+ * the first that meets the `where` constraint and fits in shared memory is taken (hd64 the
+ * first, hd128 the second); when neither does (hd256), the plain defaults. */
 static const char *attention_config(tile_context *ctx, const char *arch, const tile_define *d, unsigned nd,
                                     tile_kernel **k) {
   *k = compile_lib(ctx, "attention.tile", "attention", d, nd, arch);
@@ -212,7 +212,7 @@ Test(autoconfig, target_defaults_clause) {
   struct {
     const char *arch, *d, *nw, *want_bn, *want_nw; /* arch NULL: the CPU */
   } cases[] = {
-      {"sm_90a", "128", NULL, "BN=128,BNM=64", "NW=8,STAGES=2"}, /* the second clause */
+      {"sm_90a", "128", NULL, "BN=128,BNM=64", "NW=8,STAGES=2"}, /* the second clause (the first does not fit) */
       {"sm_90a", "64", NULL, "BN=128,BNM=128", "NW=8,STAGES=3"}, /* the first */
       {"sm_90a", "256", NULL, "BN=64,BNM=64", "NW=4,STAGES=2"},  /* neither: the plain defaults */
       {"sm_90a", "128", "4", "BN=128", "NW=4"},                   /* a define wins */
@@ -232,6 +232,26 @@ Test(autoconfig, target_defaults_clause) {
               cfg);
     tile_kernel_release(k);
   }
+  tile_context_destroy(ctx);
+}
+
+/* A clause whose values meet the constraints but whose kernel would not fit the target's
+ * shared memory is passed over: at hd128 with BN=128, BNM=32 set by the caller, the first
+ * clause's STAGES=3 needs 273 KiB (the second clause's STAGES=2 fits). */
+Test(autoconfig, target_defaults_fit_shared_memory) {
+  tile_context *ctx = new_context();
+  tile_define d[4] = {{"D", "128"}, {"BN", "128"}, {"BNM", "32"}, {"NW", "8"}};
+  tile_kernel *k = NULL;
+  const char *cfg = attention_config(ctx, "sm_90a", d, 4, &k);
+  char full[512];
+  snprintf(full, sizeof full, ",%s,", cfg);
+  cr_expect(strstr(full, ",STAGES=2,") && strstr(full, ",BNM=32,"), "%s", cfg);
+  tile_kernel_release(k);
+  d[0].value = "64"; /* at hd64 the first clause fits */
+  cfg = attention_config(ctx, "sm_90a", d, 4, &k);
+  snprintf(full, sizeof full, ",%s,", cfg);
+  cr_expect(strstr(full, ",STAGES=3,") && strstr(full, ",BNM=32,"), "%s", cfg);
+  tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
 
