@@ -159,7 +159,18 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
   uint32_t loops[MAX_LOOPS], idx[MAX_LOOPS][MAX_RING];
   uint32_t nl = ring_loops(f, region, loops, idx);
   if (!nl) return false;
-  uint32_t ring = loops[0], nring = 2 * nl; /* each ring: its stage and its phase */
+  /* a loop that continues an earlier loop's ring (warp_specialize: one ring for loops of
+   * the same copies) starts from that loop's position: only the first loop of each such
+   * chain takes the position from the tile loop, and the chain's last one gives it back */
+  uint32_t head[MAX_LOOPS], tail[MAX_LOOPS], nh = 0, ring = loops[0];
+  for (uint32_t l = 0; l < nl; l++) {
+    uint32_t d = ir_def_op(f, f->ops.v[loops[l]].args[3 + idx[l][0]]), h = nh;
+    for (uint32_t g = 0; g < nh; g++)
+      if (d && d == tail[g]) h = g;
+    if (h == nh) head[nh++] = loops[l];
+    tail[h] = loops[l];
+  }
+  uint32_t nring = 2 * nh; /* each ring: its stage and its phase */
   uint32_t once[MAX_ONCE], no = one_shot_waits(f, region, once);
   if (no > MAX_ONCE) return false;
   ir_type_id i32 = ir_type_scalar(f, DT_I32);
@@ -220,11 +231,15 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
   }
   /* each ring's position flows through the tile loop */
   ir_val ya[2 * MAX_LOOPS + MAX_ONCE];
-  for (uint32_t l = 0; l < nl; l++) {
-    struct ir_op *rl = &f->ops.v[loops[l]];
+  for (uint32_t g = 0; g < nh; g++) {
+    uint32_t lh = 0, lt = 0;
+    for (uint32_t l = 0; l < nl; l++) {
+      if (loops[l] == head[g]) lh = l;
+      if (loops[l] == tail[g]) lt = l;
+    }
     for (uint32_t r = 0; r < 2; r++) {
-      rl->args[3 + idx[l][r]] = f->blocks.v[tbody].args + 1 + 2 * l + r;
-      ya[2 * l + r] = rl->res + idx[l][r];
+      f->ops.v[head[g]].args[3 + idx[lh][r]] = f->blocks.v[tbody].args + 1 + 2 * g + r;
+      ya[2 * g + r] = f->ops.v[tail[g]].res + idx[lt][r];
     }
   }
   /* a barrier waited for once per tile completes one phase per tile: its phase flips */

@@ -154,14 +154,15 @@ static void mark_block_needed(const struct ir_func *f, uint32_t blk, uint8_t *ne
   }
 }
 
-/* The producer's loop for ring r: every iteration's fill, in its own ring position. */
-static void build_producer_loop(struct pass_ctx *pc, struct ir_builder *pb, const struct ring *r) {
+/* The producer's loop for ring r: every iteration's fill, in its own ring position, from
+ * (slot, phase) `from` (NULL: 0, 0, a fresh ring). Returns the loop. */
+static uint32_t build_producer_loop(struct pass_ctx *pc, struct ir_builder *pb, const struct ring *r, const ir_val *from) {
   struct ir_func *f = pc->f;
   ir_type_id i32 = ir_type_scalar(f, DT_I32);
   const struct ir_op *lp = &f->ops.v[r->loop];
   int S = (int)lp->i[0];
   ir_val zero = ir_const_int(pb, i32, 0);
-  ir_val inits[2] = {zero, zero};
+  ir_val inits[2] = {from ? from[0] : zero, from ? from[1] : zero};
   lp = &f->ops.v[r->loop];
   uint32_t pl = ir_build_for(pb, lp->args[0], lp->args[1], lp->args[2], inits, 2);
   f->ops.v[pl].loc = f->ops.v[r->loop].loc;
@@ -185,6 +186,115 @@ static void build_producer_loop(struct pass_ctx *pc, struct ir_builder *pb, cons
   ir_val np = ir_build1(&lbld, IR_SELECT, i32, pa, 3);
   ir_val ya[2] = {ns, np};
   ir_build(&lbld, IR_YIELD, ya, 2, NULL, 0);
+  return pl;
+}
+
+/* ---- one ring for consecutive loops of the same copies ----
+ * Attention's two key loops (the unmasked blocks, then the masked ones) copy K and V in
+ * tiles of the same shape when BNM == BN: the second loop then takes the first one's ring
+ * (buffers, barriers, tensor maps) and continues its position, in both roles, instead of a
+ * ring of its own. That halves the rings' shared memory (hd128 can afford the diagonal in
+ * one 128-key block, or a third stage), and the producer runs from the first loop's blocks
+ * into the second's without a ring to fill from empty. */
+enum { MAX_RING_COPIES = 8 };
+
+struct ring_res {
+  ir_val full, empty;
+  int64_t bytes;
+  uint32_t n;
+  ir_val buf[MAX_RING_COPIES], desc[MAX_RING_COPIES];
+};
+
+/* A ring's barriers, buffers and tensor maps, as its refill names them. */
+static bool ring_resources(const struct ir_func *f, const struct ring *r, struct ring_res *o) {
+  memset(o, 0, sizeof *o);
+  const struct ir_block *tb = &f->blocks.v[f->ops.v[r->refill].region];
+  for (uint32_t i = 0; i < tb->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[tb->ops.v[i]];
+    if (op->code == IR_MBAR_WAIT) o->empty = op->args[0];
+    else if (op->code == IR_MBAR_EXPECT_TX) o->full = op->args[0], o->bytes = op->i[0];
+    else if (op->code == IR_TMA_LOAD) {
+      if (o->n == MAX_RING_COPIES) return false;
+      o->buf[o->n] = op->args[0];
+      o->desc[o->n++] = op->args[4];
+    } else if (op->code != IR_YIELD && op->nregions) {
+      return false;
+    }
+  }
+  return o->full && o->empty && o->n;
+}
+
+/* Whether two rings' resources are interchangeable: the same barrier and buffer types,
+ * arrival counts and bytes, copies of the same tensors through maps of the same boxes. */
+static bool same_ring(const struct ir_func *f, const struct ring *a, const struct ring_res *ra, const struct ring *b,
+                      const struct ring_res *rb) {
+  if (f->ops.v[a->loop].i[0] != f->ops.v[b->loop].i[0] || ra->n != rb->n || ra->bytes != rb->bytes) return false;
+  const ir_val bars[2][2] = {{ra->full, rb->full}, {ra->empty, rb->empty}};
+  for (int k = 0; k < 2; k++) {
+    uint32_t da = ir_def_op(f, bars[k][0]), db = ir_def_op(f, bars[k][1]);
+    if (!da || !db || f->ops.v[da].code != IR_MBAR_ALLOC || f->ops.v[db].code != IR_MBAR_ALLOC ||
+        f->ops.v[da].i[0] != f->ops.v[db].i[0] || f->values.v[bars[k][0]].type != f->values.v[bars[k][1]].type)
+      return false;
+  }
+  for (uint32_t c = 0; c < ra->n; c++) {
+    uint32_t da = ir_def_op(f, ra->desc[c]), db = ir_def_op(f, rb->desc[c]);
+    uint32_t ba = ir_def_op(f, ra->buf[c]), bb = ir_def_op(f, rb->buf[c]);
+    if (!da || !db || !ba || !bb || f->ops.v[ba].code != IR_LOCAL_ALLOC || f->ops.v[bb].code != IR_LOCAL_ALLOC ||
+        f->ops.v[da].args[0] != f->ops.v[db].args[0] || f->values.v[ra->desc[c]].type != f->values.v[rb->desc[c]].type ||
+        f->values.v[ra->buf[c]].type != f->values.v[rb->buf[c]].type)
+      return false;
+  }
+  return true;
+}
+
+/* The indices of loop id's carried (slot, phase) that its waits on barrier `full` read
+ * (the phase directly or through an xor). */
+static bool ring_position(const struct ir_func *f, uint32_t id, ir_val full, uint32_t *slot, uint32_t *phase) {
+  const struct ir_block *b = &f->blocks.v[f->ops.v[id].region];
+  ir_val base = b->args + 1;
+  uint32_t nc = f->ops.v[id].nres;
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *w = &f->ops.v[b->ops.v[i]];
+    if (w->code != IR_MBAR_WAIT || w->args[0] != full) continue;
+    ir_val sv = w->args[1], pv = w->args[2];
+    uint32_t x = ir_def_op(f, pv);
+    if (x && f->ops.v[x].code == IR_XOR) pv = f->ops.v[x].args[0];
+    if (sv < base || sv >= base + nc || pv < base || pv >= base + nc) return false;
+    *slot = sv - base;
+    *phase = pv - base;
+    return true;
+  }
+  return false;
+}
+
+/* Ring r takes ring q's resources and continues the consumer loop's position from q's end.
+ * Its own allocations, barriers and maps are left without uses (DCE). */
+static bool share_ring(struct ir_func *f, const struct ring *q, const struct ring_res *rq, const struct ring *r,
+                       const struct ring_res *rr) {
+  uint32_t qs, qp, rs, rp;
+  if (!ring_position(f, q->loop, rq->full, &qs, &qp) || !ring_position(f, r->loop, rr->full, &rs, &rp)) return false;
+  ir_replace_uses(f, rr->full, rq->full);
+  ir_replace_uses(f, rr->empty, rq->empty);
+  for (uint32_t c = 0; c < rr->n; c++) {
+    ir_replace_uses(f, rr->buf[c], rq->buf[c]);
+    ir_replace_uses(f, rr->desc[c], rq->desc[c]);
+  }
+  struct ir_op *rl = &f->ops.v[r->loop];
+  rl->args[3 + rs] = f->ops.v[q->loop].res + qs;
+  rl->args[3 + rp] = f->ops.v[q->loop].res + qp;
+  /* r's own allocations go, and the barrier that published its barriers' initialization */
+  uint32_t after_empty = 0, de = ir_def_op(f, rr->empty);
+  const struct ir_block *bb = &f->blocks.v[f->ops.v[de].block];
+  for (uint32_t i = 0; i + 1 < bb->ops.n; i++)
+    if (bb->ops.v[i] == de) after_empty = bb->ops.v[i + 1];
+  if (after_empty && f->ops.v[after_empty].code == IR_BARRIER) ir_op_erase(f, after_empty);
+  ir_op_erase(f, ir_def_op(f, rr->full));
+  ir_op_erase(f, de);
+  for (uint32_t c = 0; c < rr->n; c++) {
+    ir_op_erase(f, ir_def_op(f, rr->buf[c]));
+    ir_op_erase(f, ir_def_op(f, rr->desc[c]));
+  }
+  return true;
 }
 
 /* ---- tiles copied once (attention's Q) ----
@@ -433,6 +543,14 @@ static bool specialize(struct pass_ctx *pc) {
                                         : (int)((f->target->regs_per_sm - 32u * pw * preg) / (32u * f->warps)) / 8 * 8;
   if (creg > 240) creg = 240;
   if (32 * (f->warps + pw) > (int)f->target->max_threads || creg < 24) return false;
+  /* consecutive rings of the same copies: one ring */
+  bool shared[MAX_RINGS] = {false};
+  for (uint32_t r = 1; r < nr; r++) {
+    struct ring_res rq, rr;
+    if (ring_resources(f, &rings[r - 1], &rq) && ring_resources(f, &rings[r], &rr) &&
+        same_ring(f, &rings[r - 1], &rq, &rings[r], &rr))
+      shared[r] = share_ring(f, &rings[r - 1], &rq, &rings[r], &rr);
+  }
   /* tiles copied once, in front of the first ring loop */
   struct fill1 fills[MAX_FILL1];
   uint32_t nf = 0;
@@ -507,7 +625,11 @@ static bool specialize(struct pass_ctx *pc) {
   ir_builder_at_end(&pb, f, prod);
   pb.loc = f->ops.v[rings[0].loop].loc;
   for (uint32_t q = 0; q < nf; q++) build_fill1(f, &pb, &fills[q]);
-  for (uint32_t r = 0; r < nr; r++) build_producer_loop(pc, &pb, &rings[r]);
+  uint32_t prev = 0;
+  for (uint32_t r = 0; r < nr; r++) {
+    ir_val from[2] = {f->ops.v[prev].res, f->ops.v[prev].res + 1};
+    prev = build_producer_loop(pc, &pb, &rings[r], shared[r] ? from : NULL);
+  }
   ir_build(&pb, IR_YIELD, NULL, 0, NULL, 0);
   /* the consumer loops no longer fill */
   for (uint32_t r = 0; r < nr; r++) ir_op_erase(f, rings[r].refill);

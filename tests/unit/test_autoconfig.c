@@ -199,8 +199,9 @@ Test(autoconfig, attention_and_row_kernels) {
 
 /* `defaults sm_90a(...)` in lib/attention.tile: a compile for sm_90a gets those defaults for
  * what the caller leaves open, other targets and the CPU the plain ones. Of its two clauses
- * the first that meets the `where` constraint and fits in shared memory is taken (hd64 the
- * first, hd128 the second); when neither does (hd256), the plain defaults. */
+ * the first that meets the `where` constraints and fits in shared memory is taken (hd64 the
+ * first, hd128 the second: 3 stages break the constraint on the stages); when neither does
+ * (hd256), the plain defaults. */
 static const char *attention_config(tile_context *ctx, const char *arch, const tile_define *d, unsigned nd,
                                     tile_kernel **k) {
   *k = compile_lib(ctx, "attention.tile", "attention", d, nd, arch);
@@ -212,7 +213,7 @@ Test(autoconfig, target_defaults_clause) {
   struct {
     const char *arch, *d, *nw, *want_bn, *want_nw; /* arch NULL: the CPU */
   } cases[] = {
-      {"sm_90a", "128", NULL, "BN=128,BNM=64", "NW=8,STAGES=2"}, /* the second clause (the first does not fit) */
+      {"sm_90a", "128", NULL, "BN=128,BNM=128", "NW=8,STAGES=2"}, /* the second */
       {"sm_90a", "64", NULL, "BN=128,BNM=128", "NW=8,STAGES=3"}, /* the first */
       {"sm_90a", "256", NULL, "BN=64,BNM=64", "NW=4,STAGES=2"},  /* neither: the plain defaults */
       {"sm_90a", "128", "4", "BN=128", "NW=4"},                   /* a define wins */
@@ -237,7 +238,8 @@ Test(autoconfig, target_defaults_clause) {
 
 /* A clause whose values meet the constraints but whose kernel would not fit the target's
  * shared memory is passed over: at hd128 with BN=128, BNM=32 set by the caller, the first
- * clause's STAGES=3 needs 273 KiB (the second clause's STAGES=2 fits). */
+ * clause's STAGES=3 needs 273 KiB (two rings: the key blocks differ; the second clause's
+ * STAGES=2 fits). */
 Test(autoconfig, target_defaults_fit_shared_memory) {
   tile_context *ctx = new_context();
   tile_define d[4] = {{"D", "128"}, {"BN", "128"}, {"BNM", "32"}, {"NW", "8"}};
