@@ -918,6 +918,9 @@ static void check_op_types(struct verifier *v, uint32_t id) {
       bad(v, id, "for has %u results for %u carried values", op->nres, op->nargs - 3);
       break;
     }
+    /* (the language's range() takes stages 0..16; the pipeline allocates one buffer each) */
+    if (op->i[0] < 0 || op->i[0] > 16) bad(v, id, "stages=%lld out of range 0..16", (long long)op->i[0]);
+    if (op->i[1] < 0 || op->i[1] > 16) bad(v, id, "depth=%lld out of range 0..16", (long long)op->i[1]);
     const struct ir_block *body = &f->blocks.v[op->region];
     if (body->nargs != op->nargs - 2) {
       bad(v, id, "for body has %u arguments, expected %u", body->nargs, op->nargs - 2);
