@@ -17,6 +17,9 @@
  * 4 more warps (`threads`); barriers in the consumer become named barriers of its threads;
  * register budgets: the producer keeps 40 (it holds a few scalars), the consumers share
  * the rest of the multiprocessor's registers (232 with two consumer warpgroups).
+ * Also (sections below): consecutive ring loops of the same copies share one ring, and a
+ * tile stored once into a wgmma operand buffer in front of the rings (attention's Q) is
+ * copied by the producer too, on a one-slot barrier of its own (schedule `once`).
  *
  *   %f, %e = mbar_alloc ...; barrier; %d = tma_desc %A
  *   if %0 < %K { fill slot 0 }                     warp_specialize {producer_warps=4, ...}
