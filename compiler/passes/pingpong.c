@@ -19,7 +19,7 @@
  * The turn is handed on once its last product (W1) is issued, not once it completes
  * (schedule handoff=1, the default; FlashAttention-3 does the same): the next warpgroup's
  * W2 then queues behind W1 on the Tensor Cores instead of starting after W1's completion
- * has been waited for and signalled (PERF.md 55: +3-15%). Also leaving W2 in flight into
+ * has been waited for and signalled (PERF.md 55: +2-15%). Also leaving W2 in flight into
  * the next iteration (released behind the next W1) measured slower: a stage is released
  * later, and ptxas does not follow group counts across the back edge (a pending=1 wait
  * for the carried product made it serialize every wgmma, C7514).
@@ -116,11 +116,9 @@ static bool add_turns(struct ir_func *f, uint32_t loop, int groups, int handoff)
   }
   /* hand-off on issue: the turn's last product (in front of E) is left in flight across
    * the pass and waited for after it, so the next warpgroup's products queue behind it */
-  if (handoff && spans) {
-    if (!f->ops.v[w1].i[1]) {
-      f->ops.v[w1].i[1] = 1;
-      wait_for(f, op_after(f, ids[0]), f->ops.v[w1].res);
-    }
+  if (handoff && spans && !f->ops.v[w1].i[1]) {
+    f->ops.v[w1].i[1] = 1;
+    wait_for(f, op_after(f, ids[0]), f->ops.v[w1].res);
   }
   return true;
 }
