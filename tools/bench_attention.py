@@ -65,7 +65,7 @@ REPO = os.path.dirname(HERE)
 # --our-d128). None: the kernel's own defaults (its `defaults sm_90a` clauses, PERF.md 57),
 # what a user who sets nothing gets.
 DEFAULT_CFG = {}
-CFG_KEYS = ("BM", "BN", "BNM", "NW", "STAGES", "LONG_FIRST")
+CFG_KEYS = ("BM", "BN", "BNM", "NW", "STAGES", "LONG_FIRST", "LPT")
 
 # The configurations (module level, so that a test can shrink them).
 PERF_N = (1024, 4096, 16384)          # N = NK

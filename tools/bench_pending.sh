@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # bench_pending.sh - the figures the next session starts from, in one call on the GPU machine
-# (about 5 minutes), each against its reference in the same process:
-#   1. gpu_check's decode and attention-backward rows under memcheck (the sm_90a defaults of
-#      2026-12-02: decode_split BN=16 NW=1 STAGES=3, attention_bwd dkdv BM=64 BN=64 NW=4 and
-#      dq BM=128 BN=64 NW=8; PERF.md 50 and 54);
-#   2. bench_examples' decode, backward and row sections (GPU time; PERF.md 49);
-#   3. the Python launch overhead (tools/bench_python.py).
+# (about 7 minutes), each against its reference in the same process:
+#   1. gpu_check's attention rows (forward and backward) under the sanitizers, with the
+#      fifteenth session's defaults (one ring, Q through the producer, hd128 dkdv's second
+#      clause: PERF.md 56-59);
+#   2. the full bench_attention table at the kernel's own defaults, f16 and bf16 (issue 15's
+#      figures in one run);
+#   3. LPT=true (the programs of a batch dealt out heads first) on the causal rows, against
+#      the defaults (ab_attention; built in the fifteenth session, not measured: PERF.md 60);
+#   4. bench_examples' backward section (dkdv at hd128 with BM=64 BN=32 NW=4).
 #
 #   bash tools/bench_pending.sh [CARRY_DIR]      (default .carry; from the repository root)
 set -uo pipefail
@@ -18,14 +21,17 @@ if [ ! -f "$LIB" ]; then # the wheel holds it
   python3 -c 'import glob, sys, zipfile; w = glob.glob(sys.argv[1] + "/tile_lang-*.whl")[0]; open(sys.argv[1] + "/libtile.so", "wb").write(zipfile.ZipFile(w).read("tile/libtile.so"))' "$CARRY" || exit 2
 fi
 export PATH=$PATH:/usr/local/cuda/bin
-echo "== 1. decode and attention-backward rows of gpu_check (with memcheck)"
-SANITIZE=1 BENCH=0 PYTHON_CHECK=0 PROFILE_CHECK=0 TIME_BUDGET=120 ONLY='^(decode|attention_bwd)' OUT="${OUT:-$(mktemp -d)}" \
-  timeout 150 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -12
+echo "== 1. attention rows of gpu_check (with the sanitizers)"
+SANITIZE=1 BENCH=0 PYTHON_CHECK=0 PROFILE_CHECK=0 TIME_BUDGET=100 ONLY='^attention' OUT="${OUT:-$(mktemp -d)}" \
+  timeout 130 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -6
+echo "== 2. bench_attention (kernel defaults)"
+timeout 200 python3 tools/bench_attention.py --lib "$LIB" --no-extra 2>&1 | grep -E "^(f16|bf16) |TFLOP|failed"
+echo "== 3. LPT on the causal rows"
+timeout 120 python3 tools/ab_attention.py --lib "$LIB" --d 64,128 --n 1024,4096 --causal 1 --rounds 3 \
+  --variant def=@ --variant lpt=@LPT=true
 PYSITE=$(mktemp -d)
 WHEEL=$(ls "$CARRY"/tile_lang-*.whl | head -1)
 python3 -m pip install -q --no-index --find-links "$CARRY/wheels" --target "$PYSITE" cffi pycparser &&
   python3 -m pip install -q --no-index --no-deps --target "$PYSITE" "$WHEEL" || exit 2
-echo "== 2. decode, backward and row kernels (bench_examples)"
-PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 200 python3 tools/bench_examples.py decode bwd rows
-echo "== 3. Python launch overhead"
-PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 60 python3 tools/bench_python.py | tail -5
+echo "== 4. backward (bench_examples)"
+PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 100 python3 tools/bench_examples.py bwd

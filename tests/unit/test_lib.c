@@ -903,6 +903,9 @@ Test(lib_attention, tile_configs) {
       {1, 4, 2, 100, 100, 64,  true,  true,  "bf16", "BM=128,BN=16,NW=8",      0},
       {1, 4, 1, 100, 70,  32,  false, true,  "f16",  "BM=32,BN=128,STAGES=3",  0},
       {1, 4, 4, 33,  33,  32,  true,  false, "bf16", "BM=16,BN=16",            0},
+      /* programs dealt out heads first (LPT): every (row block, head) exactly once */
+      {2, 3, 1, 100, 100, 32,  true,  true,  "f16",  "BM=16,BN=16,LPT=true",   0},
+      {1, 5, 5, 33,  70,  32,  true,  true,  "bf16", "BM=32,BN=16,LPT=true,LONG_FIRST=false", 0},
   };
   // clang-format on
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
