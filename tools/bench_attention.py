@@ -31,7 +31,7 @@ f16 and bf16, all with HAS_LSE=true: LSE is checked against torch.logsumexp of t
 (and masked) float32 scores (max abs error < 1e-3).
 
 Our tile configuration: --our sets it for every head dim ("BM=128,BN=64,NW=8,STAGES=2";
-keys BM BN BNM NW STAGES LONG_FIRST; "default" = the lib file's defaults); --our-d64 / --our-d128 per head
+keys BM BN BNM NW STAGES LONG_FIRST LPT; "default" = the lib file's defaults); --our-d64 / --our-d128 per head
 dim. Without them the per-head-dim defaults below are used (falling back, with a warning, to
 the lib defaults if one does not compile).
 
