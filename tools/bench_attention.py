@@ -32,8 +32,8 @@ f16 and bf16, all with HAS_LSE=true: LSE is checked against torch.logsumexp of t
 
 Our tile configuration: --our sets it for every head dim ("BM=128,BN=64,NW=8,STAGES=2";
 keys BM BN BNM NW STAGES LONG_FIRST LPT; "default" = the lib file's defaults); --our-d64 / --our-d128 per head
-dim. Without them the per-head-dim defaults below are used (falling back, with a warning, to
-the lib defaults if one does not compile).
+dim. Without them the kernel's own defaults are used (its `defaults sm_90a` clauses: what a
+user who sets nothing gets).
 
 --selftest needs neither torch nor a GPU: it checks the ctypes structures against tile.h
 (also live, by compiling a small C program, when a C compiler is there), then compiles the
