@@ -278,47 +278,44 @@ Test(autoconfig, starts_from_the_compiled_configuration) {
   tile_context_destroy(ctx);
 }
 
-/* lib/attention_bwd.tile's dkdv: two sm_90a clauses, hd64 the first (64 x 64 blocks), hd128
- * the second (the first breaks `BN * D <= 1024 * NW`); other targets the plain defaults. */
-Test(autoconfig, backward_target_defaults) {
+/* A lib kernel's configuration per (target, head dim): `want` is a run of ",NAME=VALUE,"
+ * the configuration must contain. */
+struct config_case {
+  const char *arch, *d, *want;
+};
+
+static void expect_configs(const char *file, const char *kernel, const struct config_case *cases, size_t n) {
   tile_context *ctx = new_context();
-  struct {
-    const char *arch, *d, *want;
-  } cases[] = {
-      {"sm_90a", "64", ",BM=64,BN=64,NW=4,"},
-      {"sm_90a", "128", ",BM=64,BN=32,NW=4,"},
-      {"sm_80", "128", ",BM=32,BN=64,NW=8,"},
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+  for (size_t i = 0; i < n; i++) {
     tile_define d = {"D", cases[i].d};
-    tile_kernel *k = compile_lib(ctx, "attention_bwd.tile", "attention_bwd_dkdv", &d, 1, cases[i].arch);
+    tile_kernel *k = compile_lib(ctx, file, kernel, &d, 1, cases[i].arch);
     char full[512];
     snprintf(full, sizeof full, ",%s,", tile_kernel_config(k));
-    cr_expect(strstr(full, cases[i].want), "%s D=%s: %s", cases[i].arch, cases[i].d, full);
+    cr_expect(strstr(full, cases[i].want), "%s %s D=%s: %s", kernel, cases[i].arch, cases[i].d, full);
     tile_kernel_release(k);
   }
   tile_context_destroy(ctx);
 }
 
+/* lib/attention_bwd.tile's dkdv: two sm_90a clauses, hd64 the first (64 x 64 blocks), hd128
+ * the second (the first breaks `BN * D <= 1024 * NW`); other targets the plain defaults. */
+Test(autoconfig, backward_target_defaults) {
+  static const struct config_case cases[] = {
+      {"sm_90a", "64", ",BM=64,BN=64,NW=4,"},
+      {"sm_90a", "128", ",BM=64,BN=32,NW=4,"},
+      {"sm_80", "128", ",BM=32,BN=64,NW=8,"},
+  };
+  expect_configs("attention_bwd.tile", "attention_bwd_dkdv", cases, sizeof cases / sizeof cases[0]);
+}
+
 /* lib/decode_attention.tile: one warp per program on sm_90a where the accumulator fits
  * (`where BG * D <= 2048 * NW`); hd256 keeps the plain defaults; other targets the plain. */
 Test(autoconfig, decode_target_defaults) {
-  tile_context *ctx = new_context();
-  struct {
-    const char *arch, *d, *want;
-  } cases[] = {
+  static const struct config_case cases[] = {
       {"sm_90a", "128", ",BN=16,NW=1,STAGES=3,"},
       {"sm_90a", "64", ",BN=16,NW=1,STAGES=3,"},
       {"sm_90a", "256", ",BN=32,NW=4,STAGES=3,"},
       {"sm_80", "128", ",BN=32,NW=4,STAGES=3,"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    tile_define d = {"D", cases[i].d};
-    tile_kernel *k = compile_lib(ctx, "decode_attention.tile", "decode_split", &d, 1, cases[i].arch);
-    char full[512];
-    snprintf(full, sizeof full, ",%s,", tile_kernel_config(k));
-    cr_expect(strstr(full, cases[i].want), "%s D=%s: %s", cases[i].arch, cases[i].d, full);
-    tile_kernel_release(k);
-  }
-  tile_context_destroy(ctx);
+  expect_configs("decode_attention.tile", "decode_split", cases, sizeof cases / sizeof cases[0]);
 }
