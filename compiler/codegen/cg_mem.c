@@ -414,12 +414,15 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, ir_
     LLVMValueRef c[IR_MAX_RANK];
     cg_coords(g, src, r0, c);
     LLVMValueRef ptr = staged_at(g, c, pitch, eb), val;
+    /* (1-byte elements are i8 registers already; to_bits widens them for global stores) */
     if (run == 1) {
-      val = to_bits(g, v->r[r0], direct->dt);
+      val = eb == 1 ? v->r[r0] : to_bits(g, v->r[r0], direct->dt);
     } else {
       val = LLVMGetUndef(LLVMVectorType(it, (unsigned)run));
-      for (int i = 0; i < run; i++)
-        val = LLVMBuildInsertElement(g->b, val, to_bits(g, v->r[r0 + (uint32_t)i], direct->dt), cg_i32(g, i), "");
+      for (int i = 0; i < run; i++) {
+        LLVMValueRef e = v->r[r0 + (uint32_t)i];
+        val = LLVMBuildInsertElement(g->b, val, eb == 1 ? e : to_bits(g, e, direct->dt), cg_i32(g, i), "");
+      }
     }
     LLVMValueRef st = LLVMBuildStore(g->b, val, ptr);
     LLVMSetAlignment(st, (unsigned)(run * eb));
@@ -440,7 +443,7 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, ir_
     LLVMSetAlignment(ld, (unsigned)(x.vec * eb));
     for (int i = 0; i < x.vec; i++) {
       LLVMValueRef bitsv = x.vec == 1 ? ld : LLVMBuildExtractElement(g->b, ld, cg_i32(g, i), "");
-      regs[r0 + (uint32_t)i] = from_bits(g, bitsv, direct->dt);
+      regs[r0 + (uint32_t)i] = eb == 1 ? bitsv : from_bits(g, bitsv, direct->dt);
     }
   }
   LLVMValueRef *preds = pv ? ARENA_NEWN(g->arena, LLVMValueRef, x.nregs) : NULL;
