@@ -797,8 +797,7 @@ tile_status rt_gpu_estimate(tile_kernel *k, const struct rt_bound *b, bool lower
   if (!st && lower) {
     struct ir_smem_plan plan;
     ir_smem_liveness(f, &scratch, &plan);
-    for (uint32_t j = 0; j < plan.n; j++)
-      if (plan.iv[j].offset + plan.iv[j].bytes > e->smem) e->smem = plan.iv[j].offset + plan.iv[j].bytes;
+    e->smem = ir_smem_top(&plan);
   }
   arena_free(&scratch);
   return st;

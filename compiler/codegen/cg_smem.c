@@ -97,11 +97,7 @@ static LLVMValueRef swizzled_ptr(struct cg *g, const struct sbuf *s, LLVMValueRe
 void cg_plan_smem(struct cg *g) {
   struct ir_func *f = g->f;
   ir_smem_liveness(f, g->arena, &g->smem_plan);
-  unsigned top = 0;
-  for (uint32_t j = 0; j < g->smem_plan.n; j++) {
-    const struct ir_smem_interval *x = &g->smem_plan.iv[j];
-    if (x->offset + x->bytes > top) top = x->offset + x->bytes;
-  }
+  unsigned top = ir_smem_top(&g->smem_plan);
   g->smem_scratch = (top + 127) & ~127u;
   g->smem_bytes = top;
 }

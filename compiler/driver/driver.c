@@ -81,10 +81,7 @@ static bool fits_shared_memory(const struct ir_func *f0, const struct tl_target 
   if (!pass_pipeline_generic(f, &po, &e.msg) || tl_gpu_lower(f, t, &sched, &po, &e) != TL_OK) return true;
   struct ir_smem_plan plan;
   ir_smem_liveness(f, a, &plan);
-  unsigned top = 0;
-  for (uint32_t j = 0; j < plan.n; j++)
-    if (plan.iv[j].offset + plan.iv[j].bytes > top) top = plan.iv[j].offset + plan.iv[j].bytes;
-  return top <= t->smem_optin;
+  return ir_smem_top(&plan) <= t->smem_optin;
 }
 
 /* The defines, then clause `clause` of the kernel's `defaults` for s->target for the
@@ -138,27 +135,20 @@ enum tl_result tl_front_end(const struct tl_source *s, struct arena *a, struct s
   for (uint32_t clause = 0;; clause++) {
     defs = s->defines;
     ndefs = s->ndefines;
-    bool tried = with_target_defaults(s, ast, a, clause, &defs, &ndefs);
-    if (clause && !tried) { /* no clause fits: the plain defaults */
-      lc = lang_ctx_new(a, strs);
-      out->lang = lc;
-      ast = lang_parse(lc, s->name, s->text, s->len);
-      f = ast && !lang_error_count(lc) ? lang_lower(lc, ast, s->kernel, defs, ndefs) : NULL;
-      break;
-    }
+    bool tried = with_target_defaults(s, ast, a, clause, &defs, &ndefs); /* else the plain defaults */
     if (clause) {
       lc = lang_ctx_new(a, strs);
       out->lang = lc;
       ast = lang_parse(lc, s->name, s->text, s->len);
-      if (!ast || lang_error_count(lc)) break;
+      if (!ast || lang_error_count(lc)) {
+        f = NULL;
+        break;
+      }
     }
     f = lang_lower(lc, ast, s->kernel, defs, ndefs);
     if (!tried) break;
-    if (f && !lang_error_count(lc)) {
-      if (fits_shared_memory(f, tl_target_find(s->target), a)) break;
-    } else if (!only_constraints_failed(lc)) {
-      break;
-    }
+    bool ok = f && !lang_error_count(lc);
+    if (ok ? fits_shared_memory(f, tl_target_find(s->target), a) : !only_constraints_failed(lc)) break;
   }
   if (po) po->lower_ms += tl_now_ms() - t0;
   if (!f || lang_error_count(lc))

@@ -244,6 +244,31 @@ bool ir_block_writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t) {
   return false;
 }
 
+bool ir_op_uses(const struct ir_func *f, uint32_t id, ir_val v) {
+  const struct ir_op *op = &f->ops.v[id];
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (op->args[k] == v) return true;
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    const struct ir_block *b = &f->blocks.v[op->region + r];
+    for (uint32_t i = 0; i < b->ops.n; i++)
+      if (ir_op_uses(f, b->ops.v[i], v)) return true;
+  }
+  return false;
+}
+
+uint32_t ir_op_index(const struct ir_func *f, uint32_t id) {
+  const struct ir_block *b = &f->blocks.v[f->ops.v[id].block];
+  uint32_t i = 0;
+  while (i < b->ops.n && b->ops.v[i] != id) i++;
+  return i;
+}
+
+uint32_t ir_op_next(const struct ir_func *f, uint32_t id) {
+  const struct ir_block *b = &f->blocks.v[f->ops.v[id].block];
+  uint32_t i = ir_op_index(f, id);
+  return i + 1 < b->ops.n ? b->ops.v[i + 1] : 0;
+}
+
 bool ir_block_has_op(const struct ir_func *f, uint32_t blk, const uint16_t *codes, uint32_t n) {
   const struct ir_block *b = &f->blocks.v[blk];
   for (uint32_t i = 0; i < b->ops.n; i++) {

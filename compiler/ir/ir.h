@@ -345,6 +345,12 @@ bool ir_op_writes_tensor(const struct ir_func *f, uint32_t id, ir_val t);
 bool ir_block_writes_tensor(const struct ir_func *f, uint32_t blk, ir_val t);
 /* Whether block blk (or a block nested in it) holds an op whose code is one of codes[0..n). */
 bool ir_block_has_op(const struct ir_func *f, uint32_t blk, const uint16_t *codes, uint32_t n);
+/* Whether op `id` (or an op nested in it) has v as an operand. */
+bool ir_op_uses(const struct ir_func *f, uint32_t id, ir_val v);
+/* The position of op `id` in its block (the block's op count when it is not there), and the
+ * op after it (0 at the block's end). */
+uint32_t ir_op_index(const struct ir_func *f, uint32_t id);
+uint32_t ir_op_next(const struct ir_func *f, uint32_t id);
 /* Appends to out[*n..cap) the ops of code `code` in block blk and the blocks nested in it,
  * outer before inner, in order. */
 void ir_block_collect(const struct ir_func *f, uint32_t blk, uint16_t code, uint32_t *out, uint32_t *n, uint32_t cap);

@@ -71,6 +71,13 @@ void ir_smem_liveness(const struct ir_func *f, struct arena *a, struct ir_smem_p
   out->n = n;
 }
 
+unsigned ir_smem_top(const struct ir_smem_plan *p) {
+  unsigned top = 0;
+  for (uint32_t j = 0; j < p->n; j++)
+    if (p->iv[j].offset + p->iv[j].bytes > top) top = p->iv[j].offset + p->iv[j].bytes;
+  return top;
+}
+
 unsigned ir_smem_live_top(const struct ir_smem_plan *p, uint32_t op) {
   unsigned top = 0;
   uint32_t pos = p->pos[op];

@@ -25,6 +25,8 @@ struct ir_smem_plan {
 };
 
 void ir_smem_liveness(const struct ir_func *f, struct arena *a, struct ir_smem_plan *out);
+/* The end of the highest allocation (bytes): the shared memory the allocations need. */
+unsigned ir_smem_top(const struct ir_smem_plan *p);
 /* The end of the highest allocation live at op (bytes); scratch may start above it. */
 unsigned ir_smem_live_top(const struct ir_smem_plan *p, uint32_t op);
 /* The offset attribute of an allocation op. */

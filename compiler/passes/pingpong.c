@@ -41,14 +41,6 @@ static int weight(const struct ir_func *f, uint32_t id) {
   return op->nres && !ir_type_is_scalar(ir_vtype(f, op->res)) ? 1 : 0;
 }
 
-/* The op after `id` in its block (0 at the end). */
-static uint32_t op_after(const struct ir_func *f, uint32_t id) {
-  const struct ir_block *b = &f->blocks.v[f->ops.v[id].block];
-  for (uint32_t i = 0; i + 1 < b->ops.n; i++)
-    if (b->ops.v[i] == id) return b->ops.v[i + 1];
-  return 0;
-}
-
 /* `w = wgmma_wait x {pending=0}` in front of op `at`; the uses of x read w's result. */
 static void wait_for(struct ir_func *f, uint32_t at, ir_val x) {
   struct ir_builder b;
@@ -118,7 +110,7 @@ static bool add_turns(struct ir_func *f, uint32_t loop, int groups, int handoff)
    * the pass and waited for after it, so the next warpgroup's products queue behind it */
   if (handoff && spans && !f->ops.v[w1].i[1]) {
     f->ops.v[w1].i[1] = 1;
-    wait_for(f, op_after(f, ids[0]), f->ops.v[w1].res);
+    wait_for(f, ir_op_next(f, ids[0]), f->ops.v[w1].res);
   }
   return true;
 }

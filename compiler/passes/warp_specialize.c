@@ -286,10 +286,7 @@ static bool share_ring(struct ir_func *f, const struct ring *q, const struct rin
   rl->args[3 + rs] = f->ops.v[q->loop].res + qs;
   rl->args[3 + rp] = f->ops.v[q->loop].res + qp;
   /* r's own allocations go, and the barrier that published its barriers' initialization */
-  uint32_t after_empty = 0, de = ir_def_op(f, rr->empty);
-  const struct ir_block *bb = &f->blocks.v[f->ops.v[de].block];
-  for (uint32_t i = 0; i + 1 < bb->ops.n; i++)
-    if (bb->ops.v[i] == de) after_empty = bb->ops.v[i + 1];
+  uint32_t de = ir_def_op(f, rr->empty), after_empty = ir_op_next(f, de);
   if (after_empty && f->ops.v[after_empty].code == IR_BARRIER) ir_op_erase(f, after_empty);
   ir_op_erase(f, ir_def_op(f, rr->full));
   ir_op_erase(f, de);
@@ -314,21 +311,17 @@ struct fill1 {
   int64_t bytes, mask;
 };
 
-/* Whether op id (or an op nested in it) has v as an operand; *only_wgmma is cleared when
- * such a use is not a wgmma's. */
-static bool uses_buf(const struct ir_func *f, uint32_t id, ir_val v, bool *only_wgmma) {
+/* Whether every use of v in op id (or an op nested in it) is a wgmma's. */
+static bool only_wgmma_uses(const struct ir_func *f, uint32_t id, ir_val v) {
   const struct ir_op *op = &f->ops.v[id];
-  bool used = false;
   for (uint32_t k = 0; k < op->nargs; k++)
-    if (op->args[k] == v) {
-      used = true;
-      if (op->code != IR_WGMMA) *only_wgmma = false;
-    }
+    if (op->args[k] == v && op->code != IR_WGMMA) return false;
   for (uint32_t r = 0; r < op->nregions; r++) {
     const struct ir_block *b = &f->blocks.v[op->region + r];
-    for (uint32_t i = 0; i < b->ops.n; i++) used |= uses_buf(f, b->ops.v[i], v, only_wgmma);
+    for (uint32_t i = 0; i < b->ops.n; i++)
+      if (!only_wgmma_uses(f, b->ops.v[i], v)) return false;
   }
-  return used;
+  return true;
 }
 
 /* Recognizes top-level op `id` as such a store: a plain load (every index a scalar the
@@ -345,14 +338,12 @@ static bool find_fill1(struct ir_func *f, uint32_t id, struct fill1 *q, struct i
   for (uint32_t k = 1; k < lo->nargs; k++)
     if (!outside_ok(f, lo->args[k], 0)) return false;
   const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
-  bool only_wgmma = true;
   for (uint32_t i = 0; i < body->ops.n; i++) {
     uint32_t o = body->ops.v[i];
-    bool ow = true;
-    if (o != id && uses_buf(f, o, lo->res, &ow)) return false; /* the loaded tile has one use */
-    if (o != id) uses_buf(f, o, st->args[0], &only_wgmma);
+    /* the loaded tile has one use; the buffer's readers are wgmma */
+    if (o != id && (ir_op_uses(f, o, lo->res) || !only_wgmma_uses(f, o, st->args[0]))) return false;
   }
-  if (!only_wgmma || !pass_tma_box(f, lo->args[0], (uint64_t)lo->i[0], ir_vtype(f, st->args[0]), box)) return false;
+  if (!pass_tma_box(f, lo->args[0], (uint64_t)lo->i[0], ir_vtype(f, st->args[0]), box)) return false;
   const struct ir_type *bt = ir_vtype(f, st->args[0]);
   q->store = id;
   q->load = ld;
@@ -367,13 +358,8 @@ static bool find_fill1(struct ir_func *f, uint32_t id, struct fill1 *q, struct i
 /* Replaces the store (and its load, and the barriers right around it) by the barriers'
  * allocation, the tensor map and the consumers' wait for the copy. */
 static void rewrite_fill1(struct ir_func *f, struct fill1 *q, const struct ir_type *box) {
-  const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
-  uint32_t prev = 0, next = 0;
-  for (uint32_t i = 0; i < body->ops.n; i++)
-    if (body->ops.v[i] == q->store) {
-      prev = i ? body->ops.v[i - 1] : 0;
-      next = i + 1 < body->ops.n ? body->ops.v[i + 1] : 0;
-    }
+  uint32_t at = ir_op_index(f, q->store), next = ir_op_next(f, q->store);
+  uint32_t prev = at ? f->blocks.v[IR_BODY_BLOCK].ops.v[at - 1] : 0;
   struct ir_builder b;
   ir_builder_before(&b, f, q->store);
   b.loc = f->ops.v[q->store].loc;
@@ -418,20 +404,23 @@ static void build_fill1(struct ir_func *f, struct ir_builder *pb, const struct f
 
 enum { MAX_READ_LOOPS = 4 };
 
-/* Position of op id in block blk (its ops count when absent). */
-static uint32_t pos_in(const struct ir_func *f, uint32_t blk, uint32_t id) {
-  const struct ir_block *b = &f->blocks.v[blk];
-  uint32_t i = 0;
-  while (i < b->ops.n && b->ops.v[i] != id) i++;
-  return i;
-}
-
 /* Whether v is available in front of position `at` of the consumer block: defined outside
  * it, or by an op before that position. */
 static bool avail_before(const struct ir_func *f, uint32_t cons, ir_val v, uint32_t at) {
   uint32_t d = ir_def_op(f, v);
   if (!d || f->ops.v[d].block != cons) return !ir_defined_within(f, v, cons) || f->values.v[v].kind != IR_VAL_BLOCKARG;
-  return pos_in(f, cons, d) < at;
+  return ir_op_index(f, d) < at;
+}
+
+/* `mbar_arrive %empty, 0 [, pred] {per=128}`: one warpgroup's release of the buffer, in
+ * front of op `at`, at op `loc`'s source line (pred 0: unconditional). */
+static void build_release(struct ir_func *f, uint32_t at, uint32_t loc, const struct fill1 *q, ir_val pred) {
+  struct ir_builder b;
+  ir_builder_before(&b, f, at);
+  b.loc = f->ops.v[loc].loc;
+  ir_val ra[3] = {q->empty, ir_const_int(&b, ir_type_scalar(f, DT_I32), 0), pred};
+  uint32_t r = ir_build(&b, IR_MBAR_ARRIVE, ra, pred ? 3 : 2, NULL, 0);
+  f->ops.v[r].i[0] = 128;
 }
 
 /* The consumers' release. When every top-level reader of the buffer is a loop with a
@@ -446,9 +435,8 @@ static void release_fill1(struct ir_func *f, uint32_t cons, const struct fill1 *
   uint32_t last = 0, loops[MAX_READ_LOOPS], readers[MAX_READ_LOOPS], nl = 0;
   bool per_iteration = true;
   for (uint32_t i = 0; i + 1 < cb->ops.n; i++) {
-    bool ow = true;
     uint32_t id = cb->ops.v[i];
-    if (!uses_buf(f, id, q->buf, &ow)) continue;
+    if (!ir_op_uses(f, id, q->buf)) continue;
     last = cb->ops.v[i + 1];
     const struct ir_op *op = &f->ops.v[id];
     int64_t step = 0;
@@ -459,8 +447,7 @@ static void release_fill1(struct ir_func *f, uint32_t cons, const struct fill1 *
     const struct ir_block *lb = &f->blocks.v[op->region];
     uint32_t r = 0, n = 0;
     for (uint32_t j = 0; j < lb->ops.n; j++) {
-      bool w = true;
-      if (!uses_buf(f, lb->ops.v[j], q->buf, &w)) continue;
+      if (!ir_op_uses(f, lb->ops.v[j], q->buf)) continue;
       n++;
       r = lb->ops.v[j];
     }
@@ -469,19 +456,14 @@ static void release_fill1(struct ir_func *f, uint32_t cons, const struct fill1 *
     readers[nl++] = r;
   }
   if (!last) return;
-  ir_type_id i32 = ir_type_scalar(f, DT_I32);
-  struct ir_builder b;
   if (per_iteration) /* every loop's bounds known in front of the first loop */
     for (uint32_t l = 0; l < nl; l++)
-      for (int k = 0; k < 2; k++) per_iteration &= avail_before(f, cons, f->ops.v[loops[l]].args[k], pos_in(f, cons, loops[0]));
+      for (int k = 0; k < 2; k++) per_iteration &= avail_before(f, cons, f->ops.v[loops[l]].args[k], ir_op_index(f, loops[0]));
   if (!per_iteration) {
-    ir_builder_before(&b, f, last);
-    b.loc = f->ops.v[last].loc;
-    ir_val ra[2] = {q->empty, ir_const_int(&b, i32, 0)};
-    uint32_t r = ir_build(&b, IR_MBAR_ARRIVE, ra, 2, NULL, 0);
-    f->ops.v[r].i[0] = 128;
+    build_release(f, last, last, q, 0);
     return;
   }
+  struct ir_builder b;
   /* later[l]: no loop after l iterates */
   ir_builder_before(&b, f, loops[0]);
   b.loc = f->ops.v[loops[0]].loc;
@@ -502,7 +484,7 @@ static void release_fill1(struct ir_func *f, uint32_t cons, const struct fill1 *
       const struct ir_op *w = &f->ops.v[lb->ops.v[j]];
       if (w->code == IR_WGMMA_WAIT && w->nargs && w->args[0] == res) at = lb->ops.v[j];
     }
-    uint32_t next = lb->ops.v[pos_in(f, body, at) + 1];
+    uint32_t next = ir_op_next(f, at);
     struct ir_builder lbld;
     ir_builder_before(&lbld, f, next);
     lbld.loc = f->ops.v[at].loc;
@@ -510,15 +492,9 @@ static void release_fill1(struct ir_func *f, uint32_t cons, const struct fill1 *
     ir_val iv = f->blocks.v[body].args;
     ir_val pred = ir_binary(&lbld, IR_GE, ir_binary(&lbld, IR_ADD, iv, lp->args[2]), lp->args[1]);
     if (later[l]) pred = ir_binary(&lbld, IR_AND, pred, later[l]);
-    ir_val ra[3] = {q->empty, ir_const_int(&lbld, i32, 0), pred};
-    uint32_t r = ir_build(&lbld, IR_MBAR_ARRIVE, ra, 3, NULL, 0);
-    f->ops.v[r].i[0] = 128;
+    build_release(f, next, at, q, pred);
   }
-  ir_builder_before(&b, f, last);
-  b.loc = f->ops.v[last].loc;
-  ir_val ra[3] = {q->empty, ir_const_int(&b, i32, 0), none};
-  uint32_t r = ir_build(&b, IR_MBAR_ARRIVE, ra, 3, NULL, 0);
-  f->ops.v[r].i[0] = 128;
+  build_release(f, last, last, q, none);
 }
 
 enum { MAX_RINGS = 8, MAX_FILL1 = 4 };

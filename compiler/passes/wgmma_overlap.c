@@ -33,24 +33,6 @@
 
 enum { MAX_CARRY = 16 };
 
-static bool uses_value(const struct ir_op *op, ir_val v) {
-  for (uint32_t k = 0; k < op->nargs; k++)
-    if (op->args[k] == v) return true;
-  return false;
-}
-
-/* Whether op (or an op nested in it) uses v. */
-static bool uses_deep(const struct ir_func *f, uint32_t id, ir_val v) {
-  const struct ir_op *op = &f->ops.v[id];
-  if (uses_value(op, v)) return true;
-  for (uint32_t r = 0; r < op->nregions; r++) {
-    const struct ir_block *b = &f->blocks.v[op->region + r];
-    for (uint32_t i = 0; i < b->ops.n; i++)
-      if (uses_deep(f, b->ops.v[i], v)) return true;
-  }
-  return false;
-}
-
 static int index_of(const ir_val *v, uint32_t n, ir_val x) {
   for (uint32_t i = 0; i < n; i++)
     if (v[i] == x) return (int)i;
@@ -115,8 +97,8 @@ static bool rotate(struct pass_ctx *pc, uint32_t loop) {
   bool after_w1 = false;
   for (uint32_t i = 0; i < bb->ops.n; i++) {
     uint32_t id = bb->ops.v[i];
-    if (id != yid && uses_deep(f, id, r2)) return false;
-    if (uses_deep(f, id, X) && (!after_w1 || id == w2)) return false;
+    if (id != yid && ir_op_uses(f, id, r2)) return false;
+    if (ir_op_uses(f, id, X) && (!after_w1 || id == w2)) return false;
     if (id == w1) after_w1 = true;
   }
   /* the values of iteration j that W2 and the release need in iteration j+1 */
@@ -198,7 +180,7 @@ static bool rotate(struct pass_ctx *pc, uint32_t loop) {
     uint32_t id = i < nops ? ops[i] : 0;
     if (id == w2 || id == rel || id == yid) continue;
     /* before X's first reader (or at the end): wait for W2, release its stage */
-    if (x && (!id || uses_deep(f, id, X))) {
+    if (x && (!id || ir_op_uses(f, id, X))) {
       uint32_t xw0 = ir_build(&lbld, IR_WGMMA_WAIT, &x, 1, &xt, 1);
       f->ops.v[xw0].i[0] = 0;
       ir_map_set(&m, X, f->ops.v[xw0].res);
