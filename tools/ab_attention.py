@@ -9,6 +9,9 @@ variant's median TFLOP/s and its ratio to cuDNN's median.
   python3 tools/ab_attention.py --lib .carry/libtile.so \\
       --variant base=@BM=128,BN=128,BNM=64,NW=8 --variant pp=pingpong=1@BM=128,BN=128,BNM=64,NW=8 \\
       [--d 64,128] [--n 1024,4096] [--rounds 3] [--dtype bf16]
+
+A variant may name its own kernel file (NAME=SCHEDULE@CFG@FILE, default lib/attention.tile),
+for an experiment on the kernel's source itself.
 """
 import argparse
 import math
@@ -41,12 +44,12 @@ def main():
     variants = []
     for v in args.variant:
         name, rest = v.split("=", 1)
-        sched, cfg = rest.split("@", 1)
-        variants.append((name, sched or None, ba.parse_cfg(cfg)))
+        sched, cfg, *path = rest.split("@")
+        variants.append((name, sched or None, ba.parse_cfg(cfg), path[0] if path else kfile))
     tdt = {"f16": (torch.float16, ba.TILE_F16), "bf16": (torch.bfloat16, ba.TILE_BF16)}[args.dtype]
     stream = ba.TileLaunchOptions(ba.c_void_p(torch.cuda.current_stream().cuda_stream))
     bench = lambda fn: float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median"))
-    print("%-28s %s %8s" % ("shape", " ".join("%14s" % n for n, _, _ in variants), "cudnn"))
+    print("%-28s %s %8s" % ("shape", " ".join("%14s" % v[0] for v in variants), "cudnn"))
     for D in (int(x) for x in args.d.split(",")):
         for N in (int(x) for x in args.n.split(",")):
             for causal in (c == "1" for c in args.causal.split(",")):
@@ -61,9 +64,9 @@ def main():
                     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                         ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
                 runs, notes = [], []
-                for name, sched, cfg in variants:
+                for name, sched, cfg, path in variants:
                     defines = dict(T=args.dtype, D=D, CAUSAL="true" if causal else "false", HAS_LSE="false", **cfg)
-                    kern = tile.compile(kfile, defines, ba.TILE_DEVICE_CUDA, schedule=sched)
+                    kern = tile.compile(path, defines, ba.TILE_DEVICE_CUDA, schedule=sched)
                     a = ba.attention_args(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), None, tdt[1],
                                           B, H, H, N, N, D, scale)
                     o.fill_(float("nan"))

@@ -28,7 +28,7 @@ echo "== 2. bench_attention (kernel defaults)"
 timeout 200 python3 tools/bench_attention.py --lib "$LIB" --no-extra 2>&1 | grep -E "^(f16|bf16) |TFLOP|failed"
 echo "== 3. LPT on the causal rows"
 timeout 120 python3 tools/ab_attention.py --lib "$LIB" --d 64,128 --n 1024,4096 --causal 1 --rounds 3 \
-  --variant def=@ --variant lpt=@LPT=true
+  --variant def=@ --variant lpt=@LPT=true --variant lptg=@LPT=true@tools/exp/attention_lpt_global.tile
 PYSITE=$(mktemp -d)
 WHEEL=$(ls "$CARRY"/tile_lang-*.whl | head -1)
 python3 -m pip install -q --no-index --find-links "$CARRY/wheels" --target "$PYSITE" cffi pycparser &&

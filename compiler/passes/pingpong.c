@@ -115,6 +115,60 @@ static bool add_turns(struct ir_func *f, uint32_t loop, int groups, int handoff)
   return true;
 }
 
+/* Turns across the tiles of a persistent program's tile loop (schedule tileturns). Each tile opens the turns
+ * of its first loop (the last warpgroup passes to warpgroup 0: who=1) and closes those of its
+ * last (all but the last pass: who=2), so warpgroup 0 would start a tile's products only
+ * when the last warpgroup has finished the previous tile's epilogue. Instead the opening pass
+ * goes in front of the tile loop once and the closing pass becomes every warpgroup's (who=0):
+ * the last warpgroup hands the next tile's first turn on right behind its last product, and
+ * its epilogue runs beside warpgroup 0's next products (FlashAttention-3's schedule). After
+ * the tile loop one more round takes the last hand-off back, so every pass has its wait:
+ *
+ *   for %t ... {                                  turn_pass {who=1}
+ *     turn_pass {who=1}; turn_wait                for %t ... {
+ *     ...loops...                          =>       turn_wait
+ *     turn_pass {who=2}                             ...loops...
+ *     epilogue                                      turn_pass {who=0}
+ *   }                                               epilogue
+ *                                                 }
+ *                                                 turn_pass {who=2}; turn_wait
+ *
+ * Only when the tile body's first turn op is that opening pass and its last is the closing
+ * pass with no Tensor Core work after it. */
+static bool turns_across_tiles(struct ir_func *f, uint32_t region) {
+  uint32_t tl = 0;
+  const struct ir_block *rb = &f->blocks.v[region];
+  for (uint32_t i = 0; i < rb->ops.n; i++)
+    if (f->ops.v[rb->ops.v[i]].code == IR_FOR) tl = rb->ops.v[i];
+  if (!tl) return false;
+  const struct ir_block *bb = &f->blocks.v[f->ops.v[tl].region];
+  uint32_t open = 0, close = 0, at = 0;
+  for (uint32_t i = 0; i < bb->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[bb->ops.v[i]];
+    if (op->code != IR_TURN_PASS && op->code != IR_TURN_WAIT) continue;
+    if (!open) open = bb->ops.v[i];
+    close = bb->ops.v[i], at = i;
+  }
+  if (!open || f->ops.v[open].code != IR_TURN_PASS || f->ops.v[open].i[2] != 1 || close == open ||
+      f->ops.v[close].code != IR_TURN_PASS || f->ops.v[close].i[2] != 2)
+    return false;
+  for (uint32_t i = at + 1; i < bb->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[bb->ops.v[i]];
+    if (op->nregions || op->code == IR_WGMMA || op->code == IR_WGMMA_WAIT) return false;
+  }
+  int64_t id = f->ops.v[open].i[0], groups = f->ops.v[open].i[1];
+  struct ir_builder b;
+  ir_builder_before(&b, f, tl);
+  ir_op_move(&b, open);
+  f->ops.v[close].i[2] = 0;
+  ir_builder_before(&b, f, ir_op_next(f, tl));
+  uint32_t p = ir_build(&b, IR_TURN_PASS, NULL, 0, NULL, 0), w = ir_build(&b, IR_TURN_WAIT, NULL, 0, NULL, 0);
+  f->ops.v[p].i[0] = f->ops.v[w].i[0] = id;
+  f->ops.v[p].i[1] = f->ops.v[w].i[1] = groups;
+  f->ops.v[p].i[2] = 2;
+  return true;
+}
+
 void pass_pingpong(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   int groups = f->warps / 4;
@@ -128,4 +182,5 @@ void pass_pingpong(struct pass_ctx *pc) {
   ir_block_collect(f, consumer, IR_FOR, loops, &n, 64);
   for (uint32_t j = 0; j < n; j++)
     if (add_turns(f, loops[j], groups, tl_sched_get(f->sched.handoff, 1))) pc->changed = true;
+  if (f->persistent && tl_sched_get(f->sched.tileturns, 1) && turns_across_tiles(f, consumer)) pc->changed = true;
 }

@@ -645,8 +645,12 @@ static bool specialize(struct pass_ctx *pc) {
       since_mbar |= f->ops.v[id].code == IR_MBAR_ALLOC;
       continue;
     }
+    /* an mbarrier wait needs no barrier behind it: every thread waits for itself (Q's copy
+     * by the producer: a barrier here would line the consumer warpgroups up at each tile) */
     if (is_bar) since_barrier = false;
-    else if ((ir_ops[f->ops.v[id].code].flags & (OPF_READ | OPF_WRITE)) || f->ops.v[id].nregions) since_barrier = true;
+    else if (((ir_ops[f->ops.v[id].code].flags & (OPF_READ | OPF_WRITE)) && f->ops.v[id].code != IR_MBAR_WAIT) ||
+             f->ops.v[id].nregions)
+      since_barrier = true;
     const struct ir_op *op = &f->ops.v[id];
     for (uint32_t r = 0; r < op->nres; r++) moved[op->res + r] = 1;
     ir_op_move(&cb, id);

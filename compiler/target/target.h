@@ -92,9 +92,13 @@ const char *tl_target_names(void);
  *   once=0|1         a tile stored once into a wgmma operand buffer in front of the ring
  *                    loops (attention's Q) is copied by the producer with TMA and released
  *                    by the consumers after its last reader (warp-specialize); on by default
+ *   tileturns=0|1    persistent programs whose warpgroups take turns (pingpong): the
+ *                    last warpgroup hands the next tile's first turn on as soon as it
+ *                    has issued its last product of the current tile, so the others start
+ *                    the next tile during its epilogue (persistent pass); on by default
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
-  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once;
+  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns;
   short producer_regs, consumer_regs;
 };
 
