@@ -172,9 +172,49 @@ static void estimate_block(const struct ir_func *f, const struct rt_bound *b, st
   }
 }
 
+/* Value v when the launch decides it (a shape size, a constant, or scalar ops of those, at
+ * most `depth` deep). */
+static bool uniform_value(const struct ir_func *f, const struct rt_bound *b, ir_val v, int depth, ir_scalar *out) {
+  const struct ir_value *val = &f->values.v[v];
+  if (val->kind == IR_VAL_PARAM) {
+    if (f->params.v[val->index].kind != IR_PARAM_SHAPE) return false;
+    *out = b->iargs[val->index].scalar;
+    return true;
+  }
+  uint32_t d = ir_def_op(f, v);
+  if (!d || depth == 0) return false;
+  const struct ir_op *op = &f->ops.v[d];
+  if (op->nargs > 3 || op->nregions) return false;
+  struct uniform u;
+  u.n = 0;
+  for (uint32_t k = 0; k < op->nargs; k++) {
+    if (!uniform_value(f, b, op->args[k], depth - 1, &u.ks[u.n])) return false;
+    u.kv[u.n++] = op->args[k];
+  }
+  ir_scalar a[3] = {{0}, {0}, {0}};
+  if (!uniform_args(f, b, &u, op, a)) return false;
+  unsigned before = u.n;
+  uniform_eval(f, &u, op, a);
+  if (u.n == before) return false;
+  *out = u.ks[before];
+  return true;
+}
+
+/* The trip count of loop `loop` when the launch decides its bounds (0 otherwise). */
+static int64_t uniform_trips(const struct ir_func *f, const struct rt_bound *b, uint32_t loop) {
+  ir_scalar lb, ub, step;
+  const struct ir_op *op = &f->ops.v[loop];
+  if (op->code != IR_FOR || !uniform_value(f, b, op->args[0], 8, &lb) || !uniform_value(f, b, op->args[1], 8, &ub) ||
+      !uniform_value(f, b, op->args[2], 8, &step) || step.i <= 0 || ub.i <= lb.i)
+    return 0;
+  return (ub.i - lb.i + step.i - 1) / step.i;
+}
+
 /* Fills the facts of every tensor and shape parameter of `f` from the bound arguments and
- * encodes them into key, with the conditions the launch decides (uniform_ifs). */
-static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t *key, uint32_t cap, bool apply) {
+ * encodes them into key, with the conditions the launch decides (uniform_ifs) and the trip
+ * count of the loops row-cache would cache (cache_loop: an op of f, or 0). */
+static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint32_t cache_loop, uint8_t *key, uint32_t cap,
+                           bool apply) {
   uint32_t n = 0;
   uint8_t taken;
   unsigned nifs = uniform_ifs(f, b, &taken, apply);
@@ -206,6 +246,12 @@ static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint8_t 
       if (apply) p->div16 = d16, p->pow2 = p2;
       key[n++] = (uint8_t)(d16 | p2 << 1);
     }
+  }
+  if (cache_loop && n + 2 <= cap) { /* last: key[0]'s high bit marks decided conditions */
+    int64_t trips = uniform_trips(f, b, cache_loop);
+    if (trips > 65535) trips = 0;
+    key[n++] = (uint8_t)(trips & 0xff), key[n++] = (uint8_t)(trips >> 8);
+    if (apply) f->cache_trips = (uint16_t)trips;
   }
   return n;
 }
@@ -255,7 +301,7 @@ static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, con
   uint8_t key[64];
   /* the key first, without touching the IR: this is every launch's path, so it must cost
    * microseconds (cloning the kernel's IR here made small launches measurably slower) */
-  uint32_t klen = spec_facts(k->ir, b, key, sizeof key, false);
+  uint32_t klen = spec_facts(k->ir, b, k->cache_loop, key, sizeof key, false);
   for (uint32_t i = 0; i < k->specs.n; i++)
     if (k->specs.v[i].facts_len == klen && memcmp(k->specs.v[i].facts, key, klen) == 0) {
       *st = TILE_OK;
@@ -761,7 +807,7 @@ static tile_status fold_decided(tile_context *ctx, struct ir_func *f, const uint
 static tile_status specialize(tile_kernel *k, const struct rt_bound *b, struct arena *scratch, struct ir_func **f,
                               uint8_t facts[64], uint32_t *nf) {
   *f = ir_func_clone(k->ir, scratch);
-  *nf = spec_facts(*f, b, facts, 64, true);
+  *nf = spec_facts(*f, b, k->cache_loop, facts, 64, true);
   return fold_decided(k->ctx, *f, facts, *nf, scratch);
 }
 
@@ -818,7 +864,7 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   }
   /* a new specialization: facts go on a clone so the generic IR stays untouched */
   struct ir_func *f = ir_func_clone(k->ir, &scratch);
-  out->facts_len = spec_facts(f, b, out->facts, sizeof out->facts, true);
+  out->facts_len = spec_facts(f, b, k->cache_loop, out->facts, sizeof out->facts, true);
   const char *key = NULL;
   if (t->cache_dir && t->cache_dir[0]) {
     key = module_key(k, t, out->facts, out->facts_len, &scratch);
@@ -964,7 +1010,7 @@ static tile_status load_spec(tile_context *ctx, tile_kernel *k, const struct rt_
 
 tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, const struct rt_artifact *a) {
   uint8_t key[64];
-  uint32_t klen = spec_facts(k->ir, b, key, sizeof key, false);
+  uint32_t klen = spec_facts(k->ir, b, k->cache_loop, key, sizeof key, false);
   for (uint32_t i = 0; i < k->specs.n; i++)
     if (k->specs.v[i].facts_len == klen && memcmp(k->specs.v[i].facts, key, klen) == 0) return TILE_OK;
   if (klen != a->facts_len || memcmp(key, a->facts, klen) != 0)

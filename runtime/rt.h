@@ -148,6 +148,7 @@ struct tile_kernel {
   size_t src_len;
   const char *filename;
   struct ir_func *ir;     /* generic IR after the machine-independent pipeline */
+  uint32_t cache_loop;    /* ir's loop whose trip count is a fact (row-cache; 0: none) */
   tile_param_info *params; /* user-visible parameters (tensors and scalars) */
   uint32_t *param_ir;     /* user parameter i -> index in ir->params */
   unsigned nparams;

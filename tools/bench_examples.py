@@ -315,7 +315,7 @@ def main():
     if only:
         sections = {"rows": main_rows, "gemm": main_gemm, "decode": main_decode, "bwd": main_bwd,
                     "sweep": main_sweep, "sweep-decode": main_sweep_decode, "sweep-rows": main_sweep_rows,
-                    "sweep-bwd": main_sweep_bwd}
+                    "sweep-bwd": main_sweep_bwd, "rowcache": main_rowcache}
         for name in only - set(sections):
             print("bench_examples: unknown section '%s' (the sections: %s)" % (name, ", ".join(sections)))
             return 2
@@ -411,6 +411,17 @@ def main_rows():
             rows(kind, 8192, 8192, dt, BN=8192, NW=16)
         rows(kind, 4096, 50257, torch.float16)
         rows(kind, 4096, 50257, torch.float16, BN=16384, NW=16)
+
+
+def main_rowcache():
+    """The vocabulary rows with and without row-cache (the row kept in shared memory)."""
+    for kind in ("softmax", "layernorm", "rmsnorm"):
+        for dt in (torch.float16, torch.bfloat16):
+            rows(kind, 4096, 50257, dt)
+            rows(kind, 4096, 50257, dt, schedule="rowcache=0")
+            for bn, nw in ((1024, 8), (2048, 8), (4096, 16), (2048, 16)):
+                rows(kind, 4096, 50257, dt, BN=bn, NW=nw)
+        rows(kind, 8192, 8192, torch.float16)
 
 
 def main_gemm():

@@ -97,6 +97,9 @@ LLVMValueRef cg_elem(struct cg *g, ir_opcode op, ir_dtype dt, LLVMValueRef a, LL
 struct cgval *cg_val(struct cg *g, ir_val v);
 struct cgval *cg_new_val(struct cg *g, ir_val v, uint32_t n);
 bool cg_layout_of(struct cg *g, ir_val v, struct ll *out);
+/* How many consecutive elements of the last dimension a thread holds in consecutive
+ * registers (the first ones), at most 16 bytes' worth. */
+int cg_contiguous_run(const struct ll *l, int rank, int eb);
 uint32_t cg_num_regs(struct cg *g, ir_val v);
 void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord);
 void cg_coords(struct cg *g, const struct ll *l, uint32_t r, LLVMValueRef *coord);

@@ -100,9 +100,7 @@ static LLVMValueRef dim_size(struct cg *g, const struct ir_type *tt, int d) {
   return LLVMBuildSExt(g->b, sv->r[0], g->i64, "");
 }
 
-/* How many consecutive elements of the last dimension a thread holds in consecutive
- * registers (the first ones), at most 16 bytes' worth. */
-static int contiguous_run(const struct ll *l, int rank, int eb) {
+int cg_contiguous_run(const struct ll *l, int rank, int eb) {
   int last = rank - 1, v = 1;
   for (int b = 0; b < l->nreg && v * 2 * eb <= 16; b++) {
     bool next = l->reg[b][last] == v;
@@ -152,7 +150,7 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, cons
   for (int d = 0; d < x->rank; d++)
     if (x->tdim[d] == last && last >= 0) D = d;
   if (D < 0 || !x->param->facts.stride1[D] || eb > 8 || x->dt == DT_BOOL) return true;
-  int v = contiguous_run(&x->l, vt->rank, eb);
+  int v = cg_contiguous_run(&x->l, vt->rank, eb);
   if (v == 1 || !ir_facts_allow_vector(x->param, tt, D, v * eb)) return true;
   if (divisibility(g, op->args[1 + D], 0) % v) return true;
   if (IR_DIM_IS_SYM(tt->dims[D])) {
@@ -407,7 +405,7 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, ir_
   cg_smem_reserve(g, bytes);
   /* registers to shared memory, runs of consecutive columns as one access */
   const struct ll *src = &direct->l;
-  int run = contiguous_run(src, 2, eb);
+  int run = cg_contiguous_run(src, 2, eb);
   LLVMTypeRef it = cg_mem_int_type(g, direct->dt);
   cg_barrier(g);
   for (uint32_t r0 = 0; r0 < direct->nregs; r0 += (uint32_t)run) {
@@ -632,7 +630,7 @@ static struct along along_dim(struct cg *g, ir_val v, int dim, int depth) {
 static int gather_vector(struct cg *g, const struct ir_op *op, const struct indexed *x) {
   if (x->data_rank == 0 || x->dt == DT_BOOL) return 1;
   int eb = ir_dtype_bytes(x->dt), last = x->data_rank - 1;
-  int v = contiguous_run(&x->l, x->data_rank, eb);
+  int v = cg_contiguous_run(&x->l, x->data_rank, eb);
   if (v == 1) return 1;
   const struct ir_type *tt = ir_vtype(g->f, op->args[0]);
   int D = -1;

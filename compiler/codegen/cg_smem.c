@@ -168,6 +168,15 @@ static LLVMValueRef to_store_bits(struct cg *g, LLVMValueRef v, int eb) {
   return LLVMBuildBitCast(g->b, v, it, "");
 }
 
+/* Elements a thread moves to or from an unswizzled buffer in one access: its runs along the
+ * last dimension (16 bytes at most; a run starts at a multiple of its length, and a slot's
+ * row is a multiple of 16 bytes long). 1 for swizzled buffers and booleans. */
+static int plain_run(const struct sbuf *s, const struct ll *l, int rank) {
+  if (s->max_phase != 1 || s->panel != s->cols || (s->cols * s->eb) % 16) return 1;
+  int run = cg_contiguous_run(l, rank, s->eb);
+  return run * s->eb >= 4 ? run : 1;
+}
+
 void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
   struct sbuf s;
   buffer_info(g, op->args[0], &s);
@@ -175,11 +184,21 @@ void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
   struct cgval *v = cg_val(g, op->args[2]);
   struct ll l;
   if (g->failed || !cg_layout_of(g, op->args[2], &l)) return;
-  for (uint32_t r = 0; r < v->n; r++) {
+  int rank = ir_vtype(g->f, op->args[2])->rank; /* a 1-d tile: row 0 of the buffer (row-cache) */
+  int run = plain_run(&s, &l, rank);
+  LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, (unsigned)(s.eb * 8));
+  for (uint32_t r = 0; r < v->n; r += (uint32_t)run) {
     LLVMValueRef c[IR_MAX_RANK];
     cg_coords(g, &l, r, c);
-    LLVMValueRef st = LLVMBuildStore(g->b, to_store_bits(g, v->r[r], s.eb), swizzled_ptr(g, &s, slot, c[0], c[1]));
-    LLVMSetAlignment(st, (unsigned)s.eb);
+    if (rank == 1) c[1] = c[0], c[0] = cg_i32(g, 0);
+    LLVMValueRef x = to_store_bits(g, v->r[r], s.eb);
+    if (run > 1) { /* the run as one vector store */
+      x = LLVMGetUndef(LLVMVectorType(it, (unsigned)run));
+      for (int e = 0; e < run; e++)
+        x = LLVMBuildInsertElement(g->b, x, to_store_bits(g, v->r[r + (uint32_t)e], s.eb), cg_i32(g, e), "");
+    }
+    LLVMValueRef st = LLVMBuildStore(g->b, x, swizzled_ptr(g, &s, slot, c[0], c[1]));
+    LLVMSetAlignment(st, (unsigned)(s.eb * run));
   }
   /* ordinary stores read by wgmma (the async proxy) need a proxy fence before the barrier */
   if (g->uses_wgmma) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
@@ -351,14 +370,20 @@ void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
   /* generic: element by element */
   LLVMTypeRef et = cg_reg_type(g, (ir_dtype)rt->dtype);
   LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, (unsigned)(s.eb * 8));
-  for (uint32_t r = 0; r < out->n; r++) {
+  int run = op->i[0] ? 1 : plain_run(&s, &l, rt->rank);
+  for (uint32_t r = 0; r < out->n; r += (uint32_t)run) {
     LLVMValueRef c[IR_MAX_RANK];
     cg_coords(g, &l, r, c);
+    if (rt->rank == 1) c[1] = c[0], c[0] = cg_i32(g, 0);
     LLVMValueRef row = op->i[0] ? c[1] : c[0], col = op->i[0] ? c[0] : c[1];
-    LLVMValueRef v = LLVMBuildLoad2(g->b, it, swizzled_ptr(g, &s, slot, row, col), "");
-    LLVMSetAlignment(v, (unsigned)s.eb);
-    out->r[r] = et == g->i1 ? LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(it, 0, 0), "")
-                : LLVMGetTypeKind(et) == LLVMIntegerTypeKind ? v : LLVMBuildBitCast(g->b, v, et, "");
+    LLVMTypeRef lt = run > 1 ? LLVMVectorType(it, (unsigned)run) : it;
+    LLVMValueRef w = LLVMBuildLoad2(g->b, lt, swizzled_ptr(g, &s, slot, row, col), "");
+    LLVMSetAlignment(w, (unsigned)(s.eb * run));
+    for (int k = 0; k < run; k++) {
+      LLVMValueRef v = run > 1 ? LLVMBuildExtractElement(g->b, w, cg_i32(g, k), "") : w;
+      out->r[r + (uint32_t)k] = et == g->i1 ? LLVMBuildICmp(g->b, LLVMIntNE, v, LLVMConstInt(it, 0, 0), "")
+                                : LLVMGetTypeKind(et) == LLVMIntegerTypeKind ? v : LLVMBuildBitCast(g->b, v, et, "");
+    }
   }
 }
 

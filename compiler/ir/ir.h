@@ -227,6 +227,8 @@ struct ir_func {
   struct tl_schedule sched;      /* schedule options of the Hopper tier (target.h) */
   uint8_t stage;                 /* enum ir_stage: which ops may appear */
   uint8_t persistent;            /* the body walks tiles in a loop; the runtime sizes the grid */
+  uint16_t cache_trips;          /* a specialization fact: the trip count of the loops whose
+                                  * re-read slices row-cache keeps in shared memory (0: none) */
   VEC(struct ir_type) types;     /* [0] unused */
   VEC(struct ir_value) values;   /* [0] unused */
   VEC(struct ir_op) ops;         /* [0] unused */

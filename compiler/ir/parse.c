@@ -750,6 +750,12 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
     else fail(ps, "expected stage=gpu or stage=allocated");
   }
   if (accept(ps, "persistent")) f->persistent = 1;
+  if (accept(ps, "cache_trips")) {
+    expect(ps, "=");
+    int64_t t = parse_int(ps);
+    if (t < 1 || t > 65535) fail(ps, "cache_trips=%lld out of range (1..65535)", (long long)t);
+    f->cache_trips = (uint16_t)t;
+  }
   for (int fact = 0; fact < 2; fact++) { /* div16(%M, ...) pow2(%P, ...) */
     if (!accept(ps, fact ? "pow2" : "div16")) continue;
     expect(ps, "(");

@@ -98,6 +98,9 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
   /* conversions hoisted out of two loops (attention's two key ranges) become identical
    * neighbours: merge them so the operand is staged once */
   if (!pass_run(PASS_CSE, f, o, err)) return false;
+  /* a row read twice kept in shared memory: on the merged bounds and indices (cse), before
+   * mem-order, which then sees the later loops read the buffer, not the tensor */
+  if (!pass_run(PASS_ROW_CACHE, f, o, err)) return false;
   /* a program reads back its own writes only after a barrier; before staging, which must
    * not move a load across one, and before warp specialization, which names them */
   if (!pass_run(PASS_MEM_ORDER, f, o, err)) return false;

@@ -48,7 +48,7 @@ const char *tl_target_names(void) { return "sm_80, sm_86, sm_89, sm_90, sm_90a";
 
 void tl_schedule_default(struct tl_schedule *s) {
   memset(s, 0, sizeof *s); /* padding too: schedules are compared and hashed bytewise */
-  s->wgmma = s->tma = s->ws = s->persistent = s->wait = s->gather = s->prefetch = s->overlap = s->pingpong = s->handoff = s->once = s->tileturns = -1;
+  s->wgmma = s->tma = s->ws = s->persistent = s->wait = s->gather = s->prefetch = s->overlap = s->pingpong = s->handoff = s->once = s->tileturns = s->rowcache = -1;
   s->producer_regs = s->consumer_regs = -1;
 }
 
@@ -102,10 +102,11 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
       else if (strcmp(k, "handoff") == 0) ok = parse_flag(v, &s->handoff);
       else if (strcmp(k, "once") == 0) ok = parse_flag(v, &s->once);
       else if (strcmp(k, "tileturns") == 0) ok = parse_flag(v, &s->tileturns);
+      else if (strcmp(k, "rowcache") == 0) ok = parse_flag(v, &s->rowcache);
       else if (strcmp(k, "regs") == 0) ok = parse_regs(v, &s->producer_regs, &s->consumer_regs);
       else {
         snprintf(err, errlen,
-                 "schedule: unknown option '%s' (known: wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, regs)", k);
+                 "schedule: unknown option '%s' (known: wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache, regs)", k);
         return false;
       }
       if (!ok) {
@@ -140,6 +141,7 @@ void tl_schedule_format(const struct tl_schedule *s, char *buf, size_t len) {
   FLAG("handoff", handoff)
   FLAG("once", once)
   FLAG("tileturns", tileturns)
+  FLAG("rowcache", rowcache)
 #undef FLAG
   if (s->producer_regs > 0 && n < len)
     snprintf(buf + n, len - n, "%sregs=%d/%d", n ? "," : "", s->producer_regs, s->consumer_regs);

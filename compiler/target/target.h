@@ -96,9 +96,11 @@ const char *tl_target_names(void);
  *                    last warpgroup hands the next tile's first turn on as soon as it
  *                    has issued its last product of the current tile, so the others start
  *                    the next tile during its epilogue (persistent pass); on by default
+ *   rowcache=0|1     a row that later loops read again kept in shared memory for the
+ *                    launch's trip count (row-cache pass); on by default
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
-  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns;
+  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache;
   short producer_regs, consumer_regs;
 };
 

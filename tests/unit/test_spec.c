@@ -111,3 +111,39 @@ Test(spec, power_of_two_divisors_become_shifts) {
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
+
+/* A row read again by later loops is kept in shared memory (row-cache) for the launch's trip
+ * count, a specialization fact: softmax at BN = 1024 stores each chunk of a 50257-element f16
+ * row (50 chunks, 100 KB) and reads it back in the second pass; a
+ * row whose chunks exceed the budget (half the shared memory) is read twice from global memory
+ * as before. Rows of 5008 and 5104 elements (5 chunks each) share a key; 50000 (49) does not
+ * share 50257's. */
+Test(spec, rows_read_again_are_kept_in_shared_memory) {
+  tile_context *ctx = NULL;
+  tile_define d[2] = {{"T", "f16"}, {"BN", "1024"}};
+  tile_kernel *k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 2);
+  cr_assert(k->cache_loop != 0, "softmax's two passes are not a row-cache candidate");
+  struct rt_artifact vocab = build_softmax(ctx, k, 50257), near = build_softmax(ctx, k, 50000),
+                     huge = build_softmax(ctx, k, 300000), a = build_softmax(ctx, k, 5008),
+                     b = build_softmax(ctx, k, 5104);
+  cr_expect(vocab.facts_len == near.facts_len && memcmp(vocab.facts, near.facts, vocab.facts_len) != 0,
+            "50 and 49 chunks share a specialization key");
+  cr_expect(a.facts_len == b.facts_len && memcmp(a.facts, b.facts, a.facts_len) == 0,
+            "N = 5008 and N = 5104 (5 chunks each) differ in key");
+  unsigned sv = count(vocab.ptx, "st.shared"), sh = count(huge.ptx, "st.shared");
+  unsigned lv = count(vocab.ptx, "ld.shared"), lh = count(huge.ptx, "ld.shared");
+  cr_expect(sv > sh, "shared stores: %u with the row cached, %u without", sv, sh);
+  cr_expect(lv > lh, "shared loads: %u with the row cached, %u without", lv, lh);
+  /* a row of whole 16-byte pieces (4096 x 50176) moves 16 bytes per shared access */
+  struct rt_artifact even = build_softmax(ctx, k, 50176);
+  cr_expect(count(even.ptx, "st.shared.v4") >= 1 && count(even.ptx, "ld.shared.v4") >= 2,
+            "16-byte shared stores %u, loads %u", count(even.ptx, "st.shared.v4"), count(even.ptx, "ld.shared.v4"));
+  rt_artifact_free(&even);
+  rt_artifact_free(&vocab);
+  rt_artifact_free(&near);
+  rt_artifact_free(&huge);
+  rt_artifact_free(&a);
+  rt_artifact_free(&b);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}

@@ -1,0 +1,225 @@
+/* row_cache.c - a row that a later loop reads again is kept in shared memory.
+ *
+ * A row kernel written the obvious way reads its row twice when the row does not fit in one
+ * tile: softmax a pass for the running maximum and sum, then one that writes the output;
+ * rmsnorm the sum of squares, then the output. When the rows in flight on the device are
+ * larger than L2 (4096 x 50257 f16: 100 KB per row), the second read goes to DRAM again and
+ * the kernel moves three rows for one (PERF.md 46, 52).
+ *
+ * Needs: layouts assigned, loop invariants hoisted and common ops merged (licm, cse): the
+ * loops' bounds and the loads' indices are then the same values. The loops' trip count,
+ * known only at launch, is a specialization fact: the runtime evaluates the bounds of the
+ * loop ir_row_cache_find names and records the count in f->cache_trips (0: unknown).
+ *
+ * Guarantees: for a loop L1 followed in the same block by loops over the same range that
+ * load the same slices of a tensor (same indices, with the loop variable in the same
+ * places; same mask and fill) which nothing in the block writes, when cache_trips chunks
+ * fit in the shared memory budget, L1 stores each chunk it loads in slot (iv - lb) / step of
+ * a buffer of cache_trips slots and the later loops read it back from there. A slot
+ * outside the buffer (a trip count other than the launch's) is read from the tensor as
+ * before, so the result never depends on the fact being right. Each thread reads back the
+ * elements it stored (same layout), and a barrier after L1 covers layouts that differ.
+ *
+ *   for %c = %lb to %ub step %s {           %buf = local_alloc : tile<T x 1 x BN, #shared>
+ *     %x = load %X[%row, %c]                for %c ... {
+ *     ...                                     %x = load %X[%row, %c]
+ *   }                                         %i = div (sub %c, %lb), %s
+ *   for %c2 = %lb to %ub step %s {   =>       if %i < T { local_store %buf, %i, %x }  ...
+ *     %y = load %X[%row, %c2]               }
+ *     ...                                   barrier
+ *   }                                       for %c2 ... {
+ *                                             %i2 = div (sub %c2, %lb), %s
+ *                                             %y = if %i2 < T { local_load %buf, %i2 } else { load ... }
+ */
+#include <string.h>
+
+#include "passes.h"
+
+enum { MAX_CACHED = 4, MAX_USERS = 8, EQUIV_DEPTH = 8 };
+
+/* Whether a (in loop la, iv va) and b (in loop lb, iv vb) compute the same value: the same
+ * value defined outside both loops, the loops' variables, or the same pure op of
+ * equivalent operands inside each loop. */
+static bool equiv(const struct ir_func *f, ir_val a, ir_val b, uint32_t ba, uint32_t bb, int depth) {
+  if (a == b) return !ir_defined_within(f, a, ba) && !ir_defined_within(f, b, bb);
+  if (a == f->blocks.v[ba].args && b == f->blocks.v[bb].args) return true;
+  if (depth == 0) return false;
+  uint32_t da = ir_def_op(f, a), db = ir_def_op(f, b);
+  if (!da || !db) return false;
+  const struct ir_op *x = &f->ops.v[da], *y = &f->ops.v[db];
+  if (x->code != y->code || !(ir_ops[x->code].flags & OPF_PURE) || x->nregions || x->nres != 1 ||
+      x->nargs != y->nargs || memcmp(x->i, y->i, sizeof x->i) != 0 || memcmp(&x->f, &y->f, sizeof x->f) != 0 ||
+      f->values.v[a].type != f->values.v[b].type)
+    return false;
+  for (uint32_t k = 0; k < x->nargs; k++)
+    if (!equiv(f, x->args[k], y->args[k], ba, bb, depth - 1)) return false;
+  return true;
+}
+
+/* The load in the body of loop `loop` equivalent to load `ld` of loop `first`, or 0. */
+static uint32_t same_load(const struct ir_func *f, uint32_t first, uint32_t ld, uint32_t loop) {
+  const struct ir_op *a = &f->ops.v[ld];
+  uint32_t ba = f->ops.v[first].region, bb = f->ops.v[loop].region;
+  const struct ir_block *body = &f->blocks.v[bb];
+  for (uint32_t i = 0; i < body->ops.n; i++) {
+    const struct ir_op *b = &f->ops.v[body->ops.v[i]];
+    if (b->code != IR_LOAD || b->nargs != a->nargs || b->args[0] != a->args[0] || b->i[0] != a->i[0] ||
+        memcmp(&b->f, &a->f, sizeof a->f) != 0 || f->values.v[b->res].type != f->values.v[a->res].type)
+      continue;
+    bool same = true;
+    for (uint32_t k = 1; k < a->nargs && same; k++) same = equiv(f, a->args[k], b->args[k], ba, bb, EQUIV_DEPTH);
+    if (same) return body->ops.v[i];
+  }
+  return 0;
+}
+
+/* Loop `loop` and a later loop of block blk over the same range (same bound values). */
+static bool same_range(const struct ir_func *f, uint32_t a, uint32_t b) {
+  const struct ir_op *x = &f->ops.v[a], *y = &f->ops.v[b];
+  return x->args[0] == y->args[0] && x->args[1] == y->args[1] && x->args[2] == y->args[2];
+}
+
+/* A slice that moves with its loop: one of its indices is computed in the loop. */
+static bool moves_with(const struct ir_func *f, uint32_t ld, uint32_t body) {
+  const struct ir_op *op = &f->ops.v[ld];
+  for (uint32_t k = 1; k < op->nargs; k++)
+    if (ir_defined_within(f, op->args[k], body)) return true;
+  return false;
+}
+
+static uint32_t find_in(const struct ir_func *f, uint32_t blk, uint32_t *loads, uint32_t *nloads) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    uint32_t id = b->ops.v[i];
+    const struct ir_op *op = &f->ops.v[id];
+    for (uint32_t r = 0; r < op->nregions; r++) {
+      uint32_t l = find_in(f, op->region + r, loads, nloads);
+      if (l) return l;
+    }
+    if (op->code != IR_FOR || op->i[0] > 1) continue; /* pipelined loops: their copies are async */
+    const struct ir_block *body = &f->blocks.v[op->region];
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < body->ops.n && n < MAX_CACHED; j++) {
+      uint32_t ld = body->ops.v[j];
+      const struct ir_op *lo = &f->ops.v[ld];
+      if (lo->code != IR_LOAD || !moves_with(f, ld, op->region) || ir_block_writes_tensor(f, blk, lo->args[0]))
+        continue;
+      const struct ir_type *t = ir_vtype(f, lo->res);
+      if (t->layout && f->layouts.v[t->layout].kind != IR_LAYOUT_BLOCKED) continue;
+      bool later = false;
+      for (uint32_t k = i + 1; k < b->ops.n && !later; k++) {
+        uint32_t l2 = b->ops.v[k];
+        later = f->ops.v[l2].code == IR_FOR && same_range(f, id, l2) && same_load(f, id, ld, l2);
+      }
+      if (later) loads[n++] = ld;
+    }
+    if (n) {
+      *nloads = n;
+      return id;
+    }
+  }
+  return 0;
+}
+
+uint32_t ir_row_cache_find(const struct ir_func *f, uint32_t *loads, uint32_t *nloads) {
+  *nloads = 0;
+  return find_in(f, IR_BODY_BLOCK, loads, nloads);
+}
+
+/* (iv - lb) / step and whether it is below T, in front of op `at` of loop `loop`'s body. */
+static ir_val slot_of(struct ir_func *f, uint32_t loop, uint32_t at, int64_t T, ir_val *inside) {
+  struct ir_builder b;
+  ir_builder_before(&b, f, at);
+  b.loc = f->ops.v[at].loc;
+  const struct ir_op *lp = &f->ops.v[loop];
+  ir_val lb = lp->args[0], step = lp->args[2], iv = f->blocks.v[lp->region].args;
+  ir_val i = ir_binary(&b, IR_DIV, ir_binary(&b, IR_SUB, iv, lb), step);
+  *inside = ir_binary(&b, IR_LT, i, ir_const_int(&b, f->values.v[i].type, T));
+  return i;
+}
+
+void pass_row_cache(struct pass_ctx *pc) {
+  struct ir_func *f = pc->f;
+  int64_t T = f->cache_trips;
+  if (T <= 0 || !f->target || !tl_sched_get(f->sched.rowcache, 1)) return;
+  uint32_t loads[MAX_CACHED], n;
+  uint32_t first = ir_row_cache_find(f, loads, &n);
+  if (!first) return;
+  /* the budget: half the target's shared memory, so that two programs still fit on a
+   * multiprocessor (with the scratch of reductions beside them) */
+  int64_t bytes = 0;
+  for (uint32_t j = 0; j < n; j++) {
+    const struct ir_type *t = ir_vtype(f, f->ops.v[loads[j]].res);
+    bytes += T * ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype);
+  }
+  if (bytes > (int64_t)f->target->smem_optin / 2 - 8192) return;
+  uint32_t blk = f->ops.v[first].block;
+  for (uint32_t j = 0; j < n; j++) {
+    uint32_t ld = loads[j];
+    const struct ir_type *t = ir_vtype(f, f->ops.v[ld].res);
+    /* the buffer: T slots of the chunk as one row, unswizzled (each thread reads back its own
+     * elements) */
+    struct ir_layout sl = {0};
+    sl.kind = IR_LAYOUT_SHARED;
+    sl.rank = 2;
+    sl.vec = 1;
+    sl.per_phase = sl.max_phase = 1;
+    sl.order[0] = 1;
+    struct ir_type bt = *t;
+    bt.rank = 3;
+    bt.dims[0] = (int32_t)T;
+    bt.dims[1] = t->rank == 2 ? t->dims[0] : 1;
+    bt.dims[2] = t->dims[t->rank - 1];
+    bt.layout = ir_layout_intern(f, &sl);
+    ir_type_id buf_type = ir_type_intern(f, &bt);
+    struct ir_builder b;
+    ir_builder_before(&b, f, first);
+    b.loc = f->ops.v[first].loc;
+    ir_val buf = ir_build1(&b, IR_LOCAL_ALLOC, buf_type, NULL, 0);
+    /* L1: store what it loads */
+    ir_val inside;
+    uint32_t after = ir_op_next(f, ld);
+    ir_val slot = slot_of(f, first, after, T, &inside);
+    ir_builder_before(&b, f, after);
+    uint32_t st = ir_build_if(&b, inside, NULL, 0);
+    struct ir_builder tb;
+    ir_builder_at_end(&tb, f, ir_region(f, st, 0));
+    ir_val sa[3] = {buf, slot, f->ops.v[ld].res};
+    ir_build(&tb, IR_LOCAL_STORE, sa, 3, NULL, 0);
+    ir_build(&tb, IR_YIELD, NULL, 0, NULL, 0);
+    ir_builder_at_end(&tb, f, ir_region(f, st, 1));
+    ir_build(&tb, IR_YIELD, NULL, 0, NULL, 0);
+    /* the later loops: read it back */
+    const struct ir_block *pb = &f->blocks.v[blk];
+    for (uint32_t k = ir_op_index(f, first) + 1; k < pb->ops.n; k++) {
+      uint32_t l2 = pb->ops.v[k];
+      if (f->ops.v[l2].code != IR_FOR || !same_range(f, first, l2)) continue;
+      uint32_t ld2 = same_load(f, first, ld, l2);
+      if (!ld2) continue;
+      ir_val in2;
+      ir_val slot2 = slot_of(f, l2, ld2, T, &in2);
+      ir_builder_before(&b, f, ld2);
+      b.loc = f->ops.v[ld2].loc;
+      ir_type_id rt = f->values.v[f->ops.v[ld2].res].type;
+      uint32_t sel = ir_build_if(&b, in2, &rt, 1);
+      ir_builder_at_end(&tb, f, ir_region(f, sel, 0));
+      ir_val la[2] = {buf, slot2};
+      ir_val v = ir_build1(&tb, IR_LOCAL_LOAD, rt, la, 2);
+      ir_build(&tb, IR_YIELD, &v, 1, NULL, 0);
+      ir_builder_at_end(&tb, f, ir_region(f, sel, 1));
+      ir_replace_uses(f, f->ops.v[ld2].res, f->ops.v[sel].res);
+      ir_op_move(&tb, ld2);
+      ir_val lv = f->ops.v[ld2].res;
+      ir_build(&tb, IR_YIELD, &lv, 1, NULL, 0);
+      pb = &f->blocks.v[blk];
+    }
+  }
+  /* stores by one thread, reads by another where the layouts differ */
+  struct ir_builder b;
+  uint32_t next = ir_op_next(f, first);
+  if (next) ir_builder_before(&b, f, next);
+  else ir_builder_at_end(&b, f, blk);
+  b.loc = f->ops.v[first].loc;
+  ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+  pc->changed = true;
+}
