@@ -419,8 +419,9 @@ def main_rowcache():
         for dt in (torch.float16, torch.bfloat16):
             rows(kind, 4096, 50257, dt)
             rows(kind, 4096, 50257, dt, schedule="rowcache=0")
-            for bn, nw in ((1024, 8), (2048, 8), (4096, 16), (2048, 16)):
+            for bn, nw in ((1024, 8), (2048, 16), (4096, 16)):
                 rows(kind, 4096, 50257, dt, BN=bn, NW=nw)
+                rows(kind, 4096, 50257, dt, schedule="prefetch=1", BN=bn, NW=nw)
         rows(kind, 8192, 8192, torch.float16)
 
 
