@@ -14,22 +14,26 @@
  * Guarantees: for a loop L1 followed in the same block by loops over the same range that
  * load the same slices of a tensor (same indices, with the loop variable in the same
  * places; same mask and fill) which nothing in the block writes, when cache_trips chunks
- * fit in the shared memory budget, L1 stores each chunk it loads in slot (iv - lb) / step of
- * a buffer of cache_trips slots and the later loops read it back from there. A slot
- * outside the buffer (a trip count other than the launch's) is read from the tensor as
- * before, so the result never depends on the fact being right. Each thread reads back the
- * elements it stored (same layout), and a barrier after L1 covers layouts that differ.
+ * fit in the shared-memory budget (half the target's), a fill loop in front of L1 copies the
+ * row into a buffer of cache_trips slots, slot (iv - lb) / step per chunk, and L1 and the
+ * later loops read it from there. The fill loads U chunks before it stores any (about 32 KB
+ * of the row in flight per program, at most 128 registers of each thread holding them):
+ * with two programs per multiprocessor that is what keeps DRAM busy. A slot outside the
+ * buffer (a trip count other than the launch's) is read from the tensor as before, so the
+ * result never depends on the fact being right. A barrier separates the fill from the
+ * reads (they may be in other layouts).
  *
- *   for %c = %lb to %ub step %s {           %buf = local_alloc : tile<T x 1 x BN, #shared>
- *     %x = load %X[%row, %c]                for %c ... {
- *     ...                                     %x = load %X[%row, %c]
- *   }                                         %i = div (sub %c, %lb), %s
- *   for %c2 = %lb to %ub step %s {   =>       if %i < T { local_store %buf, %i, %x }  ...
- *     %y = load %X[%row, %c2]               }
- *     ...                                   barrier
- *   }                                       for %c2 ... {
- *                                             %i2 = div (sub %c2, %lb), %s
- *                                             %y = if %i2 < T { local_load %buf, %i2 } else { load ... }
+ *                                           %buf = local_alloc : tile<T x 1 x BN, #shared>
+ *                                           for %f = %lb to %ub step U * %s {
+ *                                             %x0 = load %X[%row, %f] ... %xU-1 = load %X[%row, %f + (U-1) * %s]
+ *   for %c = %lb to %ub step %s {             if (%f - %lb) / %s < T { local_store %buf, (%f - %lb) / %s, %x0 } ...
+ *     %x = load %X[%row, %c]                }
+ *     ...                              =>   barrier
+ *   }                                       for %c = %lb to %ub step %s {
+ *   for %c2 = %lb to %ub step %s {            %x = if (%c - %lb) / %s < T { local_load %buf, .. } else { load .. }
+ *     %y = load %X[%row, %c2]                 ...
+ *     ...                                   }
+ *   }                                       for %c2 ... { %y = likewise }
  */
 #include <string.h>
 
@@ -126,17 +130,70 @@ uint32_t ir_row_cache_find(const struct ir_func *f, uint32_t *loads, uint32_t *n
   return find_in(f, IR_BODY_BLOCK, loads, nloads);
 }
 
-/* (iv - lb) / step and whether it is below T, in front of op `at` of loop `loop`'s body. */
-static ir_val slot_of(struct ir_func *f, uint32_t loop, uint32_t at, int64_t T, ir_val *inside) {
+/* (iv - lb) / step and whether it is below T, in front of op `at` (0: at the end of block
+ * blk), for loop `loop` and its variable iv. */
+static ir_val slot_of(struct ir_func *f, uint32_t loop, ir_val iv, uint32_t blk, uint32_t at, int64_t T, ir_val *inside) {
   struct ir_builder b;
-  ir_builder_before(&b, f, at);
-  b.loc = f->ops.v[at].loc;
+  if (at) ir_builder_before(&b, f, at);
+  else ir_builder_at_end(&b, f, blk);
+  b.loc = f->ops.v[loop].loc;
   const struct ir_op *lp = &f->ops.v[loop];
-  ir_val lb = lp->args[0], step = lp->args[2], iv = f->blocks.v[lp->region].args;
+  ir_val lb = lp->args[0], step = lp->args[2];
   ir_val i = ir_binary(&b, IR_DIV, ir_binary(&b, IR_SUB, iv, lb), step);
   *inside = ir_binary(&b, IR_LT, i, ir_const_int(&b, f->values.v[i].type, T));
   return i;
 }
+
+/* Load ld2 of loop l2 reads slot (iv - lb) / step of buf where the buffer has it, the tensor
+ * otherwise. */
+static void read_back(struct ir_func *f, uint32_t l2, uint32_t ld2, ir_val buf, int64_t T) {
+  ir_val in2;
+  ir_val slot = slot_of(f, l2, f->blocks.v[f->ops.v[l2].region].args, 0, ld2, T, &in2);
+  struct ir_builder b, tb;
+  ir_builder_before(&b, f, ld2);
+  b.loc = f->ops.v[ld2].loc;
+  ir_type_id rt = f->values.v[f->ops.v[ld2].res].type;
+  uint32_t sel = ir_build_if(&b, in2, &rt, 1);
+  ir_builder_at_end(&tb, f, ir_region(f, sel, 0));
+  ir_val la[2] = {buf, slot};
+  ir_val v = ir_build1(&tb, IR_LOCAL_LOAD, rt, la, 2);
+  ir_build(&tb, IR_YIELD, &v, 1, NULL, 0);
+  ir_builder_at_end(&tb, f, ir_region(f, sel, 1));
+  ir_replace_uses(f, f->ops.v[ld2].res, f->ops.v[sel].res);
+  ir_op_move(&tb, ld2);
+  ir_val lv = f->ops.v[ld2].res;
+  ir_build(&tb, IR_YIELD, &lv, 1, NULL, 0);
+}
+
+/* Clones into the builder's block the ops of loop `loop`'s body that load `ld` depends on
+ * (its index arithmetic), and ld itself, with the loop variable replaced by iv. */
+static ir_val clone_load(struct pass_ctx *pc, struct ir_builder *b, uint32_t loop, uint32_t ld, ir_val iv) {
+  struct ir_func *f = pc->f;
+  uint32_t body = f->ops.v[loop].region;
+  uint8_t *need = ARENA_NEWN(pc->scratch, uint8_t, f->ops.n + 1);
+  need[ld] = 1;
+  const struct ir_block *bb = &f->blocks.v[body];
+  for (uint32_t i = bb->ops.n; i-- > 0;) { /* operands come before their users */
+    uint32_t id = bb->ops.v[i];
+    if (!need[id]) continue;
+    const struct ir_op *op = &f->ops.v[id];
+    for (uint32_t k = 0; k < op->nargs; k++) {
+      uint32_t d = ir_def_op(f, op->args[k]);
+      if (d && f->ops.v[d].block == body) need[d] = 1;
+    }
+  }
+  struct ir_valmap m;
+  ir_valmap_init(&m, f, pc->scratch);
+  ir_map_set(&m, f->blocks.v[body].args, iv);
+  uint32_t n = f->blocks.v[body].ops.n;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t id = f->blocks.v[body].ops.v[i];
+    if (need[id]) ir_clone_op(b, id, &m);
+  }
+  return ir_mapped(&m, f->ops.v[ld].res);
+}
+
+enum { FILL_BYTES = 32768, MAX_UNROLL = 16, MAX_HELD = 128 };
 
 void pass_row_cache(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
@@ -147,18 +204,30 @@ void pass_row_cache(struct pass_ctx *pc) {
   if (!first) return;
   /* the budget: half the target's shared memory, so that two programs still fit on a
    * multiprocessor (with the scratch of reductions beside them) */
-  int64_t bytes = 0;
+  int64_t bytes = 0, chunk = 0, held = 0;
   for (uint32_t j = 0; j < n; j++) {
     const struct ir_type *t = ir_vtype(f, f->ops.v[loads[j]].res);
-    bytes += T * ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype);
+    chunk += ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype);
+    held += ir_type_numel(t) / (32 * f->warps) + 1;
   }
+  bytes = T * chunk;
   if (bytes > (int64_t)f->target->smem_optin / 2 - 8192) return;
+  /* the fill: U chunks loaded per iteration before any is stored, so that about FILL_BYTES
+   * of the row are in flight per program (two programs per multiprocessor: enough to keep
+   * DRAM busy), at most MAX_HELD registers of each thread holding them */
+  int64_t U = FILL_BYTES / chunk;
+  if (U > MAX_UNROLL) U = MAX_UNROLL;
+  if (U > T) U = T;
+  while (U > 1 && U * held > MAX_HELD) U--;
+  if (U < 1) U = 1;
   uint32_t blk = f->ops.v[first].block;
+  struct ir_builder b;
+  ir_builder_before(&b, f, first);
+  b.loc = f->ops.v[first].loc;
+  ir_val bufs[MAX_CACHED];
   for (uint32_t j = 0; j < n; j++) {
-    uint32_t ld = loads[j];
-    const struct ir_type *t = ir_vtype(f, f->ops.v[ld].res);
-    /* the buffer: T slots of the chunk as one row, unswizzled (each thread reads back its own
-     * elements) */
+    const struct ir_type *t = ir_vtype(f, f->ops.v[loads[j]].res);
+    /* T slots of the chunk as one row, unswizzled: each thread reads back its own elements */
     struct ir_layout sl = {0};
     sl.kind = IR_LAYOUT_SHARED;
     sl.rank = 2;
@@ -171,55 +240,52 @@ void pass_row_cache(struct pass_ctx *pc) {
     bt.dims[1] = t->rank == 2 ? t->dims[0] : 1;
     bt.dims[2] = t->dims[t->rank - 1];
     bt.layout = ir_layout_intern(f, &sl);
-    ir_type_id buf_type = ir_type_intern(f, &bt);
-    struct ir_builder b;
-    ir_builder_before(&b, f, first);
-    b.loc = f->ops.v[first].loc;
-    ir_val buf = ir_build1(&b, IR_LOCAL_ALLOC, buf_type, NULL, 0);
-    /* L1: store what it loads */
+    bufs[j] = ir_build1(&b, IR_LOCAL_ALLOC, ir_type_intern(f, &bt), NULL, 0);
+  }
+  /* for %c = lb to ub step U * step { the U chunks' loads; then their stores } */
+  const struct ir_op *l1 = &f->ops.v[first];
+  ir_val lb = l1->args[0], ub = l1->args[1], step = l1->args[2];
+  ir_val ustep = ir_binary(&b, IR_MUL, step, ir_const_int(&b, f->values.v[step].type, U));
+  uint32_t fill = ir_build_for(&b, lb, ub, ustep, NULL, 0);
+  uint32_t fb = f->ops.v[fill].region;
+  struct ir_builder lb_;
+  ir_builder_at_end(&lb_, f, fb);
+  lb_.loc = b.loc;
+  ir_val c0 = f->blocks.v[fb].args, ivs[MAX_UNROLL], vals[MAX_UNROLL][MAX_CACHED];
+  for (int64_t u = 0; u < U; u++) {
+    ivs[u] = u ? ir_binary(&lb_, IR_ADD, c0, ir_binary(&lb_, IR_MUL, step, ir_const_int(&lb_, f->values.v[step].type, u)))
+               : c0;
+    for (uint32_t j = 0; j < n; j++) vals[u][j] = clone_load(pc, &lb_, first, loads[j], ivs[u]);
+  }
+  for (int64_t u = 0; u < U; u++) {
     ir_val inside;
-    uint32_t after = ir_op_next(f, ld);
-    ir_val slot = slot_of(f, first, after, T, &inside);
-    ir_builder_before(&b, f, after);
-    uint32_t st = ir_build_if(&b, inside, NULL, 0);
+    ir_val slot = slot_of(f, first, ivs[u], fb, 0, T, &inside);
+    ir_builder_at_end(&lb_, f, fb);
+    uint32_t st = ir_build_if(&lb_, inside, NULL, 0);
     struct ir_builder tb;
     ir_builder_at_end(&tb, f, ir_region(f, st, 0));
-    ir_val sa[3] = {buf, slot, f->ops.v[ld].res};
-    ir_build(&tb, IR_LOCAL_STORE, sa, 3, NULL, 0);
+    for (uint32_t j = 0; j < n; j++) {
+      ir_val sa[3] = {bufs[j], slot, vals[u][j]};
+      ir_build(&tb, IR_LOCAL_STORE, sa, 3, NULL, 0);
+    }
     ir_build(&tb, IR_YIELD, NULL, 0, NULL, 0);
     ir_builder_at_end(&tb, f, ir_region(f, st, 1));
     ir_build(&tb, IR_YIELD, NULL, 0, NULL, 0);
-    /* the later loops: read it back */
-    const struct ir_block *pb = &f->blocks.v[blk];
-    for (uint32_t k = ir_op_index(f, first) + 1; k < pb->ops.n; k++) {
-      uint32_t l2 = pb->ops.v[k];
+  }
+  ir_builder_at_end(&lb_, f, fb);
+  ir_build(&lb_, IR_YIELD, NULL, 0, NULL, 0);
+  /* the stores of one thread are read by others where layouts differ */
+  ir_builder_before(&b, f, first);
+  ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+  /* every loop over the range, the first included, reads the chunks back */
+  for (uint32_t j = 0; j < n; j++) {
+    uint32_t ld = loads[j];
+    for (uint32_t k = ir_op_index(f, first); k < f->blocks.v[blk].ops.n; k++) {
+      uint32_t l2 = f->blocks.v[blk].ops.v[k];
       if (f->ops.v[l2].code != IR_FOR || !same_range(f, first, l2)) continue;
-      uint32_t ld2 = same_load(f, first, ld, l2);
-      if (!ld2) continue;
-      ir_val in2;
-      ir_val slot2 = slot_of(f, l2, ld2, T, &in2);
-      ir_builder_before(&b, f, ld2);
-      b.loc = f->ops.v[ld2].loc;
-      ir_type_id rt = f->values.v[f->ops.v[ld2].res].type;
-      uint32_t sel = ir_build_if(&b, in2, &rt, 1);
-      ir_builder_at_end(&tb, f, ir_region(f, sel, 0));
-      ir_val la[2] = {buf, slot2};
-      ir_val v = ir_build1(&tb, IR_LOCAL_LOAD, rt, la, 2);
-      ir_build(&tb, IR_YIELD, &v, 1, NULL, 0);
-      ir_builder_at_end(&tb, f, ir_region(f, sel, 1));
-      ir_replace_uses(f, f->ops.v[ld2].res, f->ops.v[sel].res);
-      ir_op_move(&tb, ld2);
-      ir_val lv = f->ops.v[ld2].res;
-      ir_build(&tb, IR_YIELD, &lv, 1, NULL, 0);
-      pb = &f->blocks.v[blk];
+      uint32_t ld2 = l2 == first ? ld : same_load(f, first, ld, l2);
+      if (ld2) read_back(f, l2, ld2, bufs[j], T);
     }
   }
-  /* stores by one thread, reads by another where the layouts differ */
-  struct ir_builder b;
-  uint32_t next = ir_op_next(f, first);
-  if (next) ir_builder_before(&b, f, next);
-  else ir_builder_at_end(&b, f, blk);
-  b.loc = f->ops.v[first].loc;
-  ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
   pc->changed = true;
 }
