@@ -17,6 +17,11 @@ static unsigned count(const char *text, const char *what) {
   return n;
 }
 
+/* Whether two specializations have the same key (of the same length). */
+static bool same_key(const struct rt_artifact *a, const struct rt_artifact *b) {
+  return a->facts_len == b->facts_len && memcmp(a->facts, b->facts, a->facts_len) == 0;
+}
+
 /* The sm_90a specialization of k for arguments a[0..n) (nothing is launched). */
 static struct rt_artifact build(tile_context *ctx, tile_kernel *k, const tile_arg *a, unsigned n) {
   TEST_ARENA(ar);
@@ -57,9 +62,9 @@ Test(spec, launch_decided_branches_are_folded) {
   /* N <= BN: one pass (one load and one store per thread); N > BN: two passes over chunks */
   struct rt_artifact one = build_softmax(ctx, k, 1000), two = build_softmax(ctx, k, 5000),
                      one_b = build_softmax(ctx, k, 1016); /* (1000 and 1016: both not multiples of 16) */
-  cr_expect(one.facts_len == two.facts_len && memcmp(one.facts, two.facts, one.facts_len) != 0,
+  cr_expect(one.facts_len == two.facts_len && !same_key(&one, &two),
             "the two outcomes share a specialization key");
-  cr_expect(one.facts_len == one_b.facts_len && memcmp(one.facts, one_b.facts, one.facts_len) == 0,
+  cr_expect(same_key(&one, &one_b),
             "N = 1000 and N = 1016 (the same outcome) differ in key");
   unsigned l1 = count(one.ptx, "ld.global"), l2 = count(two.ptx, "ld.global");
   unsigned s1 = count(one.ptx, "st.global"), s2 = count(two.ptx, "st.global");
@@ -97,9 +102,9 @@ Test(spec, power_of_two_divisors_become_shifts) {
   tile_define d[1] = {{"T", "f16"}};
   tile_kernel *k = compile_sm90a(&ctx, "decode_attention.tile", "decode_split", d, 1);
   struct rt_artifact p16 = build_decode(ctx, k, 16), p12 = build_decode(ctx, k, 12), p32 = build_decode(ctx, k, 32);
-  cr_expect(p16.facts_len == p12.facts_len && memcmp(p16.facts, p12.facts, p16.facts_len) != 0,
+  cr_expect(p16.facts_len == p12.facts_len && !same_key(&p16, &p12),
             "PAGE = 16 and PAGE = 12 share a specialization key");
-  cr_expect(p16.facts_len == p32.facts_len && memcmp(p16.facts, p32.facts, p16.facts_len) == 0,
+  cr_expect(same_key(&p16, &p32),
             "PAGE = 16 and PAGE = 32 (both powers of two) differ in key");
   unsigned d16 = count(p16.ptx, "div.s32") + count(p16.ptx, "rem.s32") + count(p16.ptx, "div.u32");
   unsigned d12 = count(p12.ptx, "div.s32") + count(p12.ptx, "rem.s32") + count(p12.ptx, "div.u32");
@@ -126,9 +131,9 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
   struct rt_artifact vocab = build_softmax(ctx, k, 50257), near = build_softmax(ctx, k, 50000),
                      huge = build_softmax(ctx, k, 300000), a = build_softmax(ctx, k, 5008),
                      b = build_softmax(ctx, k, 5104);
-  cr_expect(vocab.facts_len == near.facts_len && memcmp(vocab.facts, near.facts, vocab.facts_len) != 0,
+  cr_expect(vocab.facts_len == near.facts_len && !same_key(&vocab, &near),
             "50 and 49 chunks share a specialization key");
-  cr_expect(a.facts_len == b.facts_len && memcmp(a.facts, b.facts, a.facts_len) == 0,
+  cr_expect(same_key(&a, &b),
             "N = 5008 and N = 5104 (5 chunks each) differ in key");
   unsigned sv = count(vocab.ptx, "st.shared"), sh = count(huge.ptx, "st.shared");
   unsigned lv = count(vocab.ptx, "ld.shared"), lh = count(huge.ptx, "ld.shared");
