@@ -21,7 +21,8 @@
  * with two programs per multiprocessor that is what keeps DRAM busy. A slot outside the
  * buffer (a trip count other than the launch's) is read from the tensor as before, so the
  * result never depends on the fact being right. A barrier separates the fill from the
- * reads (they may be in other layouts).
+ * reads (they may be in other layouts), and one in front of it the previous row's reads
+ * when the loops sit in a loop or a branch.
  *
  *                                           %buf = local_alloc : tile<T x 1 x BN, #shared>
  *                                           for %f = %lb to %ub step U * %s {
@@ -245,6 +246,8 @@ void pass_row_cache(struct pass_ctx *pc) {
   /* for %c = lb to ub step U * step { the U chunks' loads; then their stores } */
   const struct ir_op *l1 = &f->ops.v[first];
   ir_val lb = l1->args[0], ub = l1->args[1], step = l1->args[2];
+  /* in a loop (rows per program), threads still reading the previous row come first */
+  if (f->blocks.v[blk].parent) ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
   ir_val ustep = ir_binary(&b, IR_MUL, step, ir_const_int(&b, f->values.v[step].type, U));
   uint32_t fill = ir_build_for(&b, lb, ub, ustep, NULL, 0);
   uint32_t fb = f->ops.v[fill].region;
