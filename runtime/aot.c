@@ -28,6 +28,8 @@
 #include "passes.h"
 #include "rt.h"
 
+_Static_assert(CG_FEW_WAVES == 8, "the AOT launcher's persistent=2 rule writes 8 waves");
+
 /* The fixed part of every generated source, after its #include of the header and a
  * `#define AOT_TMA 0|1` (whether any code uses TMA, which needs cuTensorMapEncodeTiled). */
 static const char *const prelude[] = {
@@ -121,7 +123,8 @@ static const char *const prelude[] = {
     "  const unsigned char *cubin; /* NULL: none */",
     "  size_t cubin_len;",
     "  unsigned threads, smem; /* per block; smem is dynamic shared memory */",
-    "  int persistent;         /* the grid is as many blocks as fit at once (tiles loop inside) */",
+    "  int persistent;         /* the grid is as many blocks as fit at once (tiles loop inside); 2: only",
+    "                           * for at most 8 waves of those, one block per tile beyond */",
     "  unsigned ntmaps;",
     "  struct aot_tmap tmaps[8];",
     "};",
@@ -418,7 +421,8 @@ static const char *const prelude[] = {
     "  unsigned g[3] = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};",
     "  if (l.v->persistent) {",
     "    uint64_t tiles = (uint64_t)grid[0] * (uint64_t)grid[1] * (uint64_t)grid[2];",
-    "    g[0] = (unsigned)(tiles < l.slots ? tiles : l.slots);",
+    "    uint64_t slots = l.v->persistent == 2 && tiles > 8 * (uint64_t)l.slots && tiles <= 0x7fffffff ? tiles : l.slots;",
+    "    g[0] = (unsigned)(tiles < slots ? tiles : slots);",
     "    g[1] = g[2] = 1;",
     "  }",
     "  aot_CUresult r = cuLaunchKernel(l.fn, g[0], g[1], g[2], l.v->threads, 1, 1, l.v->smem, (aot_CUstream)stream, params, NULL);",
@@ -673,7 +677,7 @@ static bool emit_launcher(struct strbuf *sb, struct arena *a, const struct aot_k
               v->target->arch_specific ? 1 : 0, v->aligned ? 1 : 0, index, i);
     if (v->cubin) sb_printf(sb, "aot_k%u_v%u_cubin, sizeof aot_k%u_v%u_cubin, ", index, i, index, i);
     else sb_puts(sb, "NULL, 0, ");
-    sb_printf(sb, "%u, %u, %d, %u, {", v->res.threads, v->res.smem_bytes, v->res.persistent ? 1 : 0, v->res.ntmaps);
+    sb_printf(sb, "%u, %u, %d, %u, {", v->res.threads, v->res.smem_bytes, (int)v->res.persistent, v->res.ntmaps);
     for (unsigned m = 0; m < v->res.ntmaps; m++) {
       const struct cg_tmap *t = &v->res.tmaps[m];
       unsigned u = f->params.v[t->param].source_index;

@@ -504,6 +504,8 @@ static void launch_grid(tile_context *ctx, const struct rt_spec *sp, const struc
   if (!sp->code.persistent) return;
   uint64_t tiles = (uint64_t)b->grid[0] * (uint64_t)b->grid[1] * (uint64_t)b->grid[2];
   uint64_t slots = (uint64_t)(ctx->dev.sm_count > 0 ? ctx->dev.sm_count : 1) * (uint64_t)(sp->occupancy > 0 ? sp->occupancy : 1);
+  /* persistent=2: beyond a few waves, one program per tile (the hardware scheduler balances) */
+  if (sp->code.persistent == 2 && tiles > CG_FEW_WAVES * slots && tiles <= INT32_MAX) slots = tiles;
   grid[0] = (unsigned)(tiles < slots ? tiles : slots);
   grid[1] = grid[2] = 1;
 }
@@ -706,7 +708,7 @@ static const char *module_key(tile_kernel *k, const struct rt_gpu_target *t, con
 /* The code info as meta text: " persistent=P tmaps=N" then per map
  * " param/rank/dtype/box0,box1,box2,box3/swizzle". */
 static int format_code_info(const struct rt_code_info *c, char *buf, size_t len) {
-  int n = snprintf(buf, len, " persistent=%d whole=%d tmaps=%u", c->persistent ? 1 : 0, c->whole_program ? 1 : 0,
+  int n = snprintf(buf, len, " persistent=%d whole=%d tmaps=%u", (int)c->persistent, c->whole_program ? 1 : 0,
                    c->ntmaps);
   for (unsigned i = 0; i < c->ntmaps && n > 0 && (size_t)n < len; i++) {
     const struct cg_tmap *t = &c->tmaps[i];
@@ -721,7 +723,7 @@ static bool parse_code_info(const char *s, const struct tile_kernel *k, struct r
   int p = 0, w = 0, n = 0;
   if (sscanf(s, " persistent=%d whole=%d tmaps=%u%n", &p, &w, &c->ntmaps, &n) != 3 || c->ntmaps > CG_MAX_TMAPS)
     return false;
-  c->persistent = p != 0;
+  c->persistent = (uint8_t)(p == 2 ? 2 : p != 0);
   c->whole_program = w != 0;
   s += n;
   for (unsigned i = 0; i < c->ntmaps; i++) {

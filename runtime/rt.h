@@ -110,7 +110,7 @@ struct rt_tmap_cache {
 struct rt_code_info {
   struct cg_tmap tmaps[CG_MAX_TMAPS];
   unsigned ntmaps;
-  bool persistent;
+  uint8_t persistent; /* cg_result.persistent */
   bool whole_program; /* loaded as PTX by the driver's whole-program JIT, never linked (cg.h) */
 };
 

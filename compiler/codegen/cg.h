@@ -27,12 +27,16 @@ struct cg_tmap {
 };
 enum { CG_MAX_TMAPS = 8 };
 
+enum { CG_FEW_WAVES = 8 }; /* persistent=2: PERF.md 62 */
+
 struct cg_result {
   const char *text; /* LLVM IR or PTX, NUL-terminated, in the caller's arena */
   size_t len;
   struct cg_tmap tmaps[CG_MAX_TMAPS];
   unsigned ntmaps;
-  bool persistent;       /* the grid is sized by the runtime (ir_func.persistent) */
+  uint8_t persistent;    /* the grid is sized by the runtime (ir_func.persistent): 1 as many
+                          * programs as fit at once; 2 so only when the tiles are at most
+                          * CG_FEW_WAVES times that many, one program per tile otherwise */
   bool whole_program;    /* must be compiled as a whole program, not linked: setmaxnreg is
                             ignored in relocatable code (ptxas -c, cuLink: C7504) */
   unsigned threads;      /* threads per program instance */

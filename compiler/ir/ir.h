@@ -226,7 +226,8 @@ struct ir_func {
   const struct tl_target *target; /* the GPU target once lowered for one (NULL: generic IR) */
   struct tl_schedule sched;      /* schedule options of the Hopper tier (target.h) */
   uint8_t stage;                 /* enum ir_stage: which ops may appear */
-  uint8_t persistent;            /* the body walks tiles in a loop; the runtime sizes the grid */
+  uint8_t persistent;            /* the body walks tiles in a loop; the runtime sizes the grid
+                                  * (2: a walk only for grids of a few waves; cg.h) */
   uint16_t cache_trips;          /* a specialization fact: the trip count of the loops whose
                                   * re-read slices row-cache keeps in shared memory (0: none) */
   VEC(struct ir_type) types;     /* [0] unused */

@@ -749,7 +749,14 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
     else if (accept(ps, "allocated")) f->stage = IR_STAGE_ALLOCATED;
     else fail(ps, "expected stage=gpu or stage=allocated");
   }
-  if (accept(ps, "persistent")) f->persistent = 1;
+  if (accept(ps, "persistent")) {
+    f->persistent = 1;
+    if (accept(ps, "(")) {
+      if (!accept(ps, "few")) fail(ps, "expected persistent(few)");
+      expect(ps, ")");
+      f->persistent = 2;
+    }
+  }
   if (accept(ps, "cache_trips")) {
     expect(ps, "=");
     int64_t t = parse_int(ps);

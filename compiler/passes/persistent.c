@@ -25,7 +25,9 @@
  *   - ops before the roles that cannot be recomputed per tile (with regions, or not
  *     scalars) do not depend on the program, or nothing is done;
  *   - the function is marked persistent: the runtime launches as many programs as fit on
- *     the device at once (at most the number of tiles), along x.
+ *     the device at once (at most the number of tiles), along x; persistent=2 (heavy tiles
+ *     of unequal work) only when the tiles are at most a few waves of those programs, one
+ *     program per tile otherwise (each walks one tile).
  *
  *   %pid = program_id {axis=0}                       %nt = <grid sizes multiplied>
  *   %m0 = ... %pid ...                               warp_specialize producer {
@@ -295,13 +297,15 @@ static bool make_persistent(struct pass_ctx *pc) {
    * walked in snake order (wrap_role) when a key block's products are light (at most
    * LIGHT_FLOPS per iteration, attention up to hd64): then a tile's fixed cost (its first
    * fills, the epilogue) weighs more than the static walk's imbalance (PERF.md 57: hd64
-   * causal +1-14%). Heavier ones are left to the hardware's block scheduler, which starts
-   * each block when a slot frees up (hd128: -2 to -4% for the walk; PERF.md 42, 57). The
-   * schedule's persistent=1 walks them anyway. */
+   * causal +1-14%). Heavier ones are walked only when the grid is a few waves (persistent=2:
+   * the runtime launches one program per tile otherwise, and the hardware's block scheduler
+   * starts each when a slot frees up): hd128 causal N=1024, 7.8 waves, 0.83x -> 0.92x of
+   * cuDNN for the walk; N=4096, 31 waves, 1.05x -> 0.99x (PERF.md 42, 57, 62). The
+   * schedule's persistent=1 walks them always. */
   bool unequal = false;
   for (uint32_t l = 0; l < nrings; l++)
     for (int k = 0; k < 2; k++) unequal |= depends_on_program(f, f->ops.v[loops[l]].args[k], dep);
-  if (unequal && f->sched.persistent != 1 && iteration_flops(f, f->ops.v[ws].region + 1) > LIGHT_FLOPS) return false;
+  bool few_waves = unequal && f->sched.persistent != 1 && iteration_flops(f, f->ops.v[ws].region + 1) > LIGHT_FLOPS;
   /* the program-dependent scalar prefix */
   uint32_t prefix[MAX_PREFIX], np = 0;
   for (uint32_t i = 0; i < body->ops.n && body->ops.v[i] != ws; i++) {
@@ -341,7 +345,7 @@ static bool make_persistent(struct pass_ctx *pc) {
   ir_val ntiles = ir_binary(&b, IR_MUL, ir_binary(&b, IR_MUL, gsize[0], gsize[1]), gsize[2]);
   if (!wrap_role(pc, f->ops.v[ws].region, ntiles, gsize, prefix, np, unequal)) return false;
   if (!wrap_role(pc, f->ops.v[ws].region + 1, ntiles, gsize, prefix, np, unequal)) return false;
-  f->persistent = 1;
+  f->persistent = few_waves ? 2 : 1;
   return true;
 }
 

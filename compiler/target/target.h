@@ -95,7 +95,8 @@ const char *tl_target_names(void);
  *   tileturns=0|1    persistent programs whose warpgroups take turns (pingpong): the
  *                    last warpgroup hands the next tile's first turn on as soon as it
  *                    has issued its last product of the current tile, so the others start
- *                    the next tile during its epilogue (persistent pass); on by default
+ *                    the next tile during its epilogue (pingpong pass); off by default
+ *                    (PERF.md 61: 0-2% slower)
  *   rowcache=0|1     a row that later loops read again kept in shared memory for the
  *                    launch's trip count (row-cache pass); on by default
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
