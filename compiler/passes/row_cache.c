@@ -199,7 +199,7 @@ enum { FILL_BYTES = 32768, MAX_UNROLL = 16, MAX_HELD = 128 };
 void pass_row_cache(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   int64_t T = f->cache_trips;
-  if (T <= 0 || !f->target || !tl_sched_get(f->sched.rowcache, 1)) return;
+  if (T <= 0 || !f->target || !tl_sched_get(f->sched.rowcache, 0)) return;
   uint32_t loads[MAX_CACHED], n;
   uint32_t first = ir_row_cache_find(f, loads, &n);
   if (!first) return;

@@ -97,8 +97,9 @@ const char *tl_target_names(void);
  *                    has issued its last product of the current tile, so the others start
  *                    the next tile during its epilogue (pingpong pass); off by default
  *                    (PERF.md 61: 0-2% slower)
- *   rowcache=0|1     a row that later loops read again kept in shared memory for the
- *                    launch's trip count (row-cache pass); on by default
+ *   rowcache=0|1     1: a row that later loops read again kept in shared memory for the
+ *                    launch's trip count (row-cache pass); off by default (PERF.md 63:
+ *                    slower at the row kernels' default warps)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache;

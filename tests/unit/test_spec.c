@@ -42,17 +42,22 @@ static struct rt_artifact build_softmax(tile_context *ctx, tile_kernel *k, int64
 }
 
 /* lib/FILE's kernel compiled for sm_90a at the given defines, in a new context (*ctx). */
-static tile_kernel *compile_sm90a(tile_context **ctx, const char *file, const char *kernel, const tile_define *d,
-                                  unsigned nd) {
+static tile_kernel *compile_sched(tile_context **ctx, const char *file, const char *kernel, const tile_define *d,
+                                  unsigned nd, const char *schedule) {
   tile_context_options o = {.cache_dir = ""};
   cr_assert_eq(tile_context_create(&o, ctx), TILE_OK);
   char path[1024];
   test_lib_path(path, sizeof path, file);
   tile_compile_options co = {.kernel = kernel, .defines = d, .ndefines = nd, .device = TILE_DEVICE_CUDA,
-                             .arch = "sm_90a", .flags = TILE_FIXED_CONFIG};
+                             .arch = "sm_90a", .flags = TILE_FIXED_CONFIG, .schedule = schedule};
   tile_kernel *k = NULL;
   cr_assert_eq(tile_compile_file(*ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(*ctx));
   return k;
+}
+
+static tile_kernel *compile_sm90a(tile_context **ctx, const char *file, const char *kernel, const tile_define *d,
+                                  unsigned nd) {
+  return compile_sched(ctx, file, kernel, d, nd, NULL);
 }
 
 Test(spec, launch_decided_branches_are_folded) {
@@ -117,8 +122,8 @@ Test(spec, power_of_two_divisors_become_shifts) {
   tile_context_destroy(ctx);
 }
 
-/* A row read again by later loops is kept in shared memory (row-cache) for the launch's trip
- * count, a specialization fact: softmax at BN = 1024 stores each chunk of a 50257-element f16
+/* With rowcache=1, a row read again by later loops is kept in shared memory (row-cache) for
+ * the launch's trip count, a specialization fact: softmax at BN = 1024 stores each chunk of a 50257-element f16
  * row (50 chunks, 100 KB) and reads it back in the second pass; a
  * row whose chunks exceed the budget (half the shared memory) is read twice from global memory
  * as before. Rows of 5008 and 5104 elements (5 chunks each) share a key; 50000 (49) does not
@@ -126,7 +131,7 @@ Test(spec, power_of_two_divisors_become_shifts) {
 Test(spec, rows_read_again_are_kept_in_shared_memory) {
   tile_context *ctx = NULL;
   tile_define d[2] = {{"T", "f16"}, {"BN", "1024"}};
-  tile_kernel *k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 2);
+  tile_kernel *k = compile_sched(&ctx, "softmax.tile", "softmax", d, 2, "rowcache=1");
   cr_assert(k->cache_loop != 0, "softmax's two passes are not a row-cache candidate");
   struct rt_artifact vocab = build_softmax(ctx, k, 50257), near = build_softmax(ctx, k, 50000),
                      huge = build_softmax(ctx, k, 300000), a = build_softmax(ctx, k, 5008),
@@ -149,6 +154,11 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
   rt_artifact_free(&huge);
   rt_artifact_free(&a);
   rt_artifact_free(&b);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+  /* off by default (PERF.md 63): no candidate, no trip count in the key */
+  k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 2);
+  cr_expect(k->cache_loop == 0, "row-cache is on by default");
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
