@@ -495,6 +495,12 @@ static tile_status pack_args(tile_context *ctx, tile_kernel *k, struct rt_spec *
   return TILE_OK;
 }
 
+uint64_t rt_persistent_programs(uint64_t tiles, uint64_t slots, int persistent) {
+  /* persistent=2: beyond a few waves, one program per tile (the hardware scheduler balances) */
+  if (persistent == 2 && tiles > CG_FEW_WAVES * slots && tiles <= INT32_MAX) slots = tiles;
+  return tiles < slots ? tiles : slots;
+}
+
 /* The launch grid: the kernel's, or for a persistent kernel as many programs as fit on
  * the device at once (never more than there are tiles), along x. */
 static void launch_grid(tile_context *ctx, const struct rt_spec *sp, const struct rt_bound *b, unsigned grid[3]) {
@@ -504,9 +510,7 @@ static void launch_grid(tile_context *ctx, const struct rt_spec *sp, const struc
   if (!sp->code.persistent) return;
   uint64_t tiles = (uint64_t)b->grid[0] * (uint64_t)b->grid[1] * (uint64_t)b->grid[2];
   uint64_t slots = (uint64_t)(ctx->dev.sm_count > 0 ? ctx->dev.sm_count : 1) * (uint64_t)(sp->occupancy > 0 ? sp->occupancy : 1);
-  /* persistent=2: beyond a few waves, one program per tile (the hardware scheduler balances) */
-  if (sp->code.persistent == 2 && tiles > CG_FEW_WAVES * slots && tiles <= INT32_MAX) slots = tiles;
-  grid[0] = (unsigned)(tiles < slots ? tiles : slots);
+  grid[0] = (unsigned)rt_persistent_programs(tiles, slots, sp->code.persistent);
   grid[1] = grid[2] = 1;
 }
 

@@ -197,6 +197,11 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
 
 /* ---- CUDA (gpu.c) ---- */
 
+/* The programs a persistent grid of `tiles` tiles launches with `slots` program slots on the
+ * device: persistent=1 min(tiles, slots); persistent=2 (cg.h) the same up to CG_FEW_WAVES
+ * waves, one program per tile beyond. */
+uint64_t rt_persistent_programs(uint64_t tiles, uint64_t slots, int persistent);
+
 /* Loads the driver and opens the device once; false (with the message set) if unavailable. */
 bool rt_cuda_ready(tile_context *ctx);
 tile_status rt_gpu_launch(tile_context *ctx, tile_kernel *k, const struct rt_bound *b,

@@ -162,3 +162,16 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
+
+/* Persistent grids: as many programs as fit (never more than the tiles); heavy tiles of
+ * unequal work (persistent=2: hd128 causal attention) walk only grids of up to 8 waves and get
+ * one program per tile beyond (PERF.md 62). */
+Test(spec, persistent_grids_walk_few_waves_only) {
+  cr_expect_eq(rt_persistent_programs(100, 132, 1), 100);
+  cr_expect_eq(rt_persistent_programs(4096, 132, 1), 132);
+  cr_expect_eq(rt_persistent_programs(1024, 132, 2), 132);      /* 7.8 waves: walked */
+  cr_expect_eq(rt_persistent_programs(8 * 132, 132, 2), 132);   /* 8 waves: walked */
+  cr_expect_eq(rt_persistent_programs(8 * 132 + 1, 132, 2), 8 * 132 + 1); /* one per tile */
+  cr_expect_eq(rt_persistent_programs(4096, 132, 2), 4096);
+  cr_expect_eq(rt_persistent_programs(100, 132, 2), 100);
+}
