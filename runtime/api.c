@@ -364,11 +364,9 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
   if (r) return rt_fail(ctx, r, &e);
   k->ir = fr.f;
   k->name = fr.f->name;
-  if (k->target && tl_sched_get(k->sched.rowcache, 0)) { /* row-cache's candidate, found once: its
-                                                          * trip count joins each launch's key */
-    uint32_t loads[4], n;
-    k->cache_loop = ir_row_cache_find(k->ir, loads, &n);
-  }
+  /* row-cache's candidate, found once: its trip count joins each launch's key */
+  uint32_t nloads;
+  if (k->target && tl_sched_get(k->sched.rowcache, 0)) k->cache_loop = ir_row_cache_find(k->ir, NULL, &nloads);
   describe_kernel(k, fr.info, fr.defines, fr.ndefines);
   return TILE_OK;
 }

@@ -81,22 +81,29 @@ static bool uniform_args(const struct ir_func *f, const struct rt_bound *b, cons
   return true;
 }
 
+/* op's scalar result from its operands a[] (constants, casts, selects and elementwise ops). */
+static bool scalar_eval(const struct ir_func *f, const struct ir_op *op, const ir_scalar *a, ir_scalar *r) {
+  if (op->nres != 1 || !ir_type_is_scalar(ir_vtype(f, op->res))) return false;
+  ir_dtype rdt = (ir_dtype)ir_vtype(f, op->res)->dtype;
+  *r = (ir_scalar){0};
+  if (op->code == IR_CONST) {
+    if (ir_dtype_is_float(rdt)) r->f = op->f;
+    else r->i = op->i[0];
+  } else if (op->code == IR_CAST) {
+    *r = ir_eval_cast((ir_dtype)ir_vtype(f, op->args[0])->dtype, rdt, a[0]);
+  } else if (op->code == IR_SELECT) {
+    *r = a[0].i ? a[1] : a[2];
+  } else if (!(ir_ops[op->code].flags & OPF_ELEM) || !op->nargs ||
+             !ir_eval_elem((ir_opcode)op->code, (ir_dtype)ir_vtype(f, op->args[0])->dtype, a, r)) {
+    return false;
+  }
+  return true;
+}
+
 /* Records op's result when it is a scalar the launch decides (its operands a[] are). */
 static void uniform_eval(const struct ir_func *f, struct uniform *u, const struct ir_op *op, const ir_scalar *a) {
-  if (op->nres != 1 || u->n == MAX_UNIFORM_VALS || !ir_type_is_scalar(ir_vtype(f, op->res))) return;
-  ir_scalar r = {0};
-  ir_dtype rdt = (ir_dtype)ir_vtype(f, op->res)->dtype;
-  if (op->code == IR_CONST) {
-    if (ir_dtype_is_float(rdt)) r.f = op->f;
-    else r.i = op->i[0];
-  } else if (op->code == IR_CAST) {
-    r = ir_eval_cast((ir_dtype)ir_vtype(f, op->args[0])->dtype, rdt, a[0]);
-  } else if (op->code == IR_SELECT) {
-    r = a[0].i ? a[1] : a[2];
-  } else if (!(ir_ops[op->code].flags & OPF_ELEM) || !op->nargs ||
-             !ir_eval_elem((ir_opcode)op->code, (ir_dtype)ir_vtype(f, op->args[0])->dtype, a, &r)) {
-    return;
-  }
+  ir_scalar r;
+  if (u->n == MAX_UNIFORM_VALS || !scalar_eval(f, op, a, &r)) return;
   u->kv[u->n] = op->res;
   u->ks[u->n++] = r;
 }
@@ -185,19 +192,10 @@ static bool uniform_value(const struct ir_func *f, const struct rt_bound *b, ir_
   if (!d || depth == 0) return false;
   const struct ir_op *op = &f->ops.v[d];
   if (op->nargs > 3 || op->nregions) return false;
-  struct uniform u;
-  u.n = 0;
-  for (uint32_t k = 0; k < op->nargs; k++) {
-    if (!uniform_value(f, b, op->args[k], depth - 1, &u.ks[u.n])) return false;
-    u.kv[u.n++] = op->args[k];
-  }
   ir_scalar a[3] = {{0}, {0}, {0}};
-  if (!uniform_args(f, b, &u, op, a)) return false;
-  unsigned before = u.n;
-  uniform_eval(f, &u, op, a);
-  if (u.n == before) return false;
-  *out = u.ks[before];
-  return true;
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (!uniform_value(f, b, op->args[k], depth - 1, &a[k])) return false;
+  return scalar_eval(f, op, a, out);
 }
 
 /* The trip count of loop `loop` when the launch decides its bounds (0 otherwise). */

@@ -70,8 +70,9 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
 bool pass_tma_box(struct ir_func *f, ir_val t, uint64_t mask, const struct ir_type *buf, struct ir_type *box);
 
 /* The loop whose loaded slices row-cache would keep for later loops over the same range
- * (row_cache.c), with those loads in loads[0..*nloads) (at most 4); 0 when none. On generic
- * IR too: the runtime evaluates that loop's trip count for f->cache_trips. */
+ * (row_cache.c), with those loads in loads[0..*nloads) (at most 4; loads may be NULL); 0
+ * when none. On generic IR too: the runtime evaluates that loop's trip count for
+ * f->cache_trips. */
 uint32_t ir_row_cache_find(const struct ir_func *f, uint32_t *loads, uint32_t *nloads);
 
 /* Runs a comma-separated list of pass names (tilec opt). Unknown names are errors. */

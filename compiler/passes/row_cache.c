@@ -40,10 +40,10 @@
 
 #include "passes.h"
 
-enum { MAX_CACHED = 4, MAX_USERS = 8, EQUIV_DEPTH = 8 };
+enum { MAX_CACHED = 4, EQUIV_DEPTH = 8 };
 
-/* Whether a (in loop la, iv va) and b (in loop lb, iv vb) compute the same value: the same
- * value defined outside both loops, the loops' variables, or the same pure op of
+/* Whether a (in the loop body ba) and b (in the loop body bb) compute the same value: the
+ * same value defined outside both loops, the loops' variables, or the same pure op of
  * equivalent operands inside each loop. */
 static bool equiv(const struct ir_func *f, ir_val a, ir_val b, uint32_t ba, uint32_t bb, int depth) {
   if (a == b) return !ir_defined_within(f, a, ba) && !ir_defined_within(f, b, bb);
@@ -78,7 +78,7 @@ static uint32_t same_load(const struct ir_func *f, uint32_t first, uint32_t ld, 
   return 0;
 }
 
-/* Loop `loop` and a later loop of block blk over the same range (same bound values). */
+/* Whether loops a and b run over the same range (the same bound values). */
 static bool same_range(const struct ir_func *f, uint32_t a, uint32_t b) {
   const struct ir_op *x = &f->ops.v[a], *y = &f->ops.v[b];
   return x->args[0] == y->args[0] && x->args[1] == y->args[1] && x->args[2] == y->args[2];
@@ -116,7 +116,8 @@ static uint32_t find_in(const struct ir_func *f, uint32_t blk, uint32_t *loads, 
         uint32_t l2 = b->ops.v[k];
         later = f->ops.v[l2].code == IR_FOR && same_range(f, id, l2) && same_load(f, id, ld, l2);
       }
-      if (later) loads[n++] = ld;
+      if (later && loads) loads[n] = ld;
+      n += later;
     }
     if (n) {
       *nloads = n;
@@ -205,14 +206,13 @@ void pass_row_cache(struct pass_ctx *pc) {
   if (!first) return;
   /* the budget: half the target's shared memory, so that two programs still fit on a
    * multiprocessor (with the scratch of reductions beside them) */
-  int64_t bytes = 0, chunk = 0, held = 0;
+  int64_t chunk = 0, held = 0;
   for (uint32_t j = 0; j < n; j++) {
     const struct ir_type *t = ir_vtype(f, f->ops.v[loads[j]].res);
     chunk += ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype);
     held += ir_type_numel(t) / (32 * f->warps) + 1;
   }
-  bytes = T * chunk;
-  if (bytes > (int64_t)f->target->smem_optin / 2 - 8192) return;
+  if (T * chunk > (int64_t)f->target->smem_optin / 2 - 8192) return;
   /* the fill: U chunks loaded per iteration before any is stored, so that about FILL_BYTES
    * of the row are in flight per program (two programs per multiprocessor: enough to keep
    * DRAM busy), at most MAX_HELD registers of each thread holding them */

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #define AMPERE (TL_FEAT_MMA_SYNC)
@@ -46,9 +47,26 @@ const char *tl_target_names(void) { return "sm_80, sm_86, sm_89, sm_90, sm_90a";
 
 /* ---- schedule options ---- */
 
+/* The on/off options, in the order tl_schedule_format writes them (regs follows). */
+#define SCHED_FLAG(name) {#name, offsetof(struct tl_schedule, name)}
+static const struct {
+  const char *name;
+  size_t off;
+} sched_flags[] = {SCHED_FLAG(wgmma),   SCHED_FLAG(tma),      SCHED_FLAG(ws),       SCHED_FLAG(persistent),
+                   SCHED_FLAG(wait),    SCHED_FLAG(gather),   SCHED_FLAG(prefetch), SCHED_FLAG(overlap),
+                   SCHED_FLAG(pingpong), SCHED_FLAG(handoff), SCHED_FLAG(once),     SCHED_FLAG(tileturns),
+                   SCHED_FLAG(rowcache)};
+#undef SCHED_FLAG
+enum { NSCHED_FLAGS = sizeof sched_flags / sizeof sched_flags[0] };
+
+static signed char *sched_flag(struct tl_schedule *s, unsigned i) { return (signed char *)s + sched_flags[i].off; }
+static signed char flag_value(const struct tl_schedule *s, unsigned i) {
+  return *((const signed char *)s + sched_flags[i].off);
+}
+
 void tl_schedule_default(struct tl_schedule *s) {
   memset(s, 0, sizeof *s); /* padding too: schedules are compared and hashed bytewise */
-  s->wgmma = s->tma = s->ws = s->persistent = s->wait = s->gather = s->prefetch = s->overlap = s->pingpong = s->handoff = s->once = s->tileturns = s->rowcache = -1;
+  for (unsigned i = 0; i < NSCHED_FLAGS; i++) *sched_flag(s, i) = -1;
   s->producer_regs = s->consumer_regs = -1;
 }
 
@@ -90,23 +108,15 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
     if (ok) {
       *eq = 0;
       const char *k = item, *v = eq + 1;
-      if (strcmp(k, "wgmma") == 0) ok = parse_flag(v, &s->wgmma);
-      else if (strcmp(k, "tma") == 0) ok = parse_flag(v, &s->tma);
-      else if (strcmp(k, "ws") == 0) ok = parse_flag(v, &s->ws);
-      else if (strcmp(k, "persistent") == 0) ok = parse_flag(v, &s->persistent);
-      else if (strcmp(k, "wait") == 0) ok = parse_flag(v, &s->wait);
-      else if (strcmp(k, "gather") == 0) ok = parse_flag(v, &s->gather);
-      else if (strcmp(k, "prefetch") == 0) ok = parse_flag(v, &s->prefetch);
-      else if (strcmp(k, "overlap") == 0) ok = parse_flag(v, &s->overlap);
-      else if (strcmp(k, "pingpong") == 0) ok = parse_flag(v, &s->pingpong);
-      else if (strcmp(k, "handoff") == 0) ok = parse_flag(v, &s->handoff);
-      else if (strcmp(k, "once") == 0) ok = parse_flag(v, &s->once);
-      else if (strcmp(k, "tileturns") == 0) ok = parse_flag(v, &s->tileturns);
-      else if (strcmp(k, "rowcache") == 0) ok = parse_flag(v, &s->rowcache);
+      unsigned f = 0;
+      while (f < NSCHED_FLAGS && strcmp(k, sched_flags[f].name) != 0) f++;
+      if (f < NSCHED_FLAGS) ok = parse_flag(v, sched_flag(s, f));
       else if (strcmp(k, "regs") == 0) ok = parse_regs(v, &s->producer_regs, &s->consumer_regs);
       else {
-        snprintf(err, errlen,
-                 "schedule: unknown option '%s' (known: wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache, regs)", k);
+        int m = snprintf(err, errlen, "schedule: unknown option '%s' (known: ", k);
+        for (unsigned i = 0; i < NSCHED_FLAGS && m > 0 && (size_t)m < errlen; i++)
+          m += snprintf(err + m, errlen - (size_t)m, "%s, ", sched_flags[i].name);
+        if (m > 0 && (size_t)m < errlen) snprintf(err + m, errlen - (size_t)m, "regs)");
         return false;
       }
       if (!ok) {
@@ -127,22 +137,10 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
 void tl_schedule_format(const struct tl_schedule *s, char *buf, size_t len) {
   size_t n = 0;
   buf[0] = 0;
-#define FLAG(name, f)                                                                       \
-  if (s->f >= 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%s" name "=%d", n ? "," : "", s->f);
-  FLAG("wgmma", wgmma)
-  FLAG("tma", tma)
-  FLAG("ws", ws)
-  FLAG("persistent", persistent)
-  FLAG("wait", wait)
-  FLAG("gather", gather)
-  FLAG("prefetch", prefetch)
-  FLAG("overlap", overlap)
-  FLAG("pingpong", pingpong)
-  FLAG("handoff", handoff)
-  FLAG("once", once)
-  FLAG("tileturns", tileturns)
-  FLAG("rowcache", rowcache)
-#undef FLAG
+  for (unsigned i = 0; i < NSCHED_FLAGS; i++) {
+    signed char v = flag_value(s, i);
+    if (v >= 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%s%s=%d", n ? "," : "", sched_flags[i].name, v);
+  }
   if (s->producer_regs > 0 && n < len)
     snprintf(buf + n, len - n, "%sregs=%d/%d", n ? "," : "", s->producer_regs, s->consumer_regs);
 }
