@@ -28,7 +28,7 @@
 #include "passes.h"
 #include "rt.h"
 
-_Static_assert(CG_FEW_WAVES == 8, "the AOT launcher's persistent=2 rule writes 8 waves");
+_Static_assert(CG_FEW_WAVES == 8 && CG_WALK_MIN_WAVES == 4, "the AOT launcher's persistent=2 rule writes 4 and 8 waves");
 
 /* The fixed part of every generated source, after its #include of the header and a
  * `#define AOT_TMA 0|1` (whether any code uses TMA, which needs cuTensorMapEncodeTiled). */
@@ -421,7 +421,8 @@ static const char *const prelude[] = {
     "  unsigned g[3] = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};",
     "  if (l.v->persistent) {",
     "    uint64_t tiles = (uint64_t)grid[0] * (uint64_t)grid[1] * (uint64_t)grid[2];",
-    "    uint64_t slots = l.v->persistent == 2 && tiles > 8 * (uint64_t)l.slots && tiles <= 0x7fffffff ? tiles : l.slots;",
+    "    uint64_t s = l.slots;",
+    "    uint64_t slots = l.v->persistent == 2 && (tiles > 8 * s || (tiles > s && tiles < 4 * s)) && tiles <= 0x7fffffff ? tiles : s;",
     "    g[0] = (unsigned)(tiles < slots ? tiles : slots);",
     "    g[1] = g[2] = 1;",
     "  }",

@@ -494,8 +494,11 @@ static tile_status pack_args(tile_context *ctx, tile_kernel *k, struct rt_spec *
 }
 
 uint64_t rt_persistent_programs(uint64_t tiles, uint64_t slots, int persistent) {
-  /* persistent=2: beyond a few waves, one program per tile (the hardware scheduler balances) */
-  if (persistent == 2 && tiles > CG_FEW_WAVES * slots && tiles <= INT32_MAX) slots = tiles;
+  /* persistent=2: beyond a few waves, or one to a few tiles per program, one program per tile
+   * (the hardware scheduler balances) */
+  if (persistent == 2 && (tiles > CG_FEW_WAVES * slots || (tiles > slots && tiles < CG_WALK_MIN_WAVES * slots)) &&
+      tiles <= INT32_MAX)
+    slots = tiles;
   return tiles < slots ? tiles : slots;
 }
 

@@ -198,8 +198,8 @@ tile_status rt_bind_args(tile_context *ctx, tile_kernel *k, const tile_arg *args
 /* ---- CUDA (gpu.c) ---- */
 
 /* The programs a persistent grid of `tiles` tiles launches with `slots` program slots on the
- * device: persistent=1 min(tiles, slots); persistent=2 (cg.h) the same up to CG_FEW_WAVES
- * waves, one program per tile beyond. */
+ * device: persistent=1 min(tiles, slots); persistent=2 (cg.h) the same for one wave or
+ * CG_WALK_MIN_WAVES to CG_FEW_WAVES waves, one program per tile otherwise. */
 uint64_t rt_persistent_programs(uint64_t tiles, uint64_t slots, int persistent);
 
 /* Loads the driver and opens the device once; false (with the message set) if unavailable. */

@@ -204,7 +204,7 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs)
             gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"]))
 
 
-def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None):
+def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, schedule=None, dkdv_path=None):
     q = torch.randn(b, h, n, d, device="cuda", dtype=dt, requires_grad=True)
     k = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
     v = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
@@ -218,7 +218,8 @@ def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None):
     lib = os.path.join(ROOT, "lib", "attention_bwd.tile")
     defs = {"T": tname, "D": d}
     pre = tile.compile(lib, kernel="attention_bwd_pre", defines=defs)
-    dkdv = tile.compile(lib, kernel="attention_bwd_dkdv", defines=dict(defs, CAUSAL=causal, **(dkdv_defs or {})))
+    dkdv = tile.compile(dkdv_path or lib, kernel="attention_bwd_dkdv", defines=dict(defs, CAUSAL=causal, **(dkdv_defs or {})),
+                        schedule=schedule)
     dqk = tile.compile(lib, kernel="attention_bwd_dq", defines=dict(defs, CAUSAL=causal, **(dq_defs or {})))
     qd, kd, vd = q.detach(), k.detach(), v.detach()
     o = torch.empty_like(qd)
@@ -237,9 +238,63 @@ def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None):
     flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
     t_ours = time_ms(ours)
     t_ref = time_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
+    t_dkdv = time_ms(lambda: dkdv(qd, kd, vd, do, lse, delta, dk, dv, scale=scale))
+    t_dq = time_ms(lambda: dqk(qd, kd, vd, do, lse, delta, dq, scale=scale))
     row("attention_bwd B=%d H=%d HKV=%d N=%d D=%d%s %s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:]),
-        t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; dkdv [%s], dq [%s]" % (
-            flops / t_ours / 1e9, flops / t_ref / 1e9, dkdv.config(), dqk.config()))
+        t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; dkdv %.3f ms [%s], dq %.3f ms [%s]" % (
+            flops / t_ours / 1e9, flops / t_ref / 1e9, t_dkdv, dkdv.config() + (" " + schedule if schedule else "") + (" " + os.path.basename(dkdv_path) if dkdv_path else ""),
+            t_dq, dqk.config()))
+
+
+def attention_bwd_atomic(b, h, hkv, n, d, causal, dt, defs=None, schedule=None):
+    """tools/exp/attention_bwd_atomic.tile: one kernel for dK, dV and dQ (dQ by f32 atomics
+    into a zeroed buffer, then a cast), against SDPA's backward; an experiment (PERF.md 65)."""
+    q = torch.randn(b, h, n, d, device="cuda", dtype=dt, requires_grad=True)
+    k = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
+    v = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
+    do = torch.randn(b, h, n, d, device="cuda", dtype=dt)
+    scale = d ** -0.5
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=hkv != h)
+    rq, rk, rv = torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+    tname = "f16" if dt == torch.float16 else "bf16"
+    fwd = tile.compile(os.path.join(ROOT, "lib", "attention.tile"), kernel="attention",
+                       defines={"T": tname, "D": d, "CAUSAL": causal, "HAS_LSE": True})
+    pre = tile.compile(os.path.join(ROOT, "lib", "attention_bwd.tile"), kernel="attention_bwd_pre",
+                       defines={"T": tname, "D": d})
+    exp = os.path.join(ROOT, "tools", "exp", "attention_bwd_atomic.tile")
+    main = tile.compile(exp, kernel="attention_bwd_atomic", defines=dict(T=tname, D=d, CAUSAL=causal, **(defs or {})),
+                        schedule=schedule)
+    cast = tile.compile(exp, kernel="attention_bwd_dq_cast", defines=dict(T=tname, D=d))
+    qd, kd, vd = q.detach(), k.detach(), v.detach()
+    o = torch.empty_like(qd)
+    lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
+    fwd(qd, kd, vd, o, lse, scale=scale)
+    delta = torch.empty_like(lse)
+    dq, dk, dv = torch.empty_like(qd), torch.empty_like(kd), torch.empty_like(vd)
+    acc = torch.empty(b, h, n, d, device="cuda", dtype=torch.float32)
+
+    def ours():
+        acc.zero_()
+        pre(o, do, delta)
+        main(qd, kd, vd, do, lse, delta, dk, dv, acc, scale=scale)
+        cast(acc, dq, scale=scale)
+
+    ours()
+    err = max(((x.float() - r.float()).abs().max() / r.float().abs().max()).item() for x, r in ((dq, rq), (dk, rk), (dv, rv)))
+    flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+    t_ours = time_ms(ours)
+    t_ref = time_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
+    t_main = time_ms(lambda: main(qd, kd, vd, do, lse, delta, dk, dv, acc, scale=scale))
+    row("attention_bwd_atomic B=%d H=%d HKV=%d N=%d D=%d%s %s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:]),
+        t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; main %.3f ms [%s]" % (
+            flops / t_ours / 1e9, flops / t_ref / 1e9, t_main, main.config() + (" " + schedule if schedule else "")))
+
+
+def main_bwd_atomic():
+    for causal in (False, True):
+        attention_bwd_atomic(1, 16, 16, 2405, 64, causal, torch.float16)
+        attention_bwd_atomic(2, 16, 4, 4096, 128, causal, torch.bfloat16)
+        attention_bwd_atomic(2, 16, 4, 4096, 128, causal, torch.bfloat16, defs=dict(NW=8, BN=128, BM=64), schedule="pingpong=0")
 
 
 COPY_GBS = {}
@@ -315,7 +370,7 @@ def main():
     if only:
         sections = {"rows": main_rows, "gemm": main_gemm, "decode": main_decode, "bwd": main_bwd,
                     "sweep": main_sweep, "sweep-decode": main_sweep_decode, "sweep-rows": main_sweep_rows,
-                    "sweep-bwd": main_sweep_bwd, "rowcache": main_rowcache}
+                    "sweep-bwd": main_sweep_bwd, "bwd-atomic": main_bwd_atomic, "rowcache": main_rowcache}
         for name in only - set(sections):
             print("bench_examples: unknown section '%s' (the sections: %s)" % (name, ", ".join(sections)))
             return 2
@@ -378,24 +433,27 @@ def main_sweep_rows():
 
 
 def main_bwd():
-    attention_bwd(1, 16, 16, 2405, 64, False, torch.float16)
-    attention_bwd(1, 16, 16, 2405, 64, True, torch.float16)
-    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16)
+    """Issue 17's rows: f16 and bf16, hd64 and hd128, causal and not, N >= 2048."""
+    for causal in (False, True):
+        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16)
+        attention_bwd(2, 16, 16, 4096, 64, causal, torch.bfloat16)
+        attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16)
+        attention_bwd(1, 16, 16, 2405, 128, causal, torch.float16)
 
 
 def main_sweep_bwd():
-    """The backward kernels on wgmma (configurations whose products all or partly take the
-    Hopper tier without spilling) against the defaults (mma.sync)."""
-    wg_dq = dict(BM=128, BN=64, NW=8)
-    wg_dkdv = dict(BM=64, BN=64, NW=4)
+    """dkdv and dq configurations around the sm_90a defaults (dkdv: 128 keys over two
+    warpgroups, 64 queries per step; dq: 128 queries, 128 keys at hd64, 64 at hd128)."""
+    dpfirst = os.path.join(ROOT, "tools", "exp", "attention_bwd_dpfirst.tile")
     for causal in (False, True):
         attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16)
-        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dq_defs=wg_dq)
-        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dkdv_defs=wg_dkdv, dq_defs=wg_dq)
-    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16)
-    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16, dq_defs=wg_dq)
-    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16, dq_defs=dict(BM=128, BN=32, NW=8))
-    attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16, dkdv_defs=dict(BM=64, BN=32, NW=4), dq_defs=wg_dq)
+        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dkdv_defs=dict(BM=128, BN=128, NW=8))
+        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dkdv_path=dpfirst)
+        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dq_defs=dict(BM=128, BN=64, NW=8))
+        attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16)
+        attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16, dkdv_path=dpfirst)
+        attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16, schedule="persistent=0")
+        attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16, schedule="persistent=1")
 
 
 def main_sweep_decode():

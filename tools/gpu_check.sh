@@ -444,6 +444,8 @@ lang_checks() {
   done
   tk attention_bwd.tile attention_bwd_dkdv T=bf16,D=128,CAUSAL=true B=1,H=2,HKV=1,N=200,NK=200 "scale=0.088"
   tk attention_bwd.tile attention_bwd_dq T=bf16,D=128,CAUSAL=true B=1,H=2,HKV=1,N=200,NK=200 "scale=0.088"
+  tk attention_bwd.tile attention_bwd_dkdv T=bf16,D=128 B=1,H=4,HKV=2,N=333,NK=333 "scale=0.088"
+  tk attention_bwd.tile attention_bwd_dkdv T=f16,CAUSAL=true B=2,H=4,HKV=1,N=257,NK=257 "scale=0.125"
   # the examples (varlen attention needs valid sequence offsets: tools/bench_examples.py checks it)
   tk examples/embedding_bag.tile embedding_bag T=f32 V=1000,B=33,DIM=64
   tk examples/embedding_bag.tile embedding_bag T=f16,L=32,BD=256 V=50,B=7,DIM=1000

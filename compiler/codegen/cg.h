@@ -27,7 +27,10 @@ struct cg_tmap {
 };
 enum { CG_MAX_TMAPS = 8 };
 
-enum { CG_FEW_WAVES = 8 }; /* persistent=2: PERF.md 62 */
+/* persistent=2: a walk only for grids of CG_WALK_MIN_WAVES to CG_FEW_WAVES waves (PERF.md
+ * 62, 65); with fewer tiles per program the static order cannot even out tiles whose work
+ * repeats with a block index (a causal mask's), with more the walk's imbalance grows */
+enum { CG_FEW_WAVES = 8, CG_WALK_MIN_WAVES = 4 };
 
 struct cg_result {
   const char *text; /* LLVM IR or PTX, NUL-terminated, in the caller's arena */
@@ -35,8 +38,9 @@ struct cg_result {
   struct cg_tmap tmaps[CG_MAX_TMAPS];
   unsigned ntmaps;
   uint8_t persistent;    /* the grid is sized by the runtime (ir_func.persistent): 1 as many
-                          * programs as fit at once; 2 so only when the tiles are at most
-                          * CG_FEW_WAVES times that many, one program per tile otherwise */
+                          * programs as fit at once; 2 so only when the tiles are
+                          * CG_WALK_MIN_WAVES to CG_FEW_WAVES times that many (or fewer
+                          * than that many), one program per tile otherwise */
   bool whole_program;    /* must be compiled as a whole program, not linked: setmaxnreg is
                             ignored in relocatable code (ptxas -c, cuLink: C7504) */
   unsigned threads;      /* threads per program instance */

@@ -26,8 +26,8 @@
  *     scalars) do not depend on the program, or nothing is done;
  *   - the function is marked persistent: the runtime launches as many programs as fit on
  *     the device at once (at most the number of tiles), along x; persistent=2 (heavy tiles
- *     of unequal work) only when the tiles are at most a few waves of those programs, one
- *     program per tile otherwise (each walks one tile).
+ *     of unequal work) only when the tiles are 4 to 8 waves of those programs (or at most
+ *     one), one program per tile otherwise (each walks one tile).
  *
  *   %pid = program_id {axis=0}                       %nt = <grid sizes multiplied>
  *   %m0 = ... %pid ...                               warp_specialize producer {
@@ -300,8 +300,10 @@ static bool make_persistent(struct pass_ctx *pc) {
    * causal +1-14%). Heavier ones are walked only when the grid is a few waves (persistent=2:
    * the runtime launches one program per tile otherwise, and the hardware's block scheduler
    * starts each when a slot frees up): hd128 causal N=1024, 7.8 waves, 0.83x -> 0.92x of
-   * cuDNN for the walk; N=4096, 31 waves, 1.05x -> 0.99x (PERF.md 42, 57, 62). The
-   * schedule's persistent=1 walks them always. */
+   * cuDNN for the walk; N=4096, 31 waves, 1.05x -> 0.99x (PERF.md 42, 57, 62); attention
+   * backward's dK, dV causal at 2 waves 1.154 ms -> 1.385 (PERF.md 65: two tiles per
+   * program cannot even out work that repeats with the key block). The schedule's
+   * persistent=1 walks them always. */
   bool unequal = false;
   for (uint32_t l = 0; l < nrings; l++)
     for (int k = 0; k < 2; k++) unequal |= depends_on_program(f, f->ops.v[loops[l]].args[k], dep);

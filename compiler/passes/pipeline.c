@@ -76,6 +76,9 @@ bool pass_pipeline_generic(struct ir_func *f, struct pass_options *o, struct str
   /* on the canonical forms (trans(trans(x)) gone, constants folded), before CSE and DCE,
    * which merge the rebuilt broadcasts and delete the chains it leaves unused */
   if (!pass_run(PASS_TRANSPOSE, f, o, err)) return false;
+  /* after canonicalize and fold, which leave the index arithmetic between two loops as
+   * the plain scalar ops it checks for */
+  if (!pass_run(PASS_FLATTEN, f, o, err)) return false;
   /* CSE before DCE: merging duplicates leaves dead copies for DCE to remove. */
   if (!pass_run(PASS_CSE, f, o, err)) return false;
   /* DCE last: it also records which parameters are still used after specialization, which

@@ -10,7 +10,8 @@
  *                                                         dot reads its operands from
  *                                                         shared memory either way)
  *   trans(f(x, y))          -> f(trans(x), trans(y))     (f elementwise, select, cast)
- *   trans(broadcast(expand_dims(v, axis))) -> broadcast(expand_dims(v, 1 - axis))
+ *   trans(broadcast(x))     -> broadcast(trans(x))       (x a row or column)
+ *   trans(expand_dims(v, axis)) -> expand_dims(v, 1 - axis)
  *   trans(const), trans(splat) -> the constant or splat of the swapped shape
  *   trans(trans(x))         -> x
  *
@@ -26,8 +27,10 @@
  *   (%kt = trans %k)
  * A value other than a product, constant or broadcast row/column that the group reads
  * (a loaded tile, a loop-carried value) needs a new trans (one that is a product's operand
- * costs nothing); the rewrite is made only when those are fewer than the trans ops it
- * removes. Old ops are left without uses; DCE deletes them.                             */
+ * costs nothing), and so does a group value that a product outside the group reads as an
+ * operand (dS of FlashAttention-2's dQ += dS K: it goes through shared memory either way);
+ * the rewrite is made only when those are fewer than the trans ops it removes. Old ops are
+ * left without uses; DCE deletes them.                                                  */
 #include <string.h>
 
 #include "passes.h"
@@ -65,6 +68,7 @@ static bool cheap(const struct tp *t, ir_val v) {
 static bool chain_op(const struct ir_func *f, const struct ir_op *op) {
   if (!op->block || op->nres != 1 || op->nregions) return false;
   if (!is_rank2_tile(f, op->res)) return false;
+  if (op->code == IR_BROADCAST) return is_rank2_tile(f, op->args[0]); /* a row or column */
   return op->code == IR_DOT || (ir_ops[op->code].flags & OPF_ELEM);
 }
 
@@ -83,10 +87,17 @@ static void mark(struct tp *t, ir_val v) {
     if (is_rank2_tile(t->f, op->args[k])) mark(t, op->args[k]);
 }
 
-/* Whether use `u` of a chain value (operand index k) keeps it in the chain. */
+/* A product outside the chains reading v as its left or right operand: computing v
+ * transposed costs a trans there (a round trip through shared memory). */
+static bool operand_use(const struct tp *t, uint32_t u, ir_val v) {
+  const struct ir_op *op = ir_op(t->f, u);
+  return op->code == IR_DOT && !t->cand[u] && (op->args[0] == v || op->args[1] == v) && op->args[2] != v;
+}
+
+/* Whether use `u` of a chain value v keeps it in the chain. */
 static bool use_ok(const struct tp *t, uint32_t u, ir_val v) {
   const struct ir_op *op = ir_op(t->f, u);
-  if (op->code == IR_TRANS) return true;
+  if (op->code == IR_TRANS || operand_use(t, u, v)) return true;
   if (!t->cand[u]) return false;
   if (op->code == IR_DOT) return op->args[2] == v && op->args[0] != v && op->args[1] != v;
   return true;
@@ -206,13 +217,19 @@ static ir_val tv(struct tp *t, ir_val v) {
 }
 
 /* New transposes a chain needs: the distinct values its elementwise ops read that are
- * neither in a chain nor rebuilt for free (a product's operands cost nothing). */
+ * neither in a chain nor rebuilt for free (a product's operands cost nothing), and its
+ * values that products outside it read as operands. */
 static uint32_t chain_cost(struct tp *t, uint32_t c, uint8_t *seen) {
   struct ir_func *f = t->f;
   uint32_t cost = 0;
   for (uint32_t i = 1; i < f->ops.n; i++) {
     if (!t->cand[i] || t->comp[i] != c) continue;
     const struct ir_op *op = &f->ops.v[i];
+    for (uint32_t j = t->use_start[op->res]; j < t->use_start[op->res + 1]; j++)
+      if (operand_use(t, t->use_op[j], op->res)) {
+        cost++;
+        break;
+      }
     uint32_t first = op->code == IR_DOT ? 2 : 0;
     for (uint32_t k = first; k < op->nargs; k++) {
       ir_val a = op->args[k];
@@ -284,5 +301,23 @@ void pass_transpose(struct pass_ctx *pc) {
     if (!d || !t.cand[d]) continue;
     ir_replace_uses(f, ir_res(f, i, 0), tv(&t, x));
     pc->changed = true;
+  }
+  /* products outside the chains read a rewritten value through a trans of its transpose */
+  for (uint32_t i = 1; i < nops; i++) {
+    if (!t.cand[i]) continue;
+    ir_val r = f->ops.v[i].res;
+    ir_val back = 0;
+    for (uint32_t j = t.use_start[r]; j < t.use_start[r + 1]; j++) {
+      uint32_t u = t.use_op[j];
+      if (!operand_use(&t, u, r)) continue;
+      if (!back) {
+        struct ir_builder b;
+        ir_val x = tv(&t, r);
+        after_def(&t, &b, x);
+        back = ir_build1(&b, IR_TRANS, f->values.v[r].type, &x, 1);
+      }
+      for (uint32_t k = 0; k < 2; k++)
+        if (f->ops.v[u].args[k] == r) f->ops.v[u].args[k] = back;
+    }
   }
 }

@@ -297,12 +297,13 @@ static void expect_configs(const char *file, const char *kernel, const struct co
   tile_context_destroy(ctx);
 }
 
-/* lib/attention_bwd.tile's dkdv: two sm_90a clauses, hd64 the first (64 x 64 blocks), hd128
- * the second (the first breaks `BN * D <= 1024 * NW`); other targets the plain defaults. */
+/* lib/attention_bwd.tile's dkdv: two sm_90a clauses, hd64 the first (128 x 128 blocks),
+ * hd128 the second (the first breaks `BN * (D + BM) <= 3072 * NW`); other targets the plain
+ * defaults. */
 Test(autoconfig, backward_target_defaults) {
   static const struct config_case cases[] = {
-      {"sm_90a", "64", ",BM=64,BN=64,NW=4,"},
-      {"sm_90a", "128", ",BM=64,BN=32,NW=4,"},
+      {"sm_90a", "64", ",BM=128,BN=128,NW=8,"},
+      {"sm_90a", "128", ",BM=64,BN=128,NW=8,"},
       {"sm_80", "128", ",BM=32,BN=64,NW=8,"},
   };
   expect_configs("attention_bwd.tile", "attention_bwd_dkdv", cases, sizeof cases / sizeof cases[0]);

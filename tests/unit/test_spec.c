@@ -174,4 +174,7 @@ Test(spec, persistent_grids_walk_few_waves_only) {
   cr_expect_eq(rt_persistent_programs(8 * 132 + 1, 132, 2), 8 * 132 + 1); /* one per tile */
   cr_expect_eq(rt_persistent_programs(4096, 132, 2), 4096);
   cr_expect_eq(rt_persistent_programs(100, 132, 2), 100);
+  cr_expect_eq(rt_persistent_programs(256, 132, 2), 256);      /* 2 waves: one per tile */
+  cr_expect_eq(rt_persistent_programs(4 * 132 - 1, 132, 2), 4 * 132 - 1);
+  cr_expect_eq(rt_persistent_programs(4 * 132, 132, 2), 132);   /* 4 waves: walked */
 }
