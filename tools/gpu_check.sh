@@ -290,6 +290,10 @@ for s in M=1,N=1,K=1 M=33,N=7,K=100 M=7,N=33,K=1000 M=64,N=4095,K=33 M=33,N=64,K
   tk gemm.tile gemm T=f32,TF32=true "$s" "$AB"
 done
 tk gemm.tile gemm T=f32,TF32=true,BM=64,BN=128,BK=16,NW=4 M=129,N=200,K=72 "$AB"
+# 64-row tiles over two warpgroups: wgmma with the warpgroups splitting N (64 columns each),
+# and its mma.sync fallback (32 columns each: MN-major B needs 64)
+tk gemm.tile gemm T=f16,BM=64,BN=128,NW=8 M=129,N=200,K=72 "$AB"
+tk gemm.tile gemm T=bf16,BM=64,BN=64,NW=8 M=129,N=200,K=72 "$AB"
 # epilogues, on a ragged shape
 E=M=129,N=200,K=72
 for d in ACT=relu ACT=gelu ACT=silu SCALED=true HAS_BIAS=true HAS_RESIDUAL=true \
@@ -446,6 +450,9 @@ lang_checks() {
   tk attention_bwd.tile attention_bwd_dq T=bf16,D=128,CAUSAL=true B=1,H=2,HKV=1,N=200,NK=200 "scale=0.088"
   tk attention_bwd.tile attention_bwd_dkdv T=bf16,D=128 B=1,H=4,HKV=2,N=333,NK=333 "scale=0.088"
   tk attention_bwd.tile attention_bwd_dkdv T=f16,CAUSAL=true B=2,H=4,HKV=1,N=257,NK=257 "scale=0.125"
+  # the one-kernel experiment (dQ by atomics; its product over two warpgroups along N)
+  tk tools/exp/attention_bwd_atomic.tile attention_bwd_atomic T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088"
+  tk tools/exp/attention_bwd_atomic.tile attention_bwd_atomic T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125"
   # the examples (varlen attention needs valid sequence offsets: tools/bench_examples.py checks it)
   tk examples/embedding_bag.tile embedding_bag T=f32 V=1000,B=33,DIM=64
   tk examples/embedding_bag.tile embedding_bag T=f16,L=32,BD=256 V=50,B=7,DIM=1000

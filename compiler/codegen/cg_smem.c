@@ -865,7 +865,12 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   bool bf16 = bt->dtype == DT_BF16;
   int M = ct->dims[0], N = ct->dims[1];
   int K = b_kmajor ? bt->dims[bt->rank - 1] : bt->dims[bt->rank - 2];
-  int W = f->warps, NI = N > 256 ? 256 : N;
+  /* warps along M (4 per warpgroup) and warpgroups along N (layout_assign: 1 unless the
+   * rows are fewer than the warpgroups' 64 each); each warpgroup takes N / gn columns */
+  const struct ir_layout *cl = &f->layouts.v[ct->layout];
+  int W = cl->warps_per_cta[0], gn = cl->warps_per_cta[1], gm = W / 4;
+  N /= gn;
+  int NI = N > 256 ? 256 : N;
   struct sbuf sb, sa;
   buffer_info(g, op->args[2], &sb);
   LLVMValueRef bslot = cg_scalar_i32(g, op->args[3]);
@@ -884,6 +889,11 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   struct cgval *out = cg_new_val(g, op->res, n);
   for (uint32_t r = 0; r < n; r++) out->r[r] = C->r[r];
   LLVMValueRef wg = LLVMBuildLShr(g->b, g->warp, cg_i32(g, 2), ""); /* warpgroup index */
+  LLVMValueRef wgn = cg_i32(g, 0);
+  if (gn > 1) { /* warpgroup wg covers rows (wg % gm) * 64 and columns (wg / gm) * N */
+    wgn = LLVMBuildMul(g->b, LLVMBuildUDiv(g->b, wg, cg_i32(g, gm), ""), cg_i32(g, N), "");
+    wg = LLVMBuildURem(g->b, wg, cg_i32(g, gm), "");
+  }
   int nacc = NI / 2;
   /* the instruction text */
   char *text = arena_alloc(g->arena, 8192), *cons = arena_alloc(g->arena, 4096);
@@ -961,7 +971,7 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
         } else {
           for (int q = 0; q < 4; q++) args[na++] = apack[(mr * kslices + k0 / 16) * 4 + q];
         }
-        args[na++] = operand_desc(g, &sb, bslot, b_kmajor, cg_i32(g, nc), k0);
+        args[na++] = operand_desc(g, &sb, bslot, b_kmajor, LLVMBuildAdd(g->b, wgn, cg_i32(g, nc), ""), k0);
         args[na++] = cg_i32(g, fresh ? 0 : 1); /* scale-d: accumulate, or D = A B */
         LLVMValueRef res = cg_asm(g, rt, text, cons, args, (unsigned)na, true);
         for (int i = 0; i < nacc; i++) out->r[idx[i]] = LLVMBuildExtractValue(g->b, res, (unsigned)i, "");

@@ -105,11 +105,19 @@ static bool mma_warps_ok(const struct ir_layout *e, int warps) {
   return wm > 0 && wn > 0 && !(wm & (wm - 1)) && !(wn & (wn - 1)) && wm * wn == warps;
 }
 
+/* The column step between warps along N: mma.sync's 8; a wgmma layout whose warpgroups
+ * split N (wpc [4 * gm, gn], gn > 1) gives each warpgroup instr[1] whole columns. */
+static int warp_n_step(const struct ir_layout *e) {
+  return e->instr[0] == 64 && e->warps_per_cta[1] > 1 && e->instr[1] ? e->instr[1] : 8;
+}
+
 static bool build_mma(const struct ir_layout *e, struct ll *l, int warps) {
-  int wm = e->warps_per_cta[0], wn = e->warps_per_cta[1];
+  int wm = e->warps_per_cta[0], wn = e->warps_per_cta[1], ns = warp_n_step(e);
   if (l->rank != 2 || !mma_warps_ok(e, warps)) return false;
   add_reg(l, 1, 1);
   add_reg(l, 0, 8);
+  for (int c = 8; c < ns; c *= 2) /* a warpgroup's columns before the next warpgroup's */
+    if (!add_reg(l, 1, c)) return false;
   const int32_t lanes[5][2] = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
   for (int i = 0; i < 5; i++) {
     l->lane[i][0] = lanes[i][0];
@@ -117,8 +125,8 @@ static bool build_mma(const struct ir_layout *e, struct ll *l, int warps) {
   }
   l->nlane = 5;
   for (int b = 1; b < wm; b *= 2) set_basis(l->warp[l->nwarp++], 2, 0, 16 * b);
-  for (int b = 1; b < wn; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, 8 * b);
-  int32_t ext[2] = {16 * wm, 8 * wn};
+  for (int b = 1; b < wn; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, ns * b);
+  int32_t ext[2] = {16 * wm, ns * wn};
   const uint8_t order[2] = {1, 0};
   if (!repeat_to_shape(l, ext, order)) return false;
   clamp_to_shape(l);
@@ -168,14 +176,17 @@ static bool build_dot_op(const struct ir_func *f, const struct ir_layout *e, str
     order[0] = 1; /* k repeats first */
     order[1] = 0;
   } else {
+    int ns = warp_n_step(p);
     add_reg(l, 0, 1);
     add_reg(l, 0, 8);
+    for (int c = 8; c < ns; c *= 2)
+      if (!add_reg(l, 1, c)) return false;
     const int32_t lanes[5][2] = {{2, 0}, {4, 0}, {0, 1}, {0, 2}, {0, 4}};
     for (int i = 0; i < 5; i++) l->lane[i][0] = lanes[i][0], l->lane[i][1] = lanes[i][1];
     for (int b = 1; b < wm; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, 0);
-    for (int b = 1; b < wn; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, 8 * b);
+    for (int b = 1; b < wn; b *= 2) set_basis(l->warp[l->nwarp++], 2, 1, ns * b);
     ext[0] = 16;
-    ext[1] = 8 * wn;
+    ext[1] = ns * wn;
     order[0] = 0;
     order[1] = 1;
   }

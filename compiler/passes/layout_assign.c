@@ -214,6 +214,20 @@ static uint16_t mma_layout(struct assign *A, uint32_t id) {
     l.instr[1] = (uint8_t)(N > 256 ? 0 : N); /* 256 does not fit a byte: 0 means 256 */
     return ir_layout_intern(A->f, &l);
   }
+  /* fewer rows than warpgroups of 64 (attention backward's dQ = dS K: 64 query rows, two
+   * warpgroups): the warpgroups split N, each a whole m64nNk16 instruction of N / gn
+   * columns (not in a chain, whose first accumulator must be the next dot's A) */
+  int G = W / 4;
+  if (ir_func_wgmma(A->f) && !chain && !tf32 && W % 4 == 0 && M % 64 == 0 && M < 64 * G) {
+    int gm = M / 64, gn = G / gm;
+    if (gm * gn == G && N % (8 * gn) == 0 && N / gn <= 128 && N / gn >= 16 && !((N / gn) & (N / gn - 1))) {
+      l.warps_per_cta[0] = (uint8_t)(4 * gm);
+      l.warps_per_cta[1] = (uint8_t)gn;
+      l.instr[0] = 64;
+      l.instr[1] = (uint8_t)(N / gn);
+      return ir_layout_intern(A->f, &l);
+    }
+  }
   while (wm * wn < W) {
     if (chain || (M / wm >= N / wn && M / (16 * wm) >= 2))
       wm *= 2;

@@ -219,8 +219,9 @@ static bool try_wgmma(struct ir_func *f, struct staged_map *sm, uint32_t dot) {
   const struct ir_layout *cl = &f->layouts.v[ct->layout];
   if (!ir_func_wgmma(f) || cl->kind != IR_LAYOUT_MMA || cl->instr[0] != 64) return false;
   int M = ct->dims[0], N = ct->dims[1], K = T(f, op->args[0])->dims[1];
-  int W = f->warps;
-  if (W % 4 || M % (16 * W) || K % 16 || N % 8) return false;
+  int W = f->warps, wm = cl->warps_per_cta[0], gn = cl->warps_per_cta[1];
+  if (W % 4 || wm % 4 || wm * gn != W || M % (16 * wm) || K % 16 || N % (8 * gn)) return false;
+  N /= gn; /* the columns of one warpgroup (all of them unless the warpgroups split N) */
   if (N > 256 && N % 256) return false;
   uint32_t cb = convert_into(f, op->args[1]), ca = convert_into(f, op->args[0]);
   if (!cb || register_renaming(f, cb)) return false;
@@ -230,7 +231,7 @@ static bool try_wgmma(struct ir_func *f, struct staged_map *sm, uint32_t dot) {
   bool a_regs = !ca || register_renaming(f, ca);
   if (!a_regs) {
     find_root(f, ca, &sa);
-    if (sa.trans && (M / (W / 4)) % 64) return false;
+    if (sa.trans && (M / (wm / 4)) % 64) return false;
   }
   /* stage the operands (or reuse an earlier product's staging), then replace the dot */
   stage_once(f, sm, cb, dot, &sb);

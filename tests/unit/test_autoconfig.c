@@ -297,12 +297,11 @@ static void expect_configs(const char *file, const char *kernel, const struct co
   tile_context_destroy(ctx);
 }
 
-/* lib/attention_bwd.tile's dkdv: two sm_90a clauses, hd64 the first (128 x 128 blocks),
- * hd128 the second (the first breaks `BN * (D + BM) <= 3072 * NW`); other targets the plain
- * defaults. */
+/* lib/attention_bwd.tile's dkdv: one sm_90a clause (128 keys over two warpgroups, within
+ * `BN * (D + BM) <= 3072 * NW` at hd64 and hd128); other targets the plain defaults. */
 Test(autoconfig, backward_target_defaults) {
   static const struct config_case cases[] = {
-      {"sm_90a", "64", ",BM=128,BN=128,NW=8,"},
+      {"sm_90a", "64", ",BM=64,BN=128,NW=8,"},
       {"sm_90a", "128", ",BM=64,BN=128,NW=8,"},
       {"sm_80", "128", ",BM=32,BN=64,NW=8,"},
   };
