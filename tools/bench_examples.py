@@ -204,97 +204,97 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs)
             gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"]))
 
 
+class BwdCase:
+    """One attention backward problem: random inputs, SDPA's gradients (the reference), our
+    forward's O and LSE, our `attention_bwd_pre` delta, and buffers for the gradients."""
+
+    def __init__(self, b, h, hkv, n, d, causal, dt):
+        self.q = torch.randn(b, h, n, d, device="cuda", dtype=dt, requires_grad=True)
+        self.k = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
+        self.v = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
+        self.do = torch.randn(b, h, n, d, device="cuda", dtype=dt)
+        self.scale = d ** -0.5
+        self.out = F.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=causal, scale=self.scale,
+                                                  enable_gqa=hkv != h)
+        self.ref = torch.autograd.grad(self.out, (self.q, self.k, self.v), self.do, retain_graph=True)
+        self.tname = "f16" if dt == torch.float16 else "bf16"
+        self.name = "B=%d H=%d HKV=%d N=%d D=%d%s %s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:])
+        self.flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+        fwd = tile.compile(os.path.join(ROOT, "lib", "attention.tile"), kernel="attention",
+                           defines={"T": self.tname, "D": d, "CAUSAL": causal, "HAS_LSE": True})
+        self.pre = tile.compile(os.path.join(ROOT, "lib", "attention_bwd.tile"), kernel="attention_bwd_pre",
+                                defines={"T": self.tname, "D": d})
+        self.qd, self.kd, self.vd = self.q.detach(), self.k.detach(), self.v.detach()
+        self.o = torch.empty_like(self.qd)
+        self.lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
+        fwd(self.qd, self.kd, self.vd, self.o, self.lse, scale=self.scale)
+        self.delta = torch.empty_like(self.lse)
+        self.dq, self.dk, self.dv = torch.empty_like(self.qd), torch.empty_like(self.kd), torch.empty_like(self.vd)
+
+    def error(self):
+        return max(((x.float() - r.float()).abs().max() / r.float().abs().max()).item()
+                   for x, r in zip((self.dq, self.dk, self.dv), self.ref))
+
+    def t_ref(self):
+        return time_ms(lambda: torch.autograd.grad(self.out, (self.q, self.k, self.v), self.do, retain_graph=True))
+
+
 def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, schedule=None, dkdv_path=None):
-    q = torch.randn(b, h, n, d, device="cuda", dtype=dt, requires_grad=True)
-    k = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
-    v = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
-    do = torch.randn(b, h, n, d, device="cuda", dtype=dt)
-    scale = d ** -0.5
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=hkv != h)
-    rq, rk, rv = torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
-    tname = "f16" if dt == torch.float16 else "bf16"
-    fwd = tile.compile(os.path.join(ROOT, "lib", "attention.tile"), kernel="attention",
-                       defines={"T": tname, "D": d, "CAUSAL": causal, "HAS_LSE": True})
+    c = BwdCase(b, h, hkv, n, d, causal, dt)
     lib = os.path.join(ROOT, "lib", "attention_bwd.tile")
-    defs = {"T": tname, "D": d}
-    pre = tile.compile(lib, kernel="attention_bwd_pre", defines=defs)
-    dkdv = tile.compile(dkdv_path or lib, kernel="attention_bwd_dkdv", defines=dict(defs, CAUSAL=causal, **(dkdv_defs or {})),
+    defs = {"T": c.tname, "D": d, "CAUSAL": causal}
+    dkdv = tile.compile(dkdv_path or lib, kernel="attention_bwd_dkdv", defines=dict(defs, **(dkdv_defs or {})),
                         schedule=schedule)
-    dqk = tile.compile(lib, kernel="attention_bwd_dq", defines=dict(defs, CAUSAL=causal, **(dq_defs or {})))
-    qd, kd, vd = q.detach(), k.detach(), v.detach()
-    o = torch.empty_like(qd)
-    lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
-    fwd(qd, kd, vd, o, lse, scale=scale)
-    delta = torch.empty_like(lse)
-    dq, dk, dv = torch.empty_like(qd), torch.empty_like(kd), torch.empty_like(vd)
+    dqk = tile.compile(lib, kernel="attention_bwd_dq", defines=dict(defs, **(dq_defs or {})))
+    args = (c.qd, c.kd, c.vd, c.do, c.lse, c.delta)
 
     def ours():
-        pre(o, do, delta)
-        dkdv(qd, kd, vd, do, lse, delta, dk, dv, scale=scale)
-        dqk(qd, kd, vd, do, lse, delta, dq, scale=scale)
+        c.pre(c.o, c.do, c.delta)
+        dkdv(*args, c.dk, c.dv, scale=c.scale)
+        dqk(*args, c.dq, scale=c.scale)
 
     ours()
-    err = max(((x.float() - r.float()).abs().max() / r.float().abs().max()).item() for x, r in ((dq, rq), (dk, rk), (dv, rv)))
-    flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+    err = c.error()
     t_ours = time_ms(ours)
-    t_ref = time_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
-    t_dkdv = time_ms(lambda: dkdv(qd, kd, vd, do, lse, delta, dk, dv, scale=scale))
-    t_dq = time_ms(lambda: dqk(qd, kd, vd, do, lse, delta, dq, scale=scale))
-    row("attention_bwd B=%d H=%d HKV=%d N=%d D=%d%s %s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:]),
-        t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; dkdv %.3f ms [%s], dq %.3f ms [%s]" % (
-            flops / t_ours / 1e9, flops / t_ref / 1e9, t_dkdv, dkdv.config() + (" " + schedule if schedule else "") + (" " + os.path.basename(dkdv_path) if dkdv_path else ""),
-            t_dq, dqk.config()))
+    t_ref = c.t_ref()
+    t_dkdv = time_ms(lambda: dkdv(*args, c.dk, c.dv, scale=c.scale))
+    t_dq = time_ms(lambda: dqk(*args, c.dq, scale=c.scale))
+    what = dkdv.config() + (" " + schedule if schedule else "") + (" " + os.path.basename(dkdv_path) if dkdv_path else "")
+    row("attention_bwd " + c.name, t_ours, t_ref, err, 2e-2,
+        "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; dkdv %.3f ms [%s], dq %.3f ms [%s]" % (
+            c.flops / t_ours / 1e9, c.flops / t_ref / 1e9, t_dkdv, what, t_dq, dqk.config()))
 
 
 def attention_bwd_atomic(b, h, hkv, n, d, causal, dt, defs=None, schedule=None):
     """tools/exp/attention_bwd_atomic.tile: one kernel for dK, dV and dQ (dQ by f32 atomics
     into a zeroed buffer, then a cast), against SDPA's backward; an experiment (PERF.md 65)."""
-    q = torch.randn(b, h, n, d, device="cuda", dtype=dt, requires_grad=True)
-    k = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
-    v = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
-    do = torch.randn(b, h, n, d, device="cuda", dtype=dt)
-    scale = d ** -0.5
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=hkv != h)
-    rq, rk, rv = torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
-    tname = "f16" if dt == torch.float16 else "bf16"
-    fwd = tile.compile(os.path.join(ROOT, "lib", "attention.tile"), kernel="attention",
-                       defines={"T": tname, "D": d, "CAUSAL": causal, "HAS_LSE": True})
-    pre = tile.compile(os.path.join(ROOT, "lib", "attention_bwd.tile"), kernel="attention_bwd_pre",
-                       defines={"T": tname, "D": d})
+    c = BwdCase(b, h, hkv, n, d, causal, dt)
     exp = os.path.join(ROOT, "tools", "exp", "attention_bwd_atomic.tile")
-    main = tile.compile(exp, kernel="attention_bwd_atomic", defines=dict(T=tname, D=d, CAUSAL=causal, **(defs or {})),
+    main = tile.compile(exp, kernel="attention_bwd_atomic", defines=dict(T=c.tname, D=d, CAUSAL=causal, **(defs or {})),
                         schedule=schedule)
-    cast = tile.compile(exp, kernel="attention_bwd_dq_cast", defines=dict(T=tname, D=d))
-    qd, kd, vd = q.detach(), k.detach(), v.detach()
-    o = torch.empty_like(qd)
-    lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
-    fwd(qd, kd, vd, o, lse, scale=scale)
-    delta = torch.empty_like(lse)
-    dq, dk, dv = torch.empty_like(qd), torch.empty_like(kd), torch.empty_like(vd)
+    cast = tile.compile(exp, kernel="attention_bwd_dq_cast", defines=dict(T=c.tname, D=d))
     acc = torch.empty(b, h, n, d, device="cuda", dtype=torch.float32)
+    args = (c.qd, c.kd, c.vd, c.do, c.lse, c.delta, c.dk, c.dv, acc)
 
     def ours():
         acc.zero_()
-        pre(o, do, delta)
-        main(qd, kd, vd, do, lse, delta, dk, dv, acc, scale=scale)
-        cast(acc, dq, scale=scale)
+        c.pre(c.o, c.do, c.delta)
+        main(*args, scale=c.scale)
+        cast(acc, c.dq, scale=c.scale)
 
     ours()
-    err = max(((x.float() - r.float()).abs().max() / r.float().abs().max()).item() for x, r in ((dq, rq), (dk, rk), (dv, rv)))
-    flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+    err = c.error()
     t_ours = time_ms(ours)
-    t_ref = time_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True))
-    t_main = time_ms(lambda: main(qd, kd, vd, do, lse, delta, dk, dv, acc, scale=scale))
-    row("attention_bwd_atomic B=%d H=%d HKV=%d N=%d D=%d%s %s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:]),
-        t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; main %.3f ms [%s]" % (
-            flops / t_ours / 1e9, flops / t_ref / 1e9, t_main, main.config() + (" " + schedule if schedule else "")))
+    t_ref = c.t_ref()
+    t_main = time_ms(lambda: main(*args, scale=c.scale))
+    row("attention_bwd_atomic " + c.name, t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; main %.3f ms [%s]" % (
+        c.flops / t_ours / 1e9, c.flops / t_ref / 1e9, t_main, main.config() + (" " + schedule if schedule else "")))
 
 
 def main_bwd_atomic():
     for causal in (False, True):
         attention_bwd_atomic(1, 16, 16, 2405, 64, causal, torch.float16)
         attention_bwd_atomic(2, 16, 4, 4096, 128, causal, torch.bfloat16)
-        attention_bwd_atomic(2, 16, 4, 4096, 128, causal, torch.bfloat16, defs=dict(NW=8, BN=128, BM=64), schedule="pingpong=0")
 
 
 COPY_GBS = {}
@@ -442,18 +442,18 @@ def main_bwd():
 
 
 def main_sweep_bwd():
-    """dkdv and dq configurations around the sm_90a defaults (dkdv: 128 keys over two
-    warpgroups, 64 queries per step; dq: 128 queries, 128 keys at hd64, 64 at hd128)."""
-    dpfirst = os.path.join(ROOT, "tools", "exp", "attention_bwd_dpfirst.tile")
+    """The backward around its defaults: the persistent walk against one program per tile
+    (schedule persistent=0) at hd64 (light products: walked at every grid size) and hd128."""
     for causal in (False, True):
         attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16)
-        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dkdv_defs=dict(BM=128, BN=128, NW=8))
-        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dkdv_path=dpfirst)
-        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, dq_defs=dict(BM=128, BN=64, NW=8))
+        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, schedule="persistent=0")
+        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16, schedule="once=0")
+        attention_bwd(2, 16, 16, 4096, 64, causal, torch.bfloat16)
+        attention_bwd(2, 16, 16, 4096, 64, causal, torch.bfloat16, schedule="persistent=0")
         attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16)
-        attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16, dkdv_path=dpfirst)
         attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16, schedule="persistent=0")
-        attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16, schedule="persistent=1")
+        attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16,
+                      dkdv_path=os.path.join(ROOT, "tools", "exp", "attention_bwd_s3.tile"))
 
 
 def main_sweep_decode():

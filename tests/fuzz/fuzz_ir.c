@@ -10,7 +10,7 @@
  *    through the printer once is a fixed point: the invariant is print(parse(print(x))) ==
  *    print(x), not print(parse(x)) == x (the input may spell values, spacing and floats any
  *    way the parser accepts);
- *  - the generic pipeline (canonicalize, fold, cse, dce) runs on it with the verifier after
+ *  - the generic pipeline (canonicalize, fold, transpose, flatten, cse, dce) runs on it with the verifier after
  *    every pass, as tile_compile does for TILE_SOURCE_IR input: a pass that breaks a verified
  *    kernel is a compiler bug. Its output must round-trip too.
  * Everything lives in one arena freed per input, so leaks and uses after free show at once.
