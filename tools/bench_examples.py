@@ -194,14 +194,16 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs)
     err = (out.float() - ref.float()).abs().max().item()
     t_ours = time_ms(ours)
     t_ref = time_ms(lambda: F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale, enable_gqa=True))
+    t_split = time_ms(lambda: split(q, kc, vc, table, lens, opart, lpart, scale=scale))
+    t_comb = time_ms(lambda: comb(opart, lpart, out))
     gb = 2 * k.numel() * k.element_size() / 1e9
     row("decode %s B=%d H=%d HKV=%d N=%d D=%d %s%s" % ("contiguous" if contiguous else "page=%d" % page, bsz, h, hkv, n,
                                                     d, str(dt)[6:], " [%s]" % ",".join(
                                                         ([schedule] if schedule else []) +
                                                         ["%s=%s" % kv for kv in defs.items()]) if schedule or defs else ""),
         t_ours, t_ref, err, 2e-2,
-        "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits, %d programs/SM" % (
-            gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"]))
+        "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits, %d programs/SM; split %.1f us, combine %.1f us" % (
+            gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"], t_split * 1e3, t_comb * 1e3))
 
 
 class BwdCase:
