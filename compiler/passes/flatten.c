@@ -6,8 +6,9 @@
  *   - O's body is pure scalar ops (P), then I, then a yield of I's results, and I starts
  *     from O's carried values (the accumulators pass straight through: attention backward's
  *     dK and dV over the heads of a group and the query blocks of each);
- *   - I's bounds and step are computed outside O (or are constants), both steps are
- *     positive constants;
+ *   - I's bounds and step do not depend on O's iteration (computed outside O, or by scalar
+ *     ops of O's body from such values: computed again in front of the new loop), both
+ *     steps are positive constants;
  *   - I does tile work (a load or a product), so an index division per iteration is noise.
  * The new loop runs t over ni * nj iterations (ni, nj: the two trip counts, 0 for empty
  * ranges) with i = a + (t / nj) * s and j = lb + (t % nj) * st; P is computed in its body.
@@ -30,6 +31,22 @@ static bool pos_const(const struct ir_func *f, ir_val v) {
   return ir_value_const_int(f, v, &c) && c > 0;
 }
 
+/* Whether scalar v can be computed in front of the outer loop (body ob): defined outside
+ * it, or by pure scalar ops of ob's top level from such values (not from the loop's
+ * induction variable or carried values). */
+static bool invariant(const struct ir_func *f, ir_val v, uint32_t ob, int depth) {
+  if (!ir_defined_within(f, v, ob)) return true;
+  uint32_t d = ir_def_op(f, v);
+  if (!d || depth == 0) return false;
+  const struct ir_op *op = &f->ops.v[d];
+  if (op->block != ob || !(ir_ops[op->code].flags & OPF_PURE) || op->nregions || op->nres != 1 ||
+      !ir_type_is_scalar(ir_vtype(f, v)))
+    return false;
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (!invariant(f, op->args[k], ob, depth - 1)) return false;
+  return true;
+}
+
 /* The inner loop of an outer loop that can be flattened with it, or 0. */
 static uint32_t flattenable(const struct ir_func *f, uint32_t outer) {
   const struct ir_op *o = &f->ops.v[outer];
@@ -44,10 +61,8 @@ static uint32_t flattenable(const struct ir_func *f, uint32_t outer) {
   if (in->nargs - 3 != nc || yo->nargs != nc || in->nres != nc) return 0;
   for (uint32_t k = 0; k < nc; k++)
     if (in->args[3 + k] != blk->args + 1 + k || yo->args[k] != in->res + k) return 0;
-  for (uint32_t k = 0; k < 3; k++) {
-    uint32_t d = ir_def_op(f, in->args[k]);
-    if (ir_defined_within(f, in->args[k], ob) && !(d && f->ops.v[d].code == IR_CONST)) return 0;
-  }
+  for (uint32_t k = 0; k < 3; k++)
+    if (!invariant(f, in->args[k], ob, 8)) return 0;
   if (!pos_const(f, o->args[2]) || !pos_const(f, in->args[2])) return 0;
   for (uint32_t i = 0; i + 2 < blk->ops.n; i++) {
     const struct ir_op *p = &f->ops.v[blk->ops.v[i]];
@@ -73,14 +88,14 @@ static ir_val times(struct ir_builder *b, ir_val x, ir_val step) {
   return ir_value_const_int(b->f, step, &c) && c == 1 ? x : ir_binary(b, IR_MUL, x, step);
 }
 
-/* v where the builder is: a constant of the outer body is made again there */
-static ir_val outside(struct ir_builder *b, uint32_t ob, ir_val v) {
+/* v where the builder is: what the outer body computes of it is computed again there */
+static ir_val outside(struct ir_builder *b, uint32_t ob, ir_val v, struct ir_valmap *m) {
   if (!ir_defined_within(b->f, v, ob)) return v;
-  const struct ir_op *c = &b->f->ops.v[ir_def_op(b->f, v)];
-  uint32_t id = ir_build(b, IR_CONST, NULL, 0, &b->f->values.v[v].type, 1);
-  b->f->ops.v[id].i[0] = c->i[0];
-  b->f->ops.v[id].f = c->f;
-  return ir_res(b->f, id, 0);
+  if (ir_mapped(m, v) != v) return ir_mapped(m, v);
+  uint32_t d = ir_def_op(b->f, v);
+  for (uint32_t k = 0; k < b->f->ops.v[d].nargs; k++) outside(b, ob, b->f->ops.v[d].args[k], m);
+  ir_clone_op(b, d, m);
+  return ir_mapped(m, v);
 }
 
 static void flatten(struct ir_func *f, uint32_t outer, uint32_t inner, struct arena *scratch) {
@@ -89,7 +104,9 @@ static void flatten(struct ir_func *f, uint32_t outer, uint32_t inner, struct ar
   b.loc = f->ops.v[inner].loc;
   struct ir_op o = f->ops.v[outer], in = f->ops.v[inner];
   ir_val ia[3];
-  for (uint32_t k = 0; k < 3; k++) ia[k] = outside(&b, o.region, in.args[k]);
+  struct ir_valmap hoisted;
+  ir_valmap_init(&hoisted, f, scratch);
+  for (uint32_t k = 0; k < 3; k++) ia[k] = outside(&b, o.region, in.args[k], &hoisted);
   in.args = ia;
   uint32_t nc = o.nargs - 3;
   ir_type_id ty = f->values.v[o.args[0]].type;

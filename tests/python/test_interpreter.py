@@ -891,3 +891,50 @@ def test_shape_ops_file_rotary_and_unpack():
     q = np.stack([bits & 15, bits >> 4], axis=-1).reshape(65, 128)
     ref = ((q - 8) * s[:, None].astype(np.float64)).astype(np.float32).astype(np.float16)
     np.testing.assert_array_equal(out, ref)
+
+
+NESTED = """
+kernel nested<BM: 16 = 16, BN: 16 = 16>(X: f32[G, N, D], Y: out f32[D, N], W: f32[D, D])
+  grid(cdiv(N, BN))
+  warps(4)
+{
+  let n0 = program_id(0) * BN;
+  let w = W[0 : +16, 0 : +16];
+  var acc = zeros([BN, 16], f32);
+  for g in range(1, G) {                    // flattened with the loop below (the flatten pass)
+    for m0 in range(n0 / 2, N, BM) {
+      let x = X[g, m0 : +BM, 0 : +16];
+      let s = exp2(x @ w * 0.125 - 1.0);    // used only transposed: computed transposed
+      acc += trans(s) @ x * 0.001;
+    }
+  }
+  Y[0 : +16, n0 : +BN] = trans(acc);
+}
+"""
+
+
+@pytest.mark.parametrize("g,n", [(1, 16), (3, 7), (4, 33), (2, 100)])
+def test_nested_loops_and_transposed_chains(g, n):
+    """The flatten pass (a head loop around a block loop, ragged and empty ranges) and the
+    transpose pass (exp2 of a product used only transposed) against NumPy (tolerance 1e-5
+    relative to the largest value)."""
+    k = tile.compile(source=NESTED, name="nested.tile", verify=True)
+    x = RNG.standard_normal((g, n, 16)).astype(np.float32)
+    w = RNG.standard_normal((16, 16)).astype(np.float32)
+    y = np.full((16, n), np.nan, np.float32)
+    k(x, y, w)
+    xd, wd = x.astype(np.float64), w.astype(np.float64)
+    ref = np.zeros((16, n))
+    for p in range((n + 15) // 16):
+        n0 = p * 16
+        acc = np.zeros((16, 16))
+        for gg in range(1, g):
+            for m0 in range(n0 // 2, n, 16):
+                xb = np.zeros((16, 16))
+                rows = xd[gg, m0:m0 + 16]
+                xb[:len(rows)] = rows
+                s = np.exp2(xb @ wd * 0.125 - 1.0)
+                acc += s.T @ xb * 0.001
+        cols = min(16, n - n0)
+        ref[:, n0:n0 + cols] = acc.T[:, :cols]
+    np.testing.assert_allclose(y, ref, rtol=0, atol=1e-5 * max(1.0, np.abs(ref).max()))
