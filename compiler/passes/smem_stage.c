@@ -220,7 +220,7 @@ static bool try_wgmma(struct ir_func *f, struct staged_map *sm, uint32_t dot) {
   if (!ir_func_wgmma(f) || cl->kind != IR_LAYOUT_MMA || cl->instr[0] != 64) return false;
   int M = ct->dims[0], N = ct->dims[1], K = T(f, op->args[0])->dims[1];
   int W = f->warps, wm = cl->warps_per_cta[0], gn = cl->warps_per_cta[1];
-  if (W % 4 || wm % 4 || wm * gn != W || M % (16 * wm) || K % 16 || N % (8 * gn)) return false;
+  if (wm % 4 || wm * gn != W || M % (16 * wm) || K % 16 || N % (8 * gn)) return false;
   N /= gn; /* the columns of one warpgroup (all of them unless the warpgroups split N) */
   if (N > 256 && N % 256) return false;
   uint32_t cb = convert_into(f, op->args[1]), ca = convert_into(f, op->args[0]);

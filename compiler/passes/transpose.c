@@ -45,8 +45,6 @@ struct tp {
   uint32_t nvalues;
 };
 
-static uint32_t defop(const struct tp *t, ir_val v) { return ir_def_op(t->f, v); }
-
 static bool is_rank2_tile(const struct ir_func *f, ir_val v) {
   const struct ir_type *ty = ir_vtype(f, v);
   return ty->kind == IR_TY_TILE && ty->rank == 2;
@@ -54,7 +52,7 @@ static bool is_rank2_tile(const struct ir_func *f, ir_val v) {
 
 /* Rebuilt for free from its operand (a constant, a splat, a row or column broadcast). */
 static bool cheap(const struct tp *t, ir_val v) {
-  uint32_t d = defop(t, v);
+  uint32_t d = ir_def_op(t->f, v);
   if (!d) return false;
   const struct ir_op *op = ir_op(t->f, d);
   switch (op->code) {
@@ -75,7 +73,7 @@ static bool chain_op(const struct ir_func *f, const struct ir_op *op) {
 /* Marks the chain behind value v (the operand of a trans): elementwise ops back to the
  * products, constants and loads they start from. */
 static void mark(struct tp *t, ir_val v) {
-  uint32_t d = defop(t, v);
+  uint32_t d = ir_def_op(t->f, v);
   if (!d || t->cand[d] || !chain_op(t->f, ir_op(t->f, d))) return;
   t->cand[d] = 1;
   const struct ir_op *op = ir_op(t->f, d);
@@ -135,7 +133,7 @@ static void label(struct tp *t, uint32_t op, uint32_t c, uint32_t *stack, uint32
     uint32_t id = stack[--n];
     const struct ir_op *o = ir_op(t->f, id);
     for (uint32_t k = 0; k < o->nargs; k++) { /* operands' definitions */
-      uint32_t d = defop(t, o->args[k]);
+      uint32_t d = ir_def_op(t->f, o->args[k]);
       if (d && t->cand[d] && !t->comp[d] && n < cap) {
         t->comp[d] = c;
         stack[n++] = d;
@@ -160,7 +158,7 @@ static ir_type_id swapped(struct ir_func *f, ir_val v) {
 /* A builder placed right after v's definition (a block argument: at its block's start). */
 static void after_def(struct tp *t, struct ir_builder *b, ir_val v) {
   struct ir_func *f = t->f;
-  uint32_t d = defop(t, v);
+  uint32_t d = ir_def_op(t->f, v);
   if (d) {
     uint32_t next = ir_op_next(f, d);
     if (next)
@@ -182,7 +180,7 @@ static void after_def(struct tp *t, struct ir_builder *b, ir_val v) {
 static ir_val tv(struct tp *t, ir_val v) {
   struct ir_func *f = t->f;
   if (v < t->nvalues && t->memo[v]) return t->memo[v];
-  uint32_t d = defop(t, v);
+  uint32_t d = ir_def_op(t->f, v);
   ir_val r;
   struct ir_builder b;
   if (d && f->ops.v[d].code == IR_TRANS) {
@@ -219,7 +217,7 @@ static ir_val tv(struct tp *t, ir_val v) {
 /* New transposes a chain needs: the distinct values its elementwise ops read that are
  * neither in a chain nor rebuilt for free (a product's operands cost nothing), and its
  * values that products outside it read as operands. */
-static uint32_t chain_cost(struct tp *t, uint32_t c, uint8_t *seen) {
+static uint32_t chain_cost(struct tp *t, uint32_t c, uint32_t *seen) {
   struct ir_func *f = t->f;
   uint32_t cost = 0;
   for (uint32_t i = 1; i < f->ops.n; i++) {
@@ -233,9 +231,9 @@ static uint32_t chain_cost(struct tp *t, uint32_t c, uint8_t *seen) {
     uint32_t first = op->code == IR_DOT ? 2 : 0;
     for (uint32_t k = first; k < op->nargs; k++) {
       ir_val a = op->args[k];
-      uint32_t d = defop(t, a);
-      if (!is_rank2_tile(f, a) || (d && t->cand[d]) || cheap(t, a) || seen[a]) continue;
-      seen[a] = 1;
+      uint32_t d = ir_def_op(t->f, a);
+      if (!is_rank2_tile(f, a) || (d && t->cand[d]) || cheap(t, a) || seen[a] == c) continue;
+      seen[a] = c; /* counted once per chain */
       cost++;
     }
   }
@@ -284,10 +282,10 @@ void pass_transpose(struct pass_ctx *pc) {
   for (uint32_t i = 1; i < nops; i++) {
     const struct ir_op *op = &f->ops.v[i];
     if (!op->block || op->code != IR_TRANS) continue;
-    uint32_t d = defop(&t, op->args[0]);
+    uint32_t d = ir_def_op(f, op->args[0]);
     if (d && t.cand[d]) removed[t.comp[d]]++;
   }
-  uint8_t *seen = arena_alloc(pc->scratch, t.nvalues);
+  uint32_t *seen = arena_alloc(pc->scratch, t.nvalues * sizeof *seen);
   bool *take = arena_alloc(pc->scratch, (nc + 1) * sizeof *take);
   for (uint32_t c = 1; c <= nc; c++) take[c] = removed[c] > chain_cost(&t, c, seen);
   for (uint32_t i = 1; i < nops; i++) /* chains not taken are left alone */
@@ -297,7 +295,7 @@ void pass_transpose(struct pass_ctx *pc) {
     const struct ir_op *op = &f->ops.v[i];
     if (!op->block || op->code != IR_TRANS) continue;
     ir_val x = op->args[0];
-    uint32_t d = defop(&t, x);
+    uint32_t d = ir_def_op(f, x);
     if (!d || !t.cand[d]) continue;
     ir_replace_uses(f, ir_res(f, i, 0), tv(&t, x));
     pc->changed = true;
