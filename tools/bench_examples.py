@@ -372,7 +372,8 @@ def main():
     if only:
         sections = {"rows": main_rows, "gemm": main_gemm, "decode": main_decode, "bwd": main_bwd,
                     "sweep": main_sweep, "sweep-decode": main_sweep_decode, "sweep-rows": main_sweep_rows,
-                    "sweep-bwd": main_sweep_bwd, "bwd-atomic": main_bwd_atomic, "rowcache": main_rowcache}
+                    "sweep-bwd": main_sweep_bwd, "bwd-atomic": main_bwd_atomic, "rowcache": main_rowcache,
+                    "rowwalk": main_rowwalk, "rows-even": main_rows_even}
         for name in only - set(sections):
             print("bench_examples: unknown section '%s' (the sections: %s)" % (name, ", ".join(sections)))
             return 2
@@ -483,6 +484,35 @@ def main_rowcache():
             for bn, nw in ((1024, 8), (2048, 16), (4096, 16)):
                 rows(kind, 4096, 50257, dt, BN=bn, NW=nw)
                 rows(kind, 4096, 50257, dt, schedule="rowcache=1", BN=bn, NW=nw)
+        rows(kind, 8192, 8192, torch.float16)
+
+
+def main_rowwalk():
+    """The vocabulary rows with P programs walking the rows (tools/exp/rows_walk.tile: only P
+    rows in flight, so a row's second pass can hit L2; PERF.md 68)."""
+    path = os.path.join(ROOT, "tools", "exp", "rows_walk.tile")
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        rows(kind, 4096, 50257, torch.float16)
+        for p in (132, 264, 528, 1056):
+            for bn, nw in ((1024, 4), (2048, 8), (2048, 16), (4096, 16), (8192, 16)):
+                rows(kind, 4096, 50257, torch.float16, path=path, BN=bn, NW=nw, P=p)
+
+
+def main_rows_even():
+    """Vocabulary rows of a 16-byte multiple (4096 x 50264: 16-byte accesses, only the vector
+    at a row's end straddles) at the defaults, with the row cache and with walked rows, next
+    to the odd 50257 (element accesses): what wide accesses are worth (PERF.md 68)."""
+    path = os.path.join(ROOT, "tools", "exp", "rows_walk.tile")
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        rows(kind, 4096, 50257, torch.float16)
+        rows(kind, 4096, 50264, torch.float16)
+        rows(kind, 4096, 50264, torch.bfloat16)
+        for bn, nw in ((2048, 8), (4096, 16), (8192, 16)):
+            rows(kind, 4096, 50264, torch.float16, BN=bn, NW=nw)
+        for bn, nw in ((1024, 4), (1024, 8), (2048, 16), (4096, 16)):
+            rows(kind, 4096, 50264, torch.float16, schedule="rowcache=1", BN=bn, NW=nw)
+        for p, bn, nw in ((264, 4096, 16), (528, 2048, 8), (1056, 4096, 16)):
+            rows(kind, 4096, 50264, torch.float16, path=path, BN=bn, NW=nw, P=p)
         rows(kind, 8192, 8192, torch.float16)
 
 

@@ -8,10 +8,12 @@
  *
  * Vector accesses: when the layout gives a thread v consecutive elements along the tile's
  * last dimension, that dimension is contiguous in memory (stride 1), every other stride and
- * the base are aligned to the vector's bytes, the slice start is a multiple of v (from a
- * small divisibility analysis of the index expression) and the size is a multiple of v
- * (so a vector is either wholly inside or wholly outside), the v elements move as one
- * 4-, 8- or 16-byte access with one predicate.
+ * the base are aligned to the vector's bytes and the slice start is a multiple of v (from a
+ * small divisibility analysis of the index expression), the v elements move as one 4-, 8-
+ * or 16-byte access with one predicate. When the size is not known to be a multiple of v
+ * (a 4100-wide row: its last vector straddles the edge), the access branches once per
+ * op: a thread whose vectors are each wholly inside or wholly outside (all but the thread
+ * at the edge) takes the vector accesses, the other moves its elements one at a time.
  *
  * Stores from a Tensor Core accumulator (a GEMM's or attention's epilogue) go through
  * shared memory when the blocked layout is better for the tensor: 16-byte stores instead of
@@ -92,6 +94,7 @@ struct access {
   int tile_rank;
   uint32_t nregs;
   int vec;                /* elements per access */
+  bool straddle;          /* a vector may straddle the edge (the size is not a multiple of vec) */
 };
 
 static LLVMValueRef dim_size(struct cg *g, const struct ir_type *tt, int d) {
@@ -155,12 +158,29 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, cons
   if (divisibility(g, op->args[1 + D], 0) % v) return true;
   if (IR_DIM_IS_SYM(tt->dims[D])) {
     const struct ir_param *sp = ir_param_of(f, IR_DIM_SYM_VALUE(tt->dims[D]));
-    if (!sp || !sp->div16 || 16 % v) return true;
-  } else if (tt->dims[D] % v) {
-    return true;
+    x->straddle = !sp || !sp->div16 || 16 % v;
+  } else {
+    x->straddle = tt->dims[D] % v != 0;
   }
   x->vec = v;
   return true;
+}
+
+/* Whether each of this thread's vectors of x is wholly inside or wholly outside the tensor
+ * (i1): its first and last elements are both in bounds or both not. */
+static LLVMValueRef vectors_whole(struct cg *g, struct access *x);
+
+/* Starts `if (whole) {vector accesses} else {one element at a time}` for an access whose
+ * vectors may straddle the edge: the builder is left in the vector block; returns the
+ * element block and sets *join. */
+static LLVMBasicBlockRef straddle_branch(struct cg *g, struct access *x, LLVMBasicBlockRef *join) {
+  LLVMValueRef whole = vectors_whole(g, x);
+  LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.vec");
+  LLVMBasicBlockRef elem = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.elem");
+  *join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.end");
+  LLVMBuildCondBr(g->b, whole, vec, elem);
+  LLVMPositionBuilderAtEnd(g->b, vec);
+  return elem;
 }
 
 /* Element offset (i64) and in-bounds predicate (i1) of register r. */
@@ -178,6 +198,17 @@ static void element_address(struct cg *g, struct access *x, uint32_t r, LLVMValu
   }
   *off = o;
   *inb = ok;
+}
+
+static LLVMValueRef vectors_whole(struct cg *g, struct access *x) {
+  LLVMValueRef whole = LLVMConstInt(g->i1, 1, 0);
+  for (uint32_t r0 = 0; r0 < x->nregs; r0 += (uint32_t)x->vec) {
+    LLVMValueRef off, first, last;
+    element_address(g, x, r0, &off, &first);
+    element_address(g, x, r0 + (uint32_t)x->vec - 1, &off, &last);
+    whole = LLVMBuildAnd(g->b, whole, LLVMBuildICmp(g->b, LLVMIntEQ, first, last, ""), "");
+  }
+  return whole;
 }
 
 /* The global address (i64) of element `off` of a tensor of dt at ptr. */
@@ -288,18 +319,37 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
   LLVMValueRef fill = cg_cast(g, cg_const(g, DT_F64, 0, op->f), DT_F64, x.dt);
   if (!ir_dtype_is_float(x.dt)) fill = cg_const(g, x.dt, (int64_t)op->f, 0);
   LLVMValueRef fill_bits = to_bits(g, fill, x.dt);
+  LLVMBasicBlockRef elem = NULL, join = NULL, ends[2];
+  LLVMValueRef *vregs = out->r;
+  if (x.vec > 1 && x.straddle) {
+    elem = straddle_branch(g, &x, &join);
+    vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
+  }
   if (x.vec > 1) {
     for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
       LLVMValueRef off, inb;
       element_address(g, &x, r0, &off, &inb);
-      load_vec(g, x.dt, x.vec, address(g, &x, off), inb, fill_bits, out->r + r0);
+      load_vec(g, x.dt, x.vec, address(g, &x, off), inb, fill_bits, vregs + r0);
     }
-    return;
+    if (!elem) return;
+    ends[0] = LLVMGetInsertBlock(g->b);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, elem);
   }
+  LLVMValueRef *sregs = elem ? ARENA_NEWN(g->arena, LLVMValueRef, x.nregs) : out->r;
   for (uint32_t r = 0; r < x.nregs; r++) {
     LLVMValueRef off, inb;
     element_address(g, &x, r, &off, &inb);
-    out->r[r] = load_elem(g, x.dt, address(g, &x, off), inb, fill_bits);
+    sregs[r] = load_elem(g, x.dt, address(g, &x, off), inb, fill_bits);
+  }
+  if (!elem) return;
+  ends[1] = LLVMGetInsertBlock(g->b);
+  LLVMBuildBr(g->b, join);
+  LLVMPositionBuilderAtEnd(g->b, join);
+  for (uint32_t r = 0; r < x.nregs; r++) {
+    out->r[r] = LLVMBuildPhi(g->b, LLVMTypeOf(vregs[r]), "");
+    LLVMValueRef vals[2] = {vregs[r], sregs[r]};
+    LLVMAddIncoming(out->r[r], vals, ends, 2);
   }
 }
 
@@ -309,6 +359,18 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
 static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs, LLVMValueRef *pred) {
   struct access x = *xp;
   int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
+  if (x.vec > 1 && x.straddle) {
+    LLVMBasicBlockRef join, elem = straddle_branch(g, &x, &join);
+    x.straddle = false;
+    store_regs(g, &x, regs, pred);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, elem);
+    x.vec = 1;
+    store_regs(g, &x, regs, pred);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+    return;
+  }
   if (x.vec > 1) {
     int total = x.vec * bits, wbits = word_bits(bits, total), w = total / wbits;
     int per_word = wbits / bits;

@@ -32,6 +32,35 @@ def test_gemm(dtype, m, n, k):
     assert rel_err(c, a.float() @ b.float()) < 1e-2
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("n,pad,bn", [(1001, 1024, 1024), (4100, 4160, 1024), (33, 64, 1024), (4095, 4096, 8192)])
+def test_rows_on_padded_views(dtype, n, pad, bn):
+    """Row kernels on views x[:, :n] of padded rows (16-byte row strides, n not a multiple
+    of the vector width): the vectors that straddle a row's end go one element at a time
+    (cg_mem.c), the others 16 bytes at a time; the padding must stay untouched. Within
+    1e-2 (f16, f32) / 2e-2 (bf16) max error relative to float32 torch."""
+    tname = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}[dtype]
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-2
+    m = 37
+    xb = torch.randn(m, pad, device=DEV, dtype=dtype)
+    yb = torch.full((m, pad), 7.0, device=DEV, dtype=dtype)
+    x, y = xb[:, :n], yb[:, :n]
+    w = torch.randn(n, device=DEV, dtype=dtype)
+    rstd = torch.empty(m, device=DEV, dtype=torch.float32)
+    sm = tile.compile(tile.lib_path("softmax"), kernel="softmax", defines={"T": tname, "BN": str(bn)})
+    sm(x, y)
+    torch.cuda.synchronize()
+    want = torch.softmax(x.float(), dim=-1)
+    assert ((y.float() - want).abs().max() / want.abs().max()).item() < tol
+    assert (yb[:, n:] == 7.0).all()
+    rn = tile.compile(tile.lib_path("rmsnorm"), kernel="rmsnorm", defines={"T": tname, "BN": str(bn)})
+    rn(x, w, y, rstd, eps=1e-5)
+    torch.cuda.synchronize()
+    want = torch.nn.functional.rms_norm(x.float(), (n,), w.float(), eps=1e-5)
+    assert ((y.float() - want).abs().max() / want.abs().max()).item() < tol
+    assert (yb[:, n:] == 7.0).all()
+
+
 def test_gemm_bias_gelu_on_a_side_stream():
     g = tile.compile(tile.lib_path("gemm"), kernel="gemm", defines={"HAS_BIAS": True, "ACT": "gelu"})
     a = torch.randn(777, 512, device=DEV, dtype=torch.float16)

@@ -85,6 +85,34 @@ Test(spec, launch_decided_branches_are_folded) {
   tile_context_destroy(ctx);
 }
 
+/* Rows whose stride is a 16-byte multiple but whose length is not a multiple of 16
+ * elements (50264 f16: 8 x 6283) move 16 bytes per access: only the thread holding the
+ * vector that straddles the row's end goes one element at a time (cg_mem.c: a branch per
+ * access). Before, the whole row went element by element in a layout built for vectors, 8
+ * times the L1 and L2 requests (PERF.md 68: 22% of the copy bandwidth against 45% at 50257).
+ * An odd length (50257: rows off 16 bytes) has no vector access at all. */
+Test(spec, vectors_straddling_the_edge) {
+  tile_context *ctx = NULL;
+  tile_define d[2] = {{"T", "f16"}, {"BN", "1024"}};
+  tile_kernel *k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 2);
+  struct rt_artifact even = build_softmax(ctx, k, 50264), odd = build_softmax(ctx, k, 50257),
+                     one = build_softmax(ctx, k, 1000);
+  cr_expect(count(even.ptx, "ld.global.v4") >= 2 && count(even.ptx, "st.global.v4") >= 1,
+            "50264: 16-byte loads %u, stores %u", count(even.ptx, "ld.global.v4"), count(even.ptx, "st.global.v4"));
+  cr_expect(count(even.ptx, "ld.global.b16") >= 8, "50264: no element loads for the edge (%u)",
+            count(even.ptx, "ld.global.b16"));
+  cr_expect(count(one.ptx, "ld.global.v4") == 1 && count(one.ptx, "st.global.v4") == 1,
+            "1000 (one pass): 16-byte loads %u, stores %u", count(one.ptx, "ld.global.v4"),
+            count(one.ptx, "st.global.v4"));
+  cr_expect(count(odd.ptx, "ld.global.v") == 0 && count(odd.ptx, "st.global.v") == 0,
+            "50257: vector accesses on rows off 16 bytes");
+  rt_artifact_free(&even);
+  rt_artifact_free(&odd);
+  rt_artifact_free(&one);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
 /* A division by a shape size specializes on whether that size is a power of two: paged
  * decode attention's `pos / PAGE` and `pos % PAGE` (the page and the slot of each key)
  * compile to shifts and masks for 16-token pages and stay divisions for 12-token ones; the
