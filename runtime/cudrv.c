@@ -31,6 +31,7 @@
 _Static_assert(sizeof(void *) == sizeof(CUresult (*)(void)),
                "function pointers must have the size of void * (POSIX dlsym)");
 _Static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
+_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes");
 _Static_assert(sizeof(CUmemPoolProps) == 88 && offsetof(CUmemPoolProps, maxSize) == 24, "CUmemPoolProps_v1 layout");
 
 /* ---- Messages ---------------------------------------------------------------------------- */
@@ -543,10 +544,20 @@ int rt_cuda_occupancy(const struct rt_cuda *cu, CUfunction f, int block_threads,
 
 int rt_cuda_launch(const struct rt_cuda *cu, CUfunction f, const unsigned grid[3],
                    const unsigned block[3], unsigned smem_bytes, CUstream stream, void **args,
-                   char *err, size_t errlen) {
+                   bool grid_dep, char *err, size_t errlen) {
   REQUIRE_LOADED(cu);
   if (!f || !grid || !block)
     return fail(RT_CUDA_FAILED, err, errlen, "rt_cuda_launch: f, grid or block is NULL");
+  if (grid_dep && cu->cuLaunchKernelEx) {
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg = {grid[0], grid[1], grid[2], block[0], block[1], block[2], smem_bytes, stream, &attr, 1};
+    if (cu->cuLaunchKernelEx(&cfg, f, args, NULL) == CUDA_SUCCESS) return 0;
+    /* (a driver or stream state that refuses the attribute: the plain launch below reports
+     * a configuration error the same way) */
+  }
   CUresult r = cu->cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                   smem_bytes, stream, args, NULL);
   if (r == CUDA_SUCCESS) return 0;

@@ -28,6 +28,7 @@
 #error "runtime/cudrv.h declares its own CUDA Driver API types; do not include <cuda.h> with it"
 #endif
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -192,6 +193,26 @@ typedef struct CUmemPoolProps_st {
   unsigned char reserved[54];
 } CUmemPoolProps;
 
+/* cuda.h: CUlaunchAttribute (72 bytes: the id padded to 8, a 64-byte value union) and
+ * CUlaunchConfig, for cuLaunchKernelEx; only the attribute this runtime sets is named. */
+enum { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
+typedef struct CUlaunchAttribute_st {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+    int programmaticStreamSerializationAllowed;
+  } value;
+} CUlaunchAttribute;
+typedef struct CUlaunchConfig_st {
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  CUstream hStream;
+  CUlaunchAttribute *attrs;
+  unsigned int numAttrs;
+} CUlaunchConfig;
+
 /* ---- Status codes of this layer -------------------------------------------------------------
  * A failing rt_cuda_* function returns a positive CUresult when the driver reported the error,
  * or one of these negative codes when the failure was found here.                            */
@@ -247,6 +268,8 @@ enum {
     (CUfunction func, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,             \
      unsigned int block_x, unsigned int block_y, unsigned int block_z, unsigned int smem_bytes,  \
      CUstream stream, void **params, void **extra))                                              \
+  X(cuLaunchKernelEx, "cuLaunchKernelEx", 0,                                                     \
+    (const CUlaunchConfig *config, CUfunction func, void **params, void **extra))               \
   X(cuMemAlloc, "cuMemAlloc_v2", 1, (CUdeviceptr *ptr, size_t bytes))                           \
   X(cuMemFree, "cuMemFree_v2", 1, (CUdeviceptr ptr))                                             \
   X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", 1, (CUdeviceptr dst, const void *src, size_t bytes))        \
@@ -429,12 +452,15 @@ int rt_cuda_occupancy(const struct rt_cuda *cu, CUfunction f, int block_threads,
                       size_t dynamic_smem, int *blocks, char *err, size_t errlen);
 
 /* Launches f on stream (NULL: the legacy default stream). args[i] points at the value of the
- * i-th kernel parameter (for a CUtensorMap parameter, at the 128-byte struct). Launch
- * configuration errors are reported here and do not poison the context; faults inside the
- * kernel show up at the next synchronising call. */
+ * i-th kernel parameter (for a CUtensorMap parameter, at the 128-byte struct). grid_dep:
+ * with programmatic stream serialization (cuLaunchKernelEx; f's programs must wait with
+ * griddepcontrol.wait before touching memory), when the driver has cuLaunchKernelEx; a
+ * launch it refuses is made again without. Launch configuration errors are reported here
+ * and do not poison the context; faults inside the kernel show up at the next
+ * synchronising call. */
 int rt_cuda_launch(const struct rt_cuda *cu, CUfunction f, const unsigned grid[3],
                    const unsigned block[3], unsigned smem_bytes, CUstream stream, void **args,
-                   char *err, size_t errlen);
+                   bool grid_dep, char *err, size_t errlen);
 
 /* ---- Memory ----------------------------------------------------------------------------- */
 

@@ -582,7 +582,8 @@ tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct
   unsigned block[3] = {sp->threads, 1, 1};
   char err[1024];
   double tl = rt_trace_begin(ctx, k->name, k->config, "launch");
-  int rc = rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, (CUstream)stream, pk.ptrs, err, sizeof err);
+  int rc = rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, (CUstream)stream, pk.ptrs, sp->code.grid_dep,
+                          err, sizeof err);
   rt_trace_end(ctx, tl, "launch", k->name, k->config, "launch",
                "\"grid\":\"%u,%u,%u\",\"threads\":%u,\"shared_bytes\":%u,\"stream\":\"%p\"", grid[0], grid[1],
                grid[2], block[0], sp->smem, stream);
@@ -599,7 +600,7 @@ static int enqueue(tile_context *ctx, tile_kernel *k, struct rt_spec *sp, const 
     *st = rt_repack_launch(ctx, k, b, plan, s, true);
     return 0;
   }
-  return rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, s, pk->ptrs, err, errlen);
+  return rt_cuda_launch(&ctx->cuda, sp->func, grid, block, sp->smem, s, pk->ptrs, sp->code.grid_dep, err, errlen);
 }
 
 tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args, unsigned nargs,
@@ -710,11 +711,11 @@ static const char *module_key(tile_kernel *k, const struct rt_gpu_target *t, con
 }
 
 
-/* The code info as meta text: " persistent=P tmaps=N" then per map
+/* The code info as meta text: " persistent=P whole=W pdl=D tmaps=N" then per map
  * " param/rank/dtype/box0,box1,box2,box3/swizzle". */
 static int format_code_info(const struct rt_code_info *c, char *buf, size_t len) {
-  int n = snprintf(buf, len, " persistent=%d whole=%d tmaps=%u", (int)c->persistent, c->whole_program ? 1 : 0,
-                   c->ntmaps);
+  int n = snprintf(buf, len, " persistent=%d whole=%d pdl=%d tmaps=%u", (int)c->persistent,
+                   c->whole_program ? 1 : 0, c->grid_dep ? 1 : 0, c->ntmaps);
   for (unsigned i = 0; i < c->ntmaps && n > 0 && (size_t)n < len; i++) {
     const struct cg_tmap *t = &c->tmaps[i];
     n += snprintf(buf + n, len - (size_t)n, " %u/%d/%d/%u,%u,%u,%u/%d", t->param, t->rank, t->dtype, t->box[0],
@@ -725,11 +726,13 @@ static int format_code_info(const struct rt_code_info *c, char *buf, size_t len)
 
 static bool parse_code_info(const char *s, const struct tile_kernel *k, struct rt_code_info *c) {
   memset(c, 0, sizeof *c);
-  int p = 0, w = 0, n = 0;
-  if (sscanf(s, " persistent=%d whole=%d tmaps=%u%n", &p, &w, &c->ntmaps, &n) != 3 || c->ntmaps > CG_MAX_TMAPS)
+  int p = 0, w = 0, gd = 0, n = 0;
+  if (sscanf(s, " persistent=%d whole=%d pdl=%d tmaps=%u%n", &p, &w, &gd, &c->ntmaps, &n) != 4 ||
+      c->ntmaps > CG_MAX_TMAPS)
     return false;
   c->persistent = (uint8_t)(p == 2 ? 2 : p != 0);
   c->whole_program = w != 0;
+  c->grid_dep = gd != 0;
   s += n;
   for (unsigned i = 0; i < c->ntmaps; i++) {
     struct cg_tmap *t = &c->tmaps[i];
@@ -943,6 +946,7 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   out->code.ntmaps = res.ntmaps;
   out->code.persistent = res.persistent;
   out->code.whole_program = res.whole_program;
+  out->code.grid_dep = res.grid_dep;
   arena_free(&scratch);
   if (t->cuda && !out->code.whole_program) {
     /* the driver's JIT, here rather than at load time; on threads other than the one that

@@ -112,6 +112,7 @@ struct rt_code_info {
   unsigned ntmaps;
   uint8_t persistent; /* cg_result.persistent */
   bool whole_program; /* loaded as PTX by the driver's whole-program JIT, never linked (cg.h) */
+  bool grid_dep;      /* launched with programmatic stream serialization (cg.h) */
 };
 
 /* One compiled target specialization of a CUDA kernel. */

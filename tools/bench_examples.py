@@ -183,7 +183,8 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs)
     splits = max(1, slots // (bsz * hkv))
     opart = torch.empty(bsz, h, splits, d, device="cuda", dtype=torch.float32)
     lpart = torch.empty(bsz, h, splits, device="cuda", dtype=torch.float32)
-    comb = tile.compile(lib, kernel="decode_combine", defines={"T": tname, "D": d, "BS": max(8, 1 << (splits - 1).bit_length())})
+    comb = tile.compile(lib, kernel="decode_combine", defines={"T": tname, "D": d, "BS": max(8, 1 << (splits - 1).bit_length())},
+                        schedule=schedule)
 
     def ours():
         split(q, kc, vc, table, lens, opart, lpart, scale=scale)
@@ -247,7 +248,8 @@ def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, sch
     defs = {"T": c.tname, "D": d, "CAUSAL": causal}
     dkdv = tile.compile(dkdv_path or lib, kernel="attention_bwd_dkdv", defines=dict(defs, **(dkdv_defs or {})),
                         schedule=schedule)
-    dqk = tile.compile(lib, kernel="attention_bwd_dq", defines=dict(defs, **(dq_defs or {})))
+    dqk = tile.compile(lib, kernel="attention_bwd_dq", defines=dict(defs, **(dq_defs or {})),
+                       schedule="pdl=0" if schedule and "pdl=0" in schedule else None)
     args = (c.qd, c.kd, c.vd, c.do, c.lse, c.delta)
 
     def ours():
@@ -373,7 +375,9 @@ def main():
         sections = {"rows": main_rows, "gemm": main_gemm, "decode": main_decode, "bwd": main_bwd,
                     "sweep": main_sweep, "sweep-decode": main_sweep_decode, "sweep-rows": main_sweep_rows,
                     "sweep-bwd": main_sweep_bwd, "bwd-atomic": main_bwd_atomic, "rowcache": main_rowcache,
-                    "rowwalk": main_rowwalk, "rows-even": main_rows_even}
+                    "rowwalk": main_rowwalk, "rows-even": main_rows_even,
+                    "rows-bm": main_rows_bm,
+                    "softmax3": main_softmax3, "pdl": main_pdl}
         for name in only - set(sections):
             print("bench_examples: unknown section '%s' (the sections: %s)" % (name, ", ".join(sections)))
             return 2
@@ -514,6 +518,45 @@ def main_rows_even():
         for p, bn, nw in ((264, 4096, 16), (528, 2048, 8), (1056, 4096, 16)):
             rows(kind, 4096, 50264, torch.float16, path=path, BN=bn, NW=nw, P=p)
         rows(kind, 8192, 8192, torch.float16)
+
+
+def main_rows_bm():
+    """One-pass norms with BM rows per program (tools/exp/layernorm_rows.tile: W and B read
+    once per BM rows; PERF.md 69)."""
+    path = os.path.join(ROOT, "tools", "exp", "layernorm_rows.tile")
+    for kind in ("layernorm", "rmsnorm"):
+        for dt in (torch.float16, torch.bfloat16):
+            rows(kind, 8192, 8192, dt)
+            for bm, nw in ((1, 16), (2, 16), (2, 8), (4, 16), (4, 8)):
+                rows(kind, 8192, 8192, dt, path=path, BM=bm, NW=nw)
+        rows(kind, 16384, 4096, torch.float16)
+        rows(kind, 16384, 4096, torch.float16, path=path, BN=4096, BM=2, NW=8)
+        rows(kind, 16384, 4096, torch.float16, path=path, BN=4096, BM=4, NW=16)
+
+
+def main_softmax3():
+    """Vocabulary rows: softmax in three passes with the row cache (tools/exp/softmax3.tile;
+    PERF.md 69) against lib/softmax.tile's online form."""
+    path = os.path.join(ROOT, "tools", "exp", "softmax3.tile")
+    for n in (50264, 50257):
+        rows("softmax", 4096, n, torch.float16)
+        for bn, nw in ((2048, 8), (2048, 16), (4096, 16), (8192, 16)):
+            rows("softmax", 4096, n, torch.float16, path=path, schedule="rowcache=1", BN=bn, NW=nw)
+        rows("softmax", 4096, n, torch.float16, path=path, BN=4096, NW=16)
+
+
+def main_pdl():
+    """Programmatic dependent launch (grid-dep pass) on and off (schedule pdl=0): decode's
+    split and combine, the backward's three kernels, back-to-back row kernels (PERF.md 70)."""
+    for sched in (None, "pdl=0"):
+        decode(8, 32, 8, 8187, 128, 16, torch.float16, schedule=sched)
+        decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True, schedule=sched)
+    for sched in (None, "pdl=0"):
+        attention_bwd(2, 16, 4, 4096, 128, True, torch.bfloat16, schedule=sched)
+        attention_bwd(1, 16, 16, 2405, 64, False, torch.float16, schedule=sched)
+    for sched in (None, "pdl=0"):
+        rows("softmax", 8192, 8192, torch.float16, schedule=sched)
+        rows("rmsnorm", 1024, 4096, torch.float16, schedule=sched)
 
 
 def main_gemm():

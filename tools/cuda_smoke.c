@@ -343,7 +343,7 @@ int main(int argc, char **argv) {
     report("pointer info: 0 is not device memory", ok && is_dev == 0 && ord == -1);
   }
 
-  if (failed(rt_cuda_launch(&cu, f_axpy, grid, block, 0, NULL, args, err, sizeof err),
+  if (failed(rt_cuda_launch(&cu, f_axpy, grid, block, 0, NULL, args, false, err, sizeof err),
              "launch smoke_axpy", err) ||
       failed(rt_cuda_ctx_sync(&cu, err, sizeof err), "synchronise after smoke_axpy", err) ||
       failed(rt_cuda_d2h(&cu, h_c, d_c, out_bytes, err, sizeof err), "copy c to the host", err))
@@ -355,11 +355,11 @@ int main(int argc, char **argv) {
    * comes from the launch call and leaves the context usable. */
   {
     unsigned big[3] = {BLOCK * 2, 1, 1};
-    rc = rt_cuda_launch(&cu, f_axpy, grid, big, 0, NULL, args, err, sizeof err);
+    rc = rt_cuda_launch(&cu, f_axpy, grid, big, 0, NULL, args, false, err, sizeof err);
     printf("INFO over-sized launch -> %s\n", rc ? err : "(accepted?)");
     report("a block larger than .maxntid is refused at launch with CUDA_ERROR_INVALID_VALUE",
            rc == CUDA_ERROR_INVALID_VALUE);
-    rc = rt_cuda_launch(&cu, f_axpy, grid, block, 0, NULL, args, err, sizeof err);
+    rc = rt_cuda_launch(&cu, f_axpy, grid, block, 0, NULL, args, false, err, sizeof err);
     if (!rc) rc = rt_cuda_ctx_sync(&cu, err, sizeof err);
     report("the context still works after the refused launch", !failed(rc, "relaunch", err));
   }
@@ -375,7 +375,7 @@ int main(int argc, char **argv) {
              !failed(rt_cuda_memset32_async(&cu, d_c, 0xFFFFFFFFu, N_ELEMS + GUARD, stream, err,
                                             sizeof err),
                      "async fill of c", err) &&
-             !failed(rt_cuda_launch(&cu, f_axpy, grid, block, 0, stream, args2, err, sizeof err),
+             !failed(rt_cuda_launch(&cu, f_axpy, grid, block, 0, stream, args2, false, err, sizeof err),
                      "launch smoke_axpy on the stream", err);
     if (ok) memset(h_c, 0, out_bytes);
     ok = ok &&
@@ -406,7 +406,7 @@ int main(int argc, char **argv) {
               "look up smoke_counter", err) &&
       !failed(rt_cuda_h2d(&cu, d_counter, &zero, sizeof zero, err, sizeof err), "zero the counter",
               err) &&
-      !failed(rt_cuda_launch(&cu, f_count, cgrid, cblock, 0, NULL, NULL, err, sizeof err),
+      !failed(rt_cuda_launch(&cu, f_count, cgrid, cblock, 0, NULL, NULL, false, err, sizeof err),
               "launch smoke_count", err) &&
       !failed(rt_cuda_d2h(&cu, &got, d_counter, sizeof got, err, sizeof err), "read the counter",
               err);
@@ -426,7 +426,7 @@ int main(int argc, char **argv) {
     for (int i = 0; ok && i < TIMED_LAUNCHES; i++) {
       ok = !failed(rt_cuda_event_record(&cu, ev_start, NULL, err, sizeof err), "record start",
                    err) &&
-           !failed(rt_cuda_launch(&cu, f_axpy, grid, block, 0, NULL, args, err, sizeof err),
+           !failed(rt_cuda_launch(&cu, f_axpy, grid, block, 0, NULL, args, false, err, sizeof err),
                    "timed launch", err) &&
            !failed(rt_cuda_event_record(&cu, ev_stop, NULL, err, sizeof err), "record stop",
                    err) &&
@@ -436,7 +436,7 @@ int main(int argc, char **argv) {
     float batch_ms = 0;
     ok = ok && !failed(rt_cuda_event_record(&cu, ev_start, NULL, err, sizeof err), "record", err);
     for (int i = 0; ok && i < TIMED_LAUNCHES; i++)
-      ok = !failed(rt_cuda_launch(&cu, f_axpy, grid, block, 0, NULL, args, err, sizeof err),
+      ok = !failed(rt_cuda_launch(&cu, f_axpy, grid, block, 0, NULL, args, false, err, sizeof err),
                    "batched launch", err);
     ok = ok && !failed(rt_cuda_event_record(&cu, ev_stop, NULL, err, sizeof err), "record", err) &&
          !failed(rt_cuda_event_elapsed(&cu, ev_start, ev_stop, &batch_ms, err, sizeof err),

@@ -1082,6 +1082,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
 
   collect_tmaps(g, res);
   res->persistent = f->persistent;
+  res->grid_dep = f->grid_dep != 0;
   LLVMValueRef fn = make_kernel(g, res->ntmaps);
   g->fn = fn;
   LLVMTypeRef smem_ty = LLVMArrayType2(g->i8, 0);
@@ -1092,6 +1093,11 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(g->ctx, fn, "entry");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(g->ctx, fn, "body");
   LLVMPositionBuilderAtEnd(g->b, entry);
+  /* programmatic dependent launch (grid-dep pass): before any memory access, wait for the
+   * kernel before this one in the stream, then let the next one be scheduled */
+  if (f->grid_dep)
+    cg_asm(g, LLVMVoidTypeInContext(g->ctx), "griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;",
+           "~{memory}", NULL, 0, true);
   LLVMValueRef tid = sreg(g, "tid.x");
   g->role_tid = tid;
   g->leader = LLVMBuildICmp(g->b, LLVMIntEQ, tid, cg_i32(g, 0), "leader");

@@ -41,6 +41,7 @@ struct cg_result {
                           * programs as fit at once; 2 so only when the tiles are
                           * CG_WALK_MIN_WAVES to CG_FEW_WAVES times that many (or fewer
                           * than that many), one program per tile otherwise */
+  bool grid_dep;         /* launched with programmatic stream serialization (grid-dep pass) */
   bool whole_program;    /* must be compiled as a whole program, not linked: setmaxnreg is
                             ignored in relocatable code (ptxas -c, cuLink: C7504) */
   unsigned threads;      /* threads per program instance */

@@ -228,6 +228,9 @@ struct ir_func {
   uint8_t stage;                 /* enum ir_stage: which ops may appear */
   uint8_t persistent;            /* the body walks tiles in a loop; the runtime sizes the grid
                                   * (2: a walk only for grids of a few waves; cg.h) */
+  uint8_t grid_dep;              /* programmatic dependent launch (grid-dep pass): the program
+                                  * waits at entry for the previous kernel in the stream to
+                                  * complete and lets the next one launch early */
   uint16_t cache_trips;          /* a specialization fact: the trip count of the loops whose
                                   * re-read slices row-cache keeps in shared memory (0: none) */
   VEC(struct ir_type) types;     /* [0] unused */

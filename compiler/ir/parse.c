@@ -757,6 +757,10 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
       f->persistent = 2;
     }
   }
+  if (accept(ps, "grid_dep")) {
+    if (!tl_has(f->target, TL_FEAT_GRID_DEP)) fail(ps, "grid_dep needs a target with griddepcontrol (sm_90 or newer)");
+    f->grid_dep = 1;
+  }
   if (accept(ps, "cache_trips")) {
     expect(ps, "=");
     int64_t t = parse_int(ps);

@@ -14,7 +14,8 @@
 
 #define AMPERE (TL_FEAT_MMA_SYNC)
 #define ADA (TL_FEAT_MMA_SYNC | TL_FEAT_FP8_MMA)
-#define HOPPER (TL_FEAT_MMA_SYNC | TL_FEAT_FP8_MMA | TL_FEAT_TMA | TL_FEAT_CLUSTER | TL_FEAT_STMATRIX | TL_FEAT_ATOM_BF16)
+#define HOPPER (TL_FEAT_MMA_SYNC | TL_FEAT_FP8_MMA | TL_FEAT_TMA | TL_FEAT_CLUSTER | TL_FEAT_STMATRIX | TL_FEAT_ATOM_BF16 | \
+                TL_FEAT_GRID_DEP)
 
 static const struct tl_target targets[] = {
     /* name     sm  ptx feature ptx  features                          optin   dflt   regs  r/t  thr   yz   'a'  TC f16  f32
@@ -55,7 +56,7 @@ static const struct {
 } sched_flags[] = {SCHED_FLAG(wgmma),   SCHED_FLAG(tma),      SCHED_FLAG(ws),       SCHED_FLAG(persistent),
                    SCHED_FLAG(wait),    SCHED_FLAG(gather),   SCHED_FLAG(prefetch), SCHED_FLAG(overlap),
                    SCHED_FLAG(pingpong), SCHED_FLAG(handoff), SCHED_FLAG(once),     SCHED_FLAG(tileturns),
-                   SCHED_FLAG(rowcache)};
+                   SCHED_FLAG(rowcache), SCHED_FLAG(pdl)};
 #undef SCHED_FLAG
 enum { NSCHED_FLAGS = sizeof sched_flags / sizeof sched_flags[0] };
 

@@ -26,6 +26,7 @@ enum tl_feature {
   TL_FEAT_WGMMA = 1u << 5,      /* wgmma.mma_async (sm_90a only) */
   TL_FEAT_SETMAXNREG = 1u << 6, /* setmaxnreg (sm_90a only) */
   TL_FEAT_ATOM_BF16 = 1u << 7,  /* atom.add.noftz.bf16 (sm_90+; f16 and f32 atomics: every target) */
+  TL_FEAT_GRID_DEP = 1u << 8,   /* griddepcontrol: programmatic dependent launch (sm_90+) */
 };
 
 struct tl_target {
@@ -100,9 +101,13 @@ const char *tl_target_names(void);
  *   rowcache=0|1     1: a row that later loops read again kept in shared memory for the
  *                    launch's trip count (row-cache pass); off by default (PERF.md 63:
  *                    slower at the row kernels' default warps)
+ *   pdl=0|1          programmatic dependent launch (grid-dep pass, sm_90+): a program waits
+ *                    at its start for the kernel before it in the stream, and lets the next
+ *                    one launch early; on by default
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
-  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache;
+  signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
+      pdl;
   short producer_regs, consumer_regs;
 };
 

@@ -85,6 +85,32 @@ reset_log
 run_gemm "after the rebuild"
 expect_log link 0 "after the rebuild"
 
+# ---- programmatic dependent launch (grid-dep pass): on cc 9.0 every launch of a kernel that
+# waits with griddepcontrol goes through cuLaunchKernelEx with the attribute; pdl=0 and older
+# targets launch plainly; a driver that refuses the attribute gets the plain launch ----
+SOFTMAX=(run "$SRC/lib/softmax.tile" -k softmax --size M=4,N=1000 --device=cuda)
+pdl_run() { # LABEL PDL-LINES [env...] -- [tilec args...]
+  local label=$1 want=$2
+  shift 2
+  reset_log
+  checks=$((checks + 1))
+  env "$@" "$TILEC" "${SOFTMAX[@]}" >"$TMP/out.txt" 2>&1 || { fail "$label: tilec run failed"; cat "$TMP/out.txt"; }
+  local pdl launches
+  pdl=$(logged "pdl softmax")
+  launches=$(logged "launch softmax")
+  checks=$((checks + 1))
+  if [ "$want" = all ]; then
+    [ "$launches" -ge 1 ] && [ "$pdl" -eq "$launches" ] || fail "$label: $pdl of $launches launches with pdl"
+  else
+    [ "$launches" -ge 1 ] && [ "$pdl" -eq 0 ] || fail "$label: $pdl of $launches launches with pdl, expected none"
+  fi
+}
+pdl_run "pdl (cc 9.0)" all
+pdl_run "pdl refused by the driver" none FAKE_CUDA_NO_PDL=1
+pdl_run "pdl on cc 8.0" none FAKE_CUDA_CC=8.0
+SOFTMAX+=(--schedule=pdl=0)
+pdl_run "schedule pdl=0" none
+
 # ---- warp-specialized code: never linked (the linker ignores setmaxnreg), PTX JIT-loaded ----
 export TILE_CACHE_DIR=$TMP/cache-ws
 reset_log

@@ -18,7 +18,8 @@
  *  - calls that need a context fail with CUDA_ERROR_INVALID_CONTEXT on a thread where none
  *    is current (the per-thread current context is tracked), which checks that threads
  *    building code make the context current first.
- * FAKE_CUDA_LOG=FILE appends one line per jit, link, load-cubin and launch. A launch line is
+ * FAKE_CUDA_LOG=FILE appends one line per jit, link, load-cubin and launch (a launch with
+ * programmatic stream serialization, cuLaunchKernelEx, is preceded by "pdl NAME"). A launch line is
  *   launch NAME grid=X,Y,Z block=T smem=BYTES code=HASH params=N args=A,B,...
  * with the kernel's parameters read as its PTX declares them (.ptr: "p", or "null" for 0;
  * integers in decimal, floats with %g, a 128-byte TMA descriptor as "tmap"), so that tests
@@ -28,6 +29,7 @@
  * -arch=sm_XX -o OUT IN.ptx` writes the fake cubin of the PTX.                        */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -478,6 +480,33 @@ API CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, uns
   logf_("launch %s grid=%u,%u,%u block=%u smem=%u code=%016llx params=%d args=%s", f->name, gx, gy, gz, bx * by * bz,
         smem, (unsigned long long)f->code_hash, f->nparams, args);
   return OK;
+}
+/* cuLaunchKernelEx: the configuration of cuLaunchKernel plus attributes; programmatic
+ * stream serialization (attribute 6) is logged as "pdl NAME" before the launch line, any
+ * other attribute refused. FAKE_CUDA_NO_PDL=1 refuses it (a driver without the feature). */
+struct fake_launch_attr {
+  int id;
+  char pad[4];
+  union {
+    char pad[64];
+    int value;
+  } v;
+};
+struct fake_launch_config {
+  unsigned gx, gy, gz, bx, by, bz, smem;
+  void *stream;
+  struct fake_launch_attr *attrs;
+  unsigned nattrs;
+};
+API CUresult cuLaunchKernelEx(const struct fake_launch_config *c, void *fn, void **params, void **extra) {
+  if (!c || (c->nattrs && !c->attrs)) return INVALID_VALUE;
+  bool pdl = false;
+  for (unsigned i = 0; i < c->nattrs; i++) {
+    if (c->attrs[i].id != 6 || getenv("FAKE_CUDA_NO_PDL")) return INVALID_VALUE;
+    pdl = c->attrs[i].v.value != 0;
+  }
+  if (pdl && fn) logf_("pdl %s", ((struct function *)fn)->name);
+  return cuLaunchKernel(fn, c->gx, c->gy, c->gz, c->bx, c->by, c->bz, c->smem, c->stream, params, extra);
 }
 API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *b, void *fn, int t, size_t s) {
   (void)fn, (void)t, (void)s;
