@@ -377,7 +377,8 @@ def main():
                     "sweep-bwd": main_sweep_bwd, "bwd-atomic": main_bwd_atomic, "rowcache": main_rowcache,
                     "rowwalk": main_rowwalk, "rows-even": main_rows_even,
                     "rows-bm": main_rows_bm,
-                    "softmax3": main_softmax3, "pdl": main_pdl}
+                    "softmax3": main_softmax3, "pdl": main_pdl,
+                    "rows-inside": main_rows_inside}
         for name in only - set(sections):
             print("bench_examples: unknown section '%s' (the sections: %s)" % (name, ", ".join(sections)))
             return 2
@@ -557,6 +558,22 @@ def main_pdl():
     for sched in (None, "pdl=0"):
         rows("softmax", 8192, 8192, torch.float16, schedule=sched)
         rows("rmsnorm", 1024, 4096, torch.float16, schedule=sched)
+
+
+def main_rows_inside():
+    """The vocabulary rows with chunks wholly inside a row accessed without predicates
+    (cg_mem.c's inside branch; PERF.md 71), around the defaults."""
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        rows(kind, 4096, 50257, torch.float16)
+        rows(kind, 4096, 50257, torch.bfloat16)
+        for bn, nw in ((2048, 8), (4096, 16), (8192, 16)):
+            rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
+        rows(kind, 4096, 50264, torch.float16)
+        rows(kind, 8192, 8192, torch.float16)
+    path = os.path.join(ROOT, "tools", "exp", "softmax3.tile")
+    for n in (50257, 50264):
+        for bn, nw in ((4096, 16), (8192, 16)):
+            rows("softmax", 4096, n, torch.float16, path=path, schedule="rowcache=1", BN=bn, NW=nw)
 
 
 def main_gemm():

@@ -15,6 +15,11 @@
  * op: a thread whose vectors are each wholly inside or wholly outside (all but the thread
  * at the edge) takes the vector accesses, the other moves its elements one at a time.
  *
+ * A tile known at compile time to lie inside the tensor (constant starts and sizes) is
+ * accessed without predicates. (A branch at run time on whether the tile is inside, so
+ * that a row kernel's chunks but the last go without predicates, measured slower on the
+ * default row kernels and the one-pass rows: PERF.md 71.)
+ *
  * Stores from a Tensor Core accumulator (a GEMM's or attention's epilogue) go through
  * shared memory when the blocked layout is better for the tensor: 16-byte stores instead of
  * the accumulator's 4-byte pairs, or, on rows off 16 bytes, a warp's 32 elements
@@ -95,6 +100,7 @@ struct access {
   uint32_t nregs;
   int vec;                /* elements per access */
   bool straddle;          /* a vector may straddle the edge (the size is not a multiple of vec) */
+  bool inside;            /* the whole tile is known to be in bounds: no predicates */
 };
 
 static LLVMValueRef dim_size(struct cg *g, const struct ir_type *tt, int d) {
@@ -197,7 +203,32 @@ static void element_address(struct cg *g, struct access *x, uint32_t r, LLVMValu
     o = LLVMBuildAdd(g->b, o, LLVMBuildMul(g->b, coord, x->t->stride[d], ""), "");
   }
   *off = o;
-  *inb = ok;
+  *inb = x->inside ? LLVMConstInt(g->i1, 1, 0) : ok;
+}
+
+/* Whether the whole tile of x lies inside the tensor (i1, the same in every thread): every
+ * sliced dimension's [start, start + extent) and every indexed coordinate in [0, size). */
+static LLVMValueRef tile_inside(struct cg *g, struct access *x) {
+  const struct ir_type *vt = ir_vtype(g->f, x->op->code == IR_LOAD ? x->op->res : x->op->args[x->op->nargs - 1]);
+  LLVMValueRef ok = LLVMConstInt(g->i1, 1, 0), zero = cg_i64(g, 0);
+  for (int d = 0; d < x->rank; d++) {
+    LLVMValueRef lo = LLVMBuildICmp(g->b, LLVMIntSGE, x->start[d], zero, "");
+    LLVMValueRef end = x->start[d];
+    LLVMIntPredicate hi_pred = LLVMIntSLT;
+    if (x->tdim[d] >= 0) {
+      end = LLVMBuildAdd(g->b, x->start[d], cg_i64(g, vt->rank > 0 ? vt->dims[x->tdim[d]] : 1), "");
+      hi_pred = LLVMIntSLE;
+    }
+    ok = LLVMBuildAnd(g->b, ok, LLVMBuildAnd(g->b, lo, LLVMBuildICmp(g->b, hi_pred, end, x->size[d], ""), ""), "");
+  }
+  return ok;
+}
+
+/* Sets x->inside when the whole tile is known at compile time to be in bounds. */
+static void static_inside(struct cg *g, struct access *x) {
+  if (x->tile_rank == 0) return;
+  LLVMValueRef in = tile_inside(g, x);
+  x->inside = LLVMIsAConstantInt(in) && LLVMConstIntGetZExtValue(in) != 0;
 }
 
 static LLVMValueRef vectors_whole(struct cg *g, struct access *x) {
@@ -245,10 +276,19 @@ static int word_bits(int bits, int total) { return bits > 32 ? bits : total >= 3
  * 16-bit registers). */
 static const char *cons_of(int bits) { return bits <= 16 ? "h" : bits == 32 ? "r" : "l"; }
 
+/* Whether predicate pred (i1) is the constant true: the access needs no predicate. */
+static bool always(LLVMValueRef pred) { return LLVMIsAConstantInt(pred) && LLVMConstIntGetZExtValue(pred) != 0; }
+
 /* One element of dt at addr where pred (i1) holds, else the fill (its bits). */
 static LLVMValueRef load_elem(struct cg *g, ir_dtype dt, LLVMValueRef addr, LLVMValueRef pred, LLVMValueRef fill_bits) {
   int bits = ir_dtype_bytes(dt) * 8, rbits = bits < 16 ? 16 : bits;
   char text[256], cons[32];
+  LLVMTypeRef rt0 = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
+  if (always(pred)) {
+    snprintf(text, sizeof text, "ld.global.%s%d $0, [$1];", bits == 8 ? "u" : "b", bits);
+    snprintf(cons, sizeof cons, "=%s,l", cons_of(rbits));
+    return from_bits(g, cg_asm(g, rt0, text, cons, &addr, 1, true), dt);
+  }
   snprintf(text, sizeof text,
            "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n mov.b%d $0, $3;\n @p ld.global.%s%d $0, [$1];\n}", rbits,
            bits == 8 ? "u" : "b", bits);
@@ -263,7 +303,10 @@ static LLVMValueRef load_elem(struct cg *g, ir_dtype dt, LLVMValueRef addr, LLVM
 static void store_elem(struct cg *g, ir_dtype dt, LLVMValueRef addr, LLVMValueRef v, LLVMValueRef pred) {
   int bits = ir_dtype_bytes(dt) * 8, rbits = bits < 16 ? 16 : bits;
   char text[256], cons[32];
-  snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n @p st.global.%s%d [$0], $1;\n}",
+  if (LLVMIsAConstantInt(pred) && !LLVMConstIntGetZExtValue(pred)) return; /* never */
+  snprintf(text, sizeof text,
+           always(pred) ? "st.global.%s%d [$0], $1;"
+                        : "{\n .reg .pred p;\n setp.ne.b32 p, $2, 0;\n @p st.global.%s%d [$0], $1;\n}",
            bits == 8 ? "u" : "b", bits);
   snprintf(cons, sizeof cons, "l,%s,r", cons_of(rbits));
   LLVMTypeRef rt = LLVMIntTypeInContext(g->ctx, (unsigned)rbits);
@@ -288,10 +331,11 @@ static void load_vec(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMVa
   const char *cw = cons_of(wbits);
   int n = 0;
   for (int i = 0; i < w; i++) n += snprintf(dst + n, sizeof dst - (size_t)n, "%s$%d", i ? ", " : "", i);
-  n = snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $%d, 0;\n", w + 1);
-  for (int i = 0; i < w; i++) n += snprintf(text + n, sizeof text - (size_t)n, " mov.b%d $%d, $%d;\n", wbits, i, w + 2);
-  snprintf(text + n, sizeof text - (size_t)n, " @p ld.global%s.b%d %s%s%s, [$%d];\n}", w == 1 ? "" : w == 2 ? ".v2" : ".v4",
-           wbits, w > 1 ? "{" : "", dst, w > 1 ? "}" : "", w);
+  bool pl = !always(pred); /* predicated, with the fill where it is off */
+  n = pl ? snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $%d, 0;\n", w + 1) : 0;
+  for (int i = 0; i < w && pl; i++) n += snprintf(text + n, sizeof text - (size_t)n, " mov.b%d $%d, $%d;\n", wbits, i, w + 2);
+  snprintf(text + n, sizeof text - (size_t)n, "%sld.global%s.b%d %s%s%s, [$%d];%s", pl ? " @p " : "",
+           w == 1 ? "" : w == 2 ? ".v2" : ".v4", wbits, w > 1 ? "{" : "", dst, w > 1 ? "}" : "", w, pl ? "\n}" : "");
   n = 0;
   for (int i = 0; i < w; i++) n += snprintf(cons + n, sizeof cons - (size_t)n, "=%s,", cw);
   snprintf(cons + n, sizeof cons - (size_t)n, "l,r,%s", cw);
@@ -312,15 +356,24 @@ static void load_vec(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMVa
   }
 }
 
+/* x's registers into outr[0..nregs). */
+static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, LLVMValueRef *outr);
+
 void cg_gen_load(struct cg *g, const struct ir_op *op) {
   struct access x;
   if (!setup_access(g, op, op->res, NULL, &x)) return;
   struct cgval *out = cg_new_val(g, op->res, x.nregs);
   LLVMValueRef fill = cg_cast(g, cg_const(g, DT_F64, 0, op->f), DT_F64, x.dt);
   if (!ir_dtype_is_float(x.dt)) fill = cg_const(g, x.dt, (int64_t)op->f, 0);
-  LLVMValueRef fill_bits = to_bits(g, fill, x.dt);
+  static_inside(g, &x);
+  load_regs(g, &x, to_bits(g, fill, x.dt), out->r);
+}
+
+static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, LLVMValueRef *outr) {
+  struct access x = *xp;
   LLVMBasicBlockRef elem = NULL, join = NULL, ends[2];
-  LLVMValueRef *vregs = out->r;
+  LLVMValueRef *vregs = outr;
+  if (x.inside) x.straddle = false; /* a tile inside has no vector across the edge */
   if (x.vec > 1 && x.straddle) {
     elem = straddle_branch(g, &x, &join);
     vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
@@ -336,7 +389,7 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
     LLVMBuildBr(g->b, join);
     LLVMPositionBuilderAtEnd(g->b, elem);
   }
-  LLVMValueRef *sregs = elem ? ARENA_NEWN(g->arena, LLVMValueRef, x.nregs) : out->r;
+  LLVMValueRef *sregs = elem ? ARENA_NEWN(g->arena, LLVMValueRef, x.nregs) : outr;
   for (uint32_t r = 0; r < x.nregs; r++) {
     LLVMValueRef off, inb;
     element_address(g, &x, r, &off, &inb);
@@ -347,9 +400,9 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
   LLVMBuildBr(g->b, join);
   LLVMPositionBuilderAtEnd(g->b, join);
   for (uint32_t r = 0; r < x.nregs; r++) {
-    out->r[r] = LLVMBuildPhi(g->b, LLVMTypeOf(vregs[r]), "");
+    outr[r] = LLVMBuildPhi(g->b, LLVMTypeOf(vregs[r]), "");
     LLVMValueRef vals[2] = {vregs[r], sregs[r]};
-    LLVMAddIncoming(out->r[r], vals, ends, 2);
+    LLVMAddIncoming(outr[r], vals, ends, 2);
   }
 }
 
@@ -359,6 +412,7 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
 static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs, LLVMValueRef *pred) {
   struct access x = *xp;
   int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
+  if (x.inside) x.straddle = false;
   if (x.vec > 1 && x.straddle) {
     LLVMBasicBlockRef join, elem = straddle_branch(g, &x, &join);
     x.straddle = false;
@@ -375,12 +429,16 @@ static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs, LLVM
     int total = x.vec * bits, wbits = word_bits(bits, total), w = total / wbits;
     int per_word = wbits / bits;
     LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
-    char text[512], cons[128];
-    int n = snprintf(text, sizeof text, "{\n .reg .pred p;\n setp.ne.b32 p, $1, 0;\n @p st.global%s.b%d [$0], ",
-                     w > 1 ? (w == 2 ? ".v2" : ".v4") : "", wbits);
-    if (w > 1) n += snprintf(text + n, sizeof text - (size_t)n, "{");
-    for (int i = 0; i < w; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%s$%d", i ? ", " : "", i + 2);
-    snprintf(text + n, sizeof text - (size_t)n, "%s;\n}", w > 1 ? "}" : "");
+    /* text[0]: predicated; text[1]: for vectors known to be in bounds (x.inside, no mask) */
+    char text[2][512], cons[128];
+    for (int t = 0; t < 2; t++) {
+      int n = snprintf(text[t], sizeof text[t], t ? "st.global%s.b%d [$0], " : "{\n .reg .pred p;\n setp.ne.b32 p, $1, 0;\n @p st.global%s.b%d [$0], ",
+                       w > 1 ? (w == 2 ? ".v2" : ".v4") : "", wbits);
+      if (w > 1) n += snprintf(text[t] + n, sizeof text[t] - (size_t)n, "{");
+      for (int i = 0; i < w; i++) n += snprintf(text[t] + n, sizeof text[t] - (size_t)n, "%s$%d", i ? ", " : "", i + 2);
+      snprintf(text[t] + n, sizeof text[t] - (size_t)n, "%s;%s", w > 1 ? "}" : "", t ? "" : "\n}");
+    }
+    int n;
     n = snprintf(cons, sizeof cons, "l,r");
     for (int i = 0; i < w; i++) n += snprintf(cons + n, sizeof cons - (size_t)n, ",%s", cons_of(wbits));
     for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
@@ -408,7 +466,7 @@ static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs, LLVM
         }
         args[2 + i] = word;
       }
-      cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, (unsigned)(2 + w), true);
+      cg_asm(g, LLVMVoidTypeInContext(g->ctx), text[always(inb)], cons, args, (unsigned)(2 + w), true);
     }
     return;
   }
@@ -435,8 +493,11 @@ static bool blocked_access(struct cg *g, const struct ir_op *op, ir_val value, i
   const struct ir_type *vt = ir_vtype(g->f, value);
   struct ir_layout e = ll_default_blocked(vt->rank, vt->dims, g->f->warps, elem_bytes);
   struct ll l;
-  return ll_build(g->f, ir_layout_intern(g->f, &e), vt->rank, vt->dims, g->f->warps, &l) &&
-         setup_access(g, op, value, &l, x);
+  if (!ll_build(g->f, ir_layout_intern(g->f, &e), vt->rank, vt->dims, g->f->warps, &l) ||
+      !setup_access(g, op, value, &l, x))
+    return false;
+  static_inside(g, x);
+  return true;
 }
 
 /* Pointer to element c of the staging tile (rows `pitch` elements apart). */
@@ -520,6 +581,7 @@ void cg_gen_store(struct cg *g, const struct ir_op *op) {
   ir_val value = op->args[op->nargs - 1];
   struct access x;
   if (!setup_access(g, op, value, NULL, &x)) return;
+  static_inside(g, &x);
   /* a predicate (store %T[..], %pred, %v) is in the value's layout */
   bool has_pred = op->nargs == (uint32_t)x.rank + 3;
   if (staged_store(g, op, value, has_pred ? op->args[op->nargs - 2] : 0, &x) || g->failed) return;
