@@ -203,8 +203,8 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs)
                                                         ([schedule] if schedule else []) +
                                                         ["%s=%s" % kv for kv in defs.items()]) if schedule or defs else ""),
         t_ours, t_ref, err, 2e-2,
-        "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits, %d programs/SM; split %.1f us, combine %.1f us" % (
-            gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"], t_split * 1e3, t_comb * 1e3))
+        "vs SDPA contiguous; ours %.0f GB/s, SDPA %.0f GB/s, %d splits, %d programs/SM; split %.1f us, combine %.1f us; %s" % (
+            gb / t_ours * 1e3, gb / t_ref * 1e3, splits, st["blocks_per_sm"], t_split * 1e3, t_comb * 1e3, split.config()))
 
 
 class BwdCase:
@@ -342,8 +342,8 @@ def rows(kind, m, n, dt, schedule=None, path=None, **defs):
     cfg = ",".join(["%s=%s" % kv for kv in defs.items()] + ([schedule] if schedule else [])) or "default"
     row("%s%s %dx%d %s %s" % (kind, " (%s)" % os.path.basename(os.path.dirname(path)) if path else "", m, n,
                               str(dt)[6:], cfg), t_ours, t_ref, err, 1e-2 if dt == torch.float16 else 2e-2,
-        "ours %.0f GB/s = %.0f%% of copy (%.0f), torch %.0f GB/s = %.0f%%" % (g_ours, 100 * g_ours / cp, cp, g_ref,
-                                                                          100 * g_ref / cp))
+        "ours %.0f GB/s = %.0f%% of copy (%.0f), torch %.0f GB/s = %.0f%%; %s" % (
+            g_ours, 100 * g_ours / cp, cp, g_ref, 100 * g_ref / cp, k.config()))
 
 
 def gemm_default(m, n, k, dt, fixed=False):
@@ -378,7 +378,8 @@ def main():
                     "rowwalk": main_rowwalk, "rows-even": main_rows_even,
                     "rows-bm": main_rows_bm,
                     "softmax3": main_softmax3, "pdl": main_pdl,
-                    "rows-inside": main_rows_inside}
+                    "rows-inside": main_rows_inside, "sweep-norm": main_sweep_norm,
+                    "decode-stages": main_decode_stages}
         for name in only - set(sections):
             print("bench_examples: unknown section '%s' (the sections: %s)" % (name, ", ".join(sections)))
             return 2
@@ -574,6 +575,31 @@ def main_rows_inside():
     for n in (50257, 50264):
         for bn, nw in ((4096, 16), (8192, 16)):
             rows("softmax", 4096, n, torch.float16, path=path, schedule="rowcache=1", BN=bn, NW=nw)
+
+
+def main_sweep_norm():
+    """One-pass layernorm at 8192 x 8192 around its default (85% of the copy; rmsnorm 97%)."""
+    for dt in (torch.float16, torch.bfloat16):
+        for kind in ("layernorm", "rmsnorm", "softmax"):
+            rows(kind, 8192, 8192, dt)
+            for nw in (8, 16):
+                rows(kind, 8192, 8192, dt, BN=8192, NW=nw)
+    rows("layernorm", 16384, 4096, torch.float16)
+    for nw in (2, 4, 8):
+        rows("layernorm", 16384, 4096, torch.float16, BN=4096, NW=nw)
+
+
+def main_decode_stages():
+    """Decode at the default configuration against pinned stage counts (fewer stages: more
+    programs per multiprocessor, so more splits; PERF.md 72)."""
+    decode(8, 32, 8, 8187, 128, 16, torch.float16)
+    for st in (2, 3, 4):
+        decode(8, 32, 8, 8187, 128, 16, torch.float16, STAGES=st)
+    decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True)
+    decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True, STAGES=3)
+    decode(8, 32, 8, 8187, 128, 16, torch.bfloat16, STAGES=3)
+    decode(64, 32, 8, 2048, 128, 16, torch.float16)
+    decode(64, 32, 8, 2048, 128, 16, torch.float16, STAGES=3)
 
 
 def main_gemm():
