@@ -379,7 +379,7 @@ def main():
                     "rows-bm": main_rows_bm,
                     "softmax3": main_softmax3, "pdl": main_pdl,
                     "rows-inside": main_rows_inside, "sweep-norm": main_sweep_norm,
-                    "decode-stages": main_decode_stages}
+                    "decode-stages": main_decode_stages, "occupancy": main_occupancy}
         for name in only - set(sections):
             print("bench_examples: unknown section '%s' (the sections: %s)" % (name, ", ".join(sections)))
             return 2
@@ -600,6 +600,18 @@ def main_decode_stages():
     decode(8, 32, 8, 8187, 128, 16, torch.bfloat16, STAGES=3)
     decode(64, 32, 8, 2048, 128, 16, torch.float16)
     decode(64, 32, 8, 2048, 128, 16, torch.float16, STAGES=3)
+
+
+def main_occupancy():
+    """One-pass row kernels with registers capped for more programs per multiprocessor
+    (schedule occupancy=N; PERF.md 73): layernorm's 168 registers allow 3 of 4 warps."""
+    for dt in (torch.float16, torch.bfloat16):
+        for kind in ("layernorm", "rmsnorm", "softmax"):
+            rows(kind, 8192, 8192, dt)
+            for occ in (4, 5):
+                rows(kind, 8192, 8192, dt, schedule="occupancy=%d" % occ)
+    for occ in (None, "occupancy=5", "occupancy=6"):
+        rows("layernorm", 16384, 4096, torch.float16, schedule=occ)
 
 
 def main_gemm():

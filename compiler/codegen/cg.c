@@ -760,6 +760,12 @@ static LLVMValueRef make_kernel(struct cg *g, unsigned ntmaps) {
   bool roles = false;
   for (uint32_t i = 1; i < f->ops.n; i++) roles |= f->ops.v[i].block && f->ops.v[i].code == IR_WARP_SPECIALIZE;
   if (roles) LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateStringAttribute(g->ctx, "nvvm.minctasm", 13, "1", 1));
+  else if (f->sched.occupancy > 0) { /* schedule occupancy=N: registers for N programs per multiprocessor */
+    char mc[8];
+    snprintf(mc, sizeof mc, "%d", f->sched.occupancy);
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(g->ctx, "nvvm.minctasm", 13, mc, (unsigned)strlen(mc)));
+  }
   g->roles = roles;
   return fn;
 }

@@ -130,6 +130,8 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
     if (!pass_run(PASS_CSE, f, o, err)) return false;
     if (!pass_run(PASS_DCE, f, o, err)) return false;
   }
+  /* after warp specialization (kernels with roles keep their register budgets) */
+  if (!pass_run(PASS_OCCUPANCY, f, o, err)) return false;
   /* independent of the others: the launch relation to the neighbouring kernels */
   if (!pass_run(PASS_GRID_DEP, f, o, err)) return false;
   /* allocation last: every buffer and barrier exists and no later pass moves one */

@@ -68,6 +68,7 @@ static signed char flag_value(const struct tl_schedule *s, unsigned i) {
 void tl_schedule_default(struct tl_schedule *s) {
   memset(s, 0, sizeof *s); /* padding too: schedules are compared and hashed bytewise */
   for (unsigned i = 0; i < NSCHED_FLAGS; i++) *sched_flag(s, i) = -1;
+  s->occupancy = -1;
   s->producer_regs = s->consumer_regs = -1;
 }
 
@@ -113,16 +114,24 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
       while (f < NSCHED_FLAGS && strcmp(k, sched_flags[f].name) != 0) f++;
       if (f < NSCHED_FLAGS) ok = parse_flag(v, sched_flag(s, f));
       else if (strcmp(k, "regs") == 0) ok = parse_regs(v, &s->producer_regs, &s->consumer_regs);
+      else if (strcmp(k, "occupancy") == 0) {
+        char *end;
+        long o = strtol(v, &end, 10);
+        ok = *v && !*end && o >= 1 && o <= 32;
+        if (ok) s->occupancy = (signed char)o;
+      }
       else {
         int m = snprintf(err, errlen, "schedule: unknown option '%s' (known: ", k);
         for (unsigned i = 0; i < NSCHED_FLAGS && m > 0 && (size_t)m < errlen; i++)
           m += snprintf(err + m, errlen - (size_t)m, "%s, ", sched_flags[i].name);
-        if (m > 0 && (size_t)m < errlen) snprintf(err + m, errlen - (size_t)m, "regs)");
+        if (m > 0 && (size_t)m < errlen) snprintf(err + m, errlen - (size_t)m, "occupancy, regs)");
         return false;
       }
       if (!ok) {
         snprintf(err, errlen, "schedule: bad value '%s' for '%s'%s", v, k,
-                 strcmp(k, "regs") == 0 ? " (expected P/C, multiples of 8 in 24..256)" : " (expected 0 or 1)");
+                 strcmp(k, "regs") == 0        ? " (expected P/C, multiples of 8 in 24..256)"
+                 : strcmp(k, "occupancy") == 0 ? " (expected 1..32)"
+                                               : " (expected 0 or 1)");
         return false;
       }
     } else {
@@ -142,6 +151,7 @@ void tl_schedule_format(const struct tl_schedule *s, char *buf, size_t len) {
     signed char v = flag_value(s, i);
     if (v >= 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%s%s=%d", n ? "," : "", sched_flags[i].name, v);
   }
+  if (s->occupancy > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%soccupancy=%d", n ? "," : "", s->occupancy);
   if (s->producer_regs > 0 && n < len)
     snprintf(buf + n, len - n, "%sregs=%d/%d", n ? "," : "", s->producer_regs, s->consumer_regs);
 }

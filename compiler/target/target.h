@@ -104,10 +104,13 @@ const char *tl_target_names(void);
  *   pdl=0|1          programmatic dependent launch (grid-dep pass, sm_90+): a program waits
  *                    at its start for the kernel before it in the stream, and lets the next
  *                    one launch early; on by default
+ *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
+ *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
       pdl;
+  signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   short producer_regs, consumer_regs;
 };
 

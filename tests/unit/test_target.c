@@ -51,6 +51,11 @@ Test(target, schedule_parse_and_format) {
   cr_assert_eq(s.handoff, 0);
   tl_schedule_format(&s, buf, sizeof buf);
   cr_assert_str_eq(buf, "handoff=0");
+  cr_assert(tl_schedule_parse("occupancy=4,pdl=0", &s, err, sizeof err), "%s", err);
+  cr_assert_eq(s.occupancy, 4);
+  cr_assert_eq(s.pdl, 0);
+  tl_schedule_format(&s, buf, sizeof buf);
+  cr_assert_str_eq(buf, "pdl=0,occupancy=4");
   cr_assert(tl_schedule_parse("ws=0,persistent=on,gather=0,regs=24/240", &s, err, sizeof err), "%s", err);
   cr_assert_eq(s.ws, 0);
   cr_assert_eq(s.persistent, 1);
@@ -74,6 +79,9 @@ Test(target, schedule_errors) {
   cr_assert(strstr(err, "bad value '2' for 'ws'"), "%s", err);
   cr_assert(!tl_schedule_parse("regs=20/240", &s, err, sizeof err));
   cr_assert(strstr(err, "multiples of 8"), "%s", err);
+  cr_assert(!tl_schedule_parse("occupancy=0", &s, err, sizeof err));
+  cr_assert(strstr(err, "expected 1..32"), "%s", err);
+  cr_assert(!tl_schedule_parse("occupancy=4x", &s, err, sizeof err));
   cr_assert(!tl_schedule_parse("ws", &s, err, sizeof err));
   cr_assert(strstr(err, "expected key=value"), "%s", err);
   cr_assert(!tl_schedule_parse("ws=0,,tma=0", &s, err, sizeof err));
