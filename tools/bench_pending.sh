@@ -5,8 +5,8 @@
 #      sweep around them (the persistent walk, once=0, three stages at hd128);
 #   2. decode with the split and combine times (PERF.md 67) and the rows;
 #   3. the one-kernel backward experiment (dQ by atomics, PERF.md 66);
-#   4. programmatic dependent launch on and off (PERF.md 70) and the vocabulary rows at
-#      16-byte strides (PERF.md 68).
+#   4. programmatic dependent launch on and off (PERF.md 70), the vocabulary rows at
+#      16-byte strides (PERF.md 68) and the one-pass rows' occupancy (PERF.md 73).
 #
 #   bash tools/bench_pending.sh [CARRY_DIR]      (default .carry; from the repository root)
 set -uo pipefail
@@ -29,5 +29,5 @@ echo "== 2. bench_examples decode rows"
 PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 150 python3 tools/bench_examples.py decode rows
 echo "== 3. bench_examples bwd-atomic"
 PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 python3 tools/bench_examples.py bwd-atomic
-echo "== 4. bench_examples pdl rows-even"
-PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 200 python3 tools/bench_examples.py pdl rows-even
+echo "== 4. bench_examples pdl rows-even occupancy"
+PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 240 python3 tools/bench_examples.py pdl rows-even occupancy

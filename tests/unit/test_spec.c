@@ -146,6 +146,38 @@ Test(spec, tiles_known_inside_have_no_predicates) {
   tile_context_destroy(ctx);
 }
 
+/* The occupancy pass on a launch's specialization: layernorm over rows that fit one tile
+ * (the loop form folded away) asks ptxas for four 4-warp programs per multiprocessor; with
+ * 16384-wide tiles (128 registers per thread) it asks for nothing (PERF.md 73). */
+static struct rt_artifact build_layernorm(tile_context *ctx, tile_kernel *k, int64_t n) {
+  tile_arg a[7] = {tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4, n}, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 1, (int64_t[]){n}, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 1, (int64_t[]){n}, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4, n}, NULL),
+                   tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){4}, NULL),
+                   tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){4}, NULL),
+                   tile_arg_float(1e-5)};
+  return build(ctx, k, a, 7);
+}
+
+Test(spec, memory_bound_rows_ask_for_four_programs) {
+  tile_context *ctx = NULL;
+  tile_define d[3] = {{"T", "f16"}, {"BN", "8192"}, {"NW", "4"}};
+  tile_kernel *k = compile_sm90a(&ctx, "layernorm.tile", "layernorm", d, 3);
+  struct rt_artifact row = build_layernorm(ctx, k, 8192);
+  cr_expect(strstr(row.ptx, ".minnctapersm 4") != NULL, "8192-wide rows: no .minnctapersm 4 in the PTX");
+  rt_artifact_free(&row);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+  d[1].value = "16384";
+  k = compile_sm90a(&ctx, "layernorm.tile", "layernorm", d, 3);
+  struct rt_artifact wide = build_layernorm(ctx, k, 16000);
+  cr_expect(strstr(wide.ptx, ".minnctapersm") == NULL, "16384-wide tiles: a register cap");
+  rt_artifact_free(&wide);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
 /* A division by a shape size specializes on whether that size is a power of two: paged
  * decode attention's `pos / PAGE` and `pos % PAGE` (the page and the slot of each key)
  * compile to shifts and masks for 16-token pages and stay divisions for 12-token ones; the
