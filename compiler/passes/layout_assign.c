@@ -75,6 +75,39 @@ static bool scalar_only(struct assign *A, const struct ir_op *op) {
   return D >= 0 && !ir_facts_allow_vector(p, tt, D, 2 * ir_dtype_bytes(tt->dtype));
 }
 
+/* The layout of a 2-d gather that smem-stage will copy into shared memory with cp.async
+ * (a dot operand, gather=1): the default layout's lanes run along a row first (16 per
+ * row for 256-byte rows), so each thread's chunks lie in several rows and each chunk pays
+ * its row's index work (a block-table entry, a bounds check, a 64-bit address). Here two
+ * lanes share a row (one 32-byte sector per row and warp access) and the rest go down the
+ * rows; a thread's chunks repeat along the row, 32 bytes apart, all at one row index. */
+static uint16_t gather_rows_layout(struct assign *A, const struct ir_type *t) {
+  struct ir_layout l = {0};
+  l.kind = IR_LAYOUT_BLOCKED;
+  l.rank = 2;
+  l.order[0] = 1;
+  l.order[1] = 0;
+  int R = t->dims[0], C = t->dims[1], eb = ir_dtype_bytes(t->dtype);
+  int vec = 16 / (eb > 0 ? eb : 4);
+  while (vec > 1 && vec > C) vec /= 2;
+  int tc = 1, tr = 1;
+  while (tc * vec * eb < 32 && tc * 2 * vec <= C) tc *= 2;
+  while (tc * tr < 32 && tr * 2 <= R) tr *= 2;
+  while (tc * tr < 32 && tc * 2 * vec <= C) tc *= 2;
+  tr *= 32 / (tc * tr); /* lanes left over replicate down the rows */
+  int wr = 1, wc = 1, w = A->f->warps;
+  while (w > 1 && wr * 2 * tr <= R) wr *= 2, w /= 2;
+  while (w > 1 && wc * 2 * tc * vec <= C) wc *= 2, w /= 2;
+  wr *= w;
+  l.size_per_thread[0] = 1;
+  l.size_per_thread[1] = (uint8_t)vec;
+  l.threads_per_warp[0] = (uint8_t)tr;
+  l.threads_per_warp[1] = (uint8_t)tc;
+  l.warps_per_cta[0] = (uint8_t)wr;
+  l.warps_per_cta[1] = (uint8_t)wc;
+  return ir_layout_intern(A->f, &l);
+}
+
 /* Marks the values that dot operands come from (through casts and transposes). */
 static void mark_dot_inputs(struct assign *A) {
   struct ir_func *f = A->f;
@@ -401,6 +434,11 @@ static void analyze_op(struct assign *A, uint32_t id) {
       break;
     }
     l = default_layout(A, rt);
+    break;
+  case IR_GATHER:
+    l = rt->rank == 2 && A->dot_in[op->res] && tl_sched_get(f->sched.gather, 1) && tl_sched_get(f->sched.gatherrows, 1)
+            ? gather_rows_layout(A, rt)
+            : default_layout(A, rt);
     break;
   case IR_CONST:
   case IR_SPLAT:

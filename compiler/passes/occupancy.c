@@ -120,9 +120,10 @@ void pass_occupancy(struct pass_ctx *pc) {
   int64_t largest = 0; /* 32-bit registers per thread of the largest tile */
   if (scan(f, IR_BODY_BLOCK, threads, &largest)) return;
   if (largest > TARGET_REGS / 2 || peak_tile_regs(f, threads, pc->scratch) > 2 * TARGET_REGS) return;
-  int programs = TARGET_WARPS * 32 / threads;
-  if (programs < 1) programs = 1;
-  if (programs * threads > (int)(f->target->regs_per_sm / TARGET_REGS)) programs = (int)(f->target->regs_per_sm / TARGET_REGS) / threads;
+  /* TARGET_WARPS' threads, or fewer where the register file holds fewer at TARGET_REGS */
+  int64_t slots = f->target->regs_per_sm / TARGET_REGS;
+  if (slots > TARGET_WARPS * 32) slots = TARGET_WARPS * 32;
+  int programs = threads > 0 ? (int)(slots / threads) : 0;
   if (programs < 1) return;
   f->sched.occupancy = (signed char)(programs > 32 ? 32 : programs);
   pc->changed = true;

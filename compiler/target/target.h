@@ -104,12 +104,16 @@ const char *tl_target_names(void);
  *   pdl=0|1          programmatic dependent launch (grid-dep pass, sm_90+): a program waits
  *                    at its start for the kernel before it in the stream, and lets the next
  *                    one launch early; on by default
+ *   gatherrows=0|1   2-d gathers staged into shared memory (gather=1) take a layout that
+ *                    gives each thread one row's chunks, 32 bytes apart, so that a row's
+ *                    index work (a block-table entry, its address) is done once per thread
+ *                    instead of once per chunk; on by default (PERF.md 74)
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl;
+      pdl, gatherrows;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   short producer_regs, consumer_regs;
 };
