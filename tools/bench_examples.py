@@ -14,7 +14,8 @@ host launch cost counts, TILE_BENCH_HOST=1 to count it). One line per case and a
                                   backward (its best backend), gradients checked against it
   lib/decode_attention.tile       paged (16-token pages, shuffled) and contiguous (one page
                                   per sequence) vs SDPA on the contiguous cache (GQA), with
-                                  the KV bytes read per second
+                                  the KV bytes read per second; pages stored token-major
+                                  (nhd) and head-major (hnd: contiguous is SDPA's own K, V)
 
   lib/softmax.tile, layernorm.tile, rmsnorm.tile
                                   vs F.softmax, F.layer_norm, F.rms_norm at 8192 x 8192 and
@@ -152,7 +153,11 @@ def varlen(lens, h, d, dt):
         t_ours, t_ref, err, 2e-2, "%s; ours %.0f TFLOP/s" % (what, flops / t_ours / 1e9))
 
 
-def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs):
+def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, layout="nhd", **defs):
+    """layout: how the cache stores a page: "nhd" [pages, PAGE, HKV, D] (a token's heads
+    together: vLLM's), "hnd" [pages, HKV, PAGE, D] (a head's tokens together: FlashInfer's
+    HND); either is passed as the kernel's [pages, PAGE, HKV, D] (hnd as a strided view).
+    contiguous: one page per sequence; with hnd that is SDPA's own K and V ([B, HKV, N, D])."""
     k = torch.randn(bsz, hkv, n, d, device="cuda", dtype=dt)
     v = torch.randn(bsz, hkv, n, d, device="cuda", dtype=dt)
     q = torch.randn(bsz, h, d, device="cuda", dtype=dt)
@@ -161,12 +166,18 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs)
         page = n
     pages = (n + page - 1) // page
     pad = pages * page - n
-    def to_pages(x):  # [B, HKV, N, D] -> [B * pages, PAGE, HKV, D]
-        x = torch.nn.functional.pad(x, (0, 0, 0, pad)).permute(0, 2, 1, 3)
-        return x.reshape(bsz * pages, page, hkv, d)
+    def to_pages(x):  # [B, HKV, N, D] -> [B * pages, PAGE, HKV, D] (nhd) or [B * pages, HKV, PAGE, D] (hnd)
+        x = torch.nn.functional.pad(x, (0, 0, 0, pad)).view(bsz, hkv, pages, page, d)
+        x = x.permute(0, 2, 3, 1, 4) if layout == "nhd" else x.permute(0, 2, 1, 3, 4)
+        return x.reshape(bsz * pages, *x.shape[2:])
     order = torch.arange(bsz * pages, device="cuda") if contiguous else torch.randperm(bsz * pages, device="cuda")
-    kc, vc = torch.empty_like(to_pages(k)), torch.empty_like(to_pages(v))
-    kc[order], vc[order] = to_pages(k), to_pages(v)
+    if contiguous and layout == "hnd":
+        kc, vc = k, v  # SDPA's tensors themselves
+    else:
+        kc, vc = torch.empty_like(to_pages(k)), torch.empty_like(to_pages(v))
+        kc[order], vc[order] = to_pages(k), to_pages(v)
+    if layout == "hnd":
+        kc, vc = kc.permute(0, 2, 1, 3), vc.permute(0, 2, 1, 3)
     table = order.view(bsz, pages).to(torch.int32).contiguous()
     lens = torch.full((bsz,), n, device="cuda", dtype=torch.int32)
     out = torch.empty(bsz, h, d, device="cuda", dtype=dt)
@@ -198,7 +209,8 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, **defs)
     t_split = time_ms(lambda: split(q, kc, vc, table, lens, opart, lpart, scale=scale))
     t_comb = time_ms(lambda: comb(opart, lpart, out))
     gb = 2 * k.numel() * k.element_size() / 1e9
-    row("decode %s B=%d H=%d HKV=%d N=%d D=%d %s%s" % ("contiguous" if contiguous else "page=%d" % page, bsz, h, hkv, n,
+    row("decode %s%s B=%d H=%d HKV=%d N=%d D=%d %s%s" % ("contiguous" if contiguous else "page=%d" % page,
+                                                    "" if layout == "nhd" else " " + layout, bsz, h, hkv, n,
                                                     d, str(dt)[6:], " [%s]" % ",".join(
                                                         ([schedule] if schedule else []) +
                                                         ["%s=%s" % kv for kv in defs.items()]) if schedule or defs else ""),
@@ -411,6 +423,8 @@ def main():
 def main_decode():
     decode(8, 32, 8, 8187, 128, 16, torch.float16)
     decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True)
+    decode(8, 32, 8, 8187, 128, 16, torch.float16, layout="hnd")
+    decode(8, 32, 8, 8187, 128, 16, torch.float16, contiguous=True, layout="hnd")  # SDPA's own K, V
     decode(8, 32, 8, 8187, 128, 16, torch.float16, schedule="prefetch=1")  # block table one iteration ahead
     decode(8, 32, 8, 8187, 128, 8, torch.bfloat16)
     decode(64, 32, 8, 2048, 128, 64, torch.float16)
