@@ -215,6 +215,30 @@ Test(spec, power_of_two_divisors_become_shifts) {
   tile_context_destroy(ctx);
 }
 
+/* A paged cache's K and V rows gathered into shared memory (decode_split: 16 keys of 256
+ * bytes per step, one warp): with the gather's row layout (gatherrows, the default) each
+ * thread copies one row's eight 16-byte chunks and loads that row's block-table entry once
+ * per step; with gatherrows=0 (lanes along the row first) it copies one chunk in each of
+ * eight rows and loads eight entries. The copies are the same in number either way. */
+Test(spec, gathered_rows_index_once_per_thread) {
+  tile_context *ctx = NULL, *ctx0 = NULL;
+  tile_define d[1] = {{"T", "f16"}};
+  tile_kernel *k = compile_sm90a(&ctx, "decode_attention.tile", "decode_split", d, 1);
+  tile_kernel *k0 = compile_sched(&ctx0, "decode_attention.tile", "decode_split", d, 1, "gatherrows=0");
+  struct rt_artifact rows = build_decode(ctx, k, 16), lanes = build_decode(ctx0, k0, 16);
+  unsigned t_rows = count(rows.ptx, "ld.global.b32"), t_lanes = count(lanes.ptx, "ld.global.b32");
+  unsigned c_rows = count(rows.ptx, "cp.async.cg"), c_lanes = count(lanes.ptx, "cp.async.cg");
+  cr_expect(c_rows > 0 && c_rows == c_lanes, "cp.async: %u with the row layout, %u without", c_rows, c_lanes);
+  cr_expect(t_rows > 0 && 4 * t_rows <= t_lanes, "block-table loads: %u with the row layout, %u without", t_rows,
+            t_lanes);
+  rt_artifact_free(&rows);
+  rt_artifact_free(&lanes);
+  tile_kernel_release(k);
+  tile_kernel_release(k0);
+  tile_context_destroy(ctx);
+  tile_context_destroy(ctx0);
+}
+
 /* With rowcache=1, a row read again by later loops is kept in shared memory (row-cache) for
  * the launch's trip count, a specialization fact: softmax at BN = 1024 stores each chunk of a 50257-element f16
  * row (50 chunks, 100 KB) and reads it back in the second pass; a
