@@ -864,7 +864,7 @@ static void gen_op_at(struct cg *g, uint32_t id) {
     LLVMValueRef n = cg_i32(g, op->i[0]);
     cg_intrinsic(g, "llvm.nvvm.cp.async.wait.group", NULL, 0, &n, 1);
     /* cp.async writes are generic-proxy writes; wgmma reads through the async proxy */
-    if (g->uses_wgmma) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
+    if (g->async_reads) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
     return;
   }
   case IR_WGMMA:
@@ -897,6 +897,12 @@ static void gen_op_at(struct cg *g, uint32_t id) {
     return;
   case IR_TMA_LOAD:
     cg_gen_tma_load(g, op);
+    return;
+  case IR_TMA_REDUCE:
+    cg_gen_tma_reduce(g, op);
+    return;
+  case IR_BULK_WAIT:
+    cg_gen_bulk_wait(g, op);
     return;
   case IR_WARP_SPECIALIZE:
     cg_gen_warp_specialize(g, id);
@@ -1040,7 +1046,8 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   g->target = tgt;
   g->vals = ARENA_NEWN(a, struct cgval, f->values.n + 1);
   for (uint32_t i = 1; i < f->ops.n; i++)
-    if (f->ops.v[i].block && f->ops.v[i].code == IR_WGMMA) g->uses_wgmma = true;
+    if (f->ops.v[i].block && (f->ops.v[i].code == IR_WGMMA || f->ops.v[i].code == IR_TMA_REDUCE))
+      g->async_reads = true;
   g->tensors = ARENA_NEWN(a, struct cg_tensor, f->params.n + 1);
 
   const char *triple = "nvptx64-nvidia-cuda";

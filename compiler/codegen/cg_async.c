@@ -141,6 +141,48 @@ void cg_gen_tma_load(struct cg *g, const struct ir_op *op) {
   end_if(g, cont);
 }
 
+/* tma_reduce buf, slot, desc, idx...: one bulk tensor reduce-add per box the buffer's
+ * columns need (its 128-byte panels, as tma_load fills them), committed as one bulk group
+ * of the leader, which alone may wait for it (bulk_wait). */
+void cg_gen_tma_reduce(struct cg *g, const struct ir_op *op) {
+  struct ir_func *f = g->f;
+  const struct ir_type *bt = ir_vtype(f, op->args[0]), *box = ir_vtype(f, op->args[2]);
+  int rank = box->rank, eb = ir_dtype_bytes((ir_dtype)bt->dtype);
+  int rows = bt->dims[bt->rank - 2], cols = bt->dims[bt->rank - 1], inner = box->dims[rank - 1];
+  LLVMValueRef base = cg_val(g, op->args[0])->r[0];
+  LLVMValueRef slot = cg_scalar_i32(g, op->args[1]);
+  LLVMValueRef desc = cg_val(g, op->args[2])->r[0];
+  LLVMValueRef idx[IR_MAX_RANK];
+  for (int d = 0; d < rank; d++) idx[d] = cg_scalar_i32(g, op->args[3 + d]);
+  if (g->failed) return;
+  LLVMBasicBlockRef cont = begin_if(g, g->leader, "tma.reduce");
+  LLVMValueRef slot_base = LLVMBuildAdd(g->b, base, LLVMBuildMul(g->b, slot, cg_i32(g, rows * cols * eb), ""), "");
+  char name[96];
+  snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.reduce.add.tile.%dd", rank);
+  for (int p = 0; p < cols / inner; p++) {
+    LLVMValueRef args[2 + IR_MAX_RANK + 2];
+    unsigned n = 0;
+    args[n++] = cg_smem_at(g, LLVMBuildAdd(g->b, slot_base, cg_i32(g, p * rows * inner * eb), ""));
+    args[n++] = desc;
+    for (int d = rank - 1; d >= 0; d--) /* innermost first */
+      args[n++] = d == rank - 1 && p ? LLVMBuildAdd(g->b, idx[d], cg_i32(g, p * inner), "") : idx[d];
+    args[n++] = cg_i64(g, 0);               /* no cache hint */
+    args[n++] = LLVMConstInt(g->i1, 0, 0);
+    cg_intrinsic(g, name, NULL, 0, args, n);
+  }
+  cg_intrinsic(g, "llvm.nvvm.cp.async.bulk.commit.group", NULL, 0, NULL, 0);
+  end_if(g, cont);
+}
+
+/* bulk_wait {pending=n}: the leader's bulk groups, all but n, have read their buffers. */
+void cg_gen_bulk_wait(struct cg *g, const struct ir_op *op) {
+  if (g->failed) return;
+  LLVMBasicBlockRef cont = begin_if(g, g->leader, "bulk.wait");
+  LLVMValueRef n = cg_i32(g, op->i[0]);
+  cg_intrinsic(g, "llvm.nvvm.cp.async.bulk.wait.group.read", NULL, 0, &n, 1);
+  end_if(g, cont);
+}
+
 /* wgmma_wait: wgmma.wait_group n, with the accumulators passed through it (tied operands)
  * so that nothing reads them before the wait or holds copies across it. One asm statement
  * ties at most WAIT_REGS registers; more (two 256x256 f32 accumulators on 4 warps are 1024)

@@ -69,7 +69,7 @@ struct cg {
   uint32_t ncoord_cache;
   struct ir_smem_plan smem_plan; /* allocation lifetimes and offsets (from the IR) */
   uint32_t *lazy_load;       /* value -> its local_load op when fragments load per k-slice in the dot */
-  bool uses_wgmma;           /* shared memory read by wgmma: proxy fences after writes */
+  bool async_reads;          /* shared memory read by wgmma or TMA: proxy fences after writes */
   VEC(struct pending_store) pending;
 };
 
@@ -158,6 +158,8 @@ void cg_gen_mbar_arrive(struct cg *g, const struct ir_op *op);
 void cg_gen_mbar_expect_tx(struct cg *g, const struct ir_op *op);
 void cg_gen_tma_desc(struct cg *g, const struct ir_op *op);
 void cg_gen_tma_load(struct cg *g, const struct ir_op *op);
+void cg_gen_tma_reduce(struct cg *g, const struct ir_op *op);
+void cg_gen_bulk_wait(struct cg *g, const struct ir_op *op);
 void cg_gen_wgmma_wait(struct cg *g, const struct ir_op *op);
 void cg_gen_barrier(struct cg *g, const struct ir_op *op);
 void cg_gen_turn(struct cg *g, const struct ir_op *op);

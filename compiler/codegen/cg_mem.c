@@ -841,7 +841,7 @@ void cg_gather_to_shared(struct cg *g, const struct ir_op *op, int max_run_bytes
     LLVMSetAlignment(st, (unsigned)eb);
   }
   /* ordinary stores read by wgmma (the async proxy) need a proxy fence before the barrier */
-  if (g->uses_wgmma) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
+  if (g->async_reads) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
 }
 
 /* The address of register r's element and whether this thread writes it: inside the

@@ -146,7 +146,7 @@ void cg_flush_stores(struct cg *g) {
       LLVMSetAlignment(LLVMBuildStore(g->b, ps->value, ps->ptr), ps->align);
     }
   }
-  if (g->pending.n && g->uses_wgmma) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
+  if (g->pending.n && g->async_reads) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
   g->pending.n = 0;
 }
 
@@ -201,7 +201,7 @@ void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
     LLVMSetAlignment(st, (unsigned)(s.eb * run));
   }
   /* ordinary stores read by wgmma (the async proxy) need a proxy fence before the barrier */
-  if (g->uses_wgmma) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
+  if (g->async_reads) cg_intrinsic(g, "llvm.nvvm.fence.proxy.async.shared_cta", NULL, 0, NULL, 0);
 }
 
 /* ---- ldmatrix ---- */

@@ -428,28 +428,32 @@ static void check_tma_desc(struct verifier *v, uint32_t id) {
   if (l->max_phase > 1 && inner > 128) bad(v, id, "a swizzled box row is %d bytes (at most 128)", inner);
 }
 
-/* tma_load buf, slot, bar, barslot, desc, idx...: the boxes of desc tile buf's slot. */
-static void check_tma_load(struct verifier *v, uint32_t id) {
+/* tma_load buf, slot, bar, barslot, desc, idx... and tma_reduce buf, slot, desc, idx...: the
+ * boxes of desc tile buf's slot. */
+static void check_tma_copy(struct verifier *v, uint32_t id) {
   const struct ir_op *op = &v->f->ops.v[id];
-  if (op->nargs < 6) {
-    bad(v, id, "tma_load needs buf, slot, bar, barslot, desc and the indices");
+  bool load = op->code == IR_TMA_LOAD;
+  uint32_t di = load ? 4 : 2; /* the tma_desc operand */
+  const char *name = ir_ops[op->code].name;
+  if (op->nargs < di + 2) {
+    bad(v, id, "%s needs buf, slot, %sdesc and the indices", name, load ? "bar, barslot, " : "");
     return;
   }
   bool ok = check_buffer(v, id, op->args[0], op->args[1]);
-  ok &= check_mbar(v, id, op->args[2], op->args[3]);
-  uint32_t dd = ir_def_op(v->f, op->args[4]);
+  if (load) ok &= check_mbar(v, id, op->args[2], op->args[3]);
+  uint32_t dd = ir_def_op(v->f, op->args[di]);
   if (!dd || v->f->ops.v[dd].code != IR_TMA_DESC) {
-    bad(v, id, "operand 4 is not a tma_desc");
+    bad(v, id, "operand %u is not a tma_desc", di);
     return;
   }
   if (!ok) return;
-  const struct ir_type *box = vt(v, op->args[4]), *buf = vt(v, op->args[0]);
-  if ((int)op->nargs != 5 + box->rank) {
+  const struct ir_type *box = vt(v, op->args[di]), *buf = vt(v, op->args[0]);
+  if ((int)op->nargs != (int)di + 1 + box->rank) {
     bad(v, id, "expected %d indices for a rank-%d tensor", box->rank, box->rank);
     return;
   }
-  for (uint32_t k = 5; k < op->nargs; k++)
-    if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "index %u is not an integer scalar", k - 5);
+  for (uint32_t k = di + 1; k < op->nargs; k++)
+    if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "index %u is not an integer scalar", k - di - 1);
   uint64_t mask = (uint64_t)op->i[0];
   if (mask >> box->rank || __builtin_popcountll(mask) != 2) {
     bad(v, id, "the mask must slice two dimensions of the rank-%d tensor", box->rank);
@@ -463,6 +467,7 @@ static void check_tma_load(struct verifier *v, uint32_t id) {
   int rows = buf->dims[buf->rank - 2], cols = buf->dims[buf->rank - 1];
   if (box->dims[sliced[0]] != rows || cols % box->dims[sliced[1]] || box->dtype != buf->dtype)
     bad(v, id, "boxes of %dx%d do not tile the %dx%d buffer", box->dims[sliced[0]], box->dims[sliced[1]], rows, cols);
+  if (!load && box->dtype != DT_F32) bad(v, id, "tma_reduce adds f32 only");
 }
 
 static void check_gpu_op(struct verifier *v, uint32_t id) {
@@ -565,8 +570,18 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     check_tma_desc(v, id);
     break;
   case IR_TMA_LOAD:
-    check_tma_load(v, id);
+  case IR_TMA_REDUCE:
+    check_tma_copy(v, id);
     if (!tl_has(f->target, TL_FEAT_TMA)) bad(v, id, "the target has no TMA");
+    break;
+  case IR_BULK_WAIT:
+    for (uint32_t k = 0; k < op->nargs; k++) {
+      const struct ir_type *t = vt(v, op->args[k]);
+      if (t->kind != IR_TY_TILE || !t->layout || f->layouts.v[t->layout].kind != IR_LAYOUT_SHARED)
+        bad(v, id, "operand %u is not a shared-memory buffer", k);
+    }
+    if (op->i[0] < 0 || op->i[0] > 7) bad(v, id, "pending=%lld out of 0..7", (long long)op->i[0]);
+    if (!tl_has(f->target, TL_FEAT_TMA)) bad(v, id, "the target has no bulk copies");
     break;
   case IR_BARRIER:
     if (op->i[1] == 0 && op->i[0] != 0) bad(v, id, "a barrier of every thread is barrier 0");

@@ -77,10 +77,14 @@ static bool scalar_only(struct assign *A, const struct ir_op *op) {
 
 /* The layout of a 2-d gather that smem-stage will copy into shared memory with cp.async
  * (a dot operand, gather=1): the default layout's lanes run along a row first (16 per
- * row for 256-byte rows), so each thread's chunks lie in several rows and each chunk pays
- * its row's index work (a block-table entry, a bounds check, a 64-bit address). Here two
- * lanes share a row (one 32-byte sector per row and warp access) and the rest go down the
- * rows; a thread's chunks repeat along the row, 32 bytes apart, all at one row index. */
+ * row for 256-byte rows), so each thread's chunks lie in many rows and each chunk pays its
+ * row's index work (a block-table entry, a bounds check, a 64-bit address). Here the lanes
+ * of a row cover one 128-byte line per warp access (8 lanes for 16-byte chunks) and the
+ * rest go down the rows; a thread's chunks repeat along its rows, 128 bytes apart, so a
+ * row's index work is shared by its chunks. Fewer lanes per row (32 bytes: each row's
+ * index once per thread) issue fewer instructions but split a warp's access over 16 lines,
+ * and measured slower (PERF.md 75: decode's split kernel 87 us at 32 bytes, 80 at 64, 71.3
+ * at 128, 73 with the default layout). */
 static uint16_t gather_rows_layout(struct assign *A, const struct ir_type *t) {
   struct ir_layout l = {0};
   l.kind = IR_LAYOUT_BLOCKED;
@@ -91,7 +95,7 @@ static uint16_t gather_rows_layout(struct assign *A, const struct ir_type *t) {
   int vec = 16 / (eb > 0 ? eb : 4);
   while (vec > 1 && vec > C) vec /= 2;
   int tc = 1, tr = 1;
-  while (tc * vec * eb < 32 && tc * 2 * vec <= C) tc *= 2;
+  while (tc * vec * eb < 128 && tc * 2 * vec <= C) tc *= 2;
   while (tc * tr < 32 && tr * 2 <= R) tr *= 2;
   while (tc * tr < 32 && tc * 2 * vec <= C) tc *= 2;
   tr *= 32 / (tc * tr); /* lanes left over replicate down the rows */
@@ -649,6 +653,10 @@ static bool sinkable(struct assign *A, ir_val v, uint16_t l, uint32_t before) {
             (f->ops.v[before].block == op->block && !written_between(f, d, before, op->args[0])));
   if (op->code == IR_BROADCAST || op->code == IR_EXPAND_DIMS) return is_tile(A, op->args[0]);
   if (!(ir_ops[op->code].flags & OPF_ELEM) || e->kind == IR_LAYOUT_DOT_OP) return false;
+  /* a narrowing cast: converted after it, half the bytes move (attention backward's dS in
+   * f16, not f32), unless its operand gets to the layout without moving */
+  if (op->code == IR_CAST && ir_dtype_bytes((ir_dtype)T(A, op->res)->dtype) < ir_dtype_bytes((ir_dtype)T(A, op->args[0])->dtype))
+    return cheap(A, op->args[0], 0) || sinkable(A, op->args[0], l, before);
   /* elementwise: worth it when at most one operand has to move (beta * C: the splat of
    * beta is re-created, C is loaded in the needed layout) */
   int moving = 0;

@@ -69,6 +69,10 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
  * shared buffer of type buf (pipeline_loops.c): false when TMA cannot do that copy. */
 bool pass_tma_box(struct ir_func *f, ir_val t, uint64_t mask, const struct ir_type *buf, struct ir_type *box);
 
+/* The swizzled shared layout of a 2-d buffer for tile type t (smem_stage.c): 16-byte units
+ * XORed with the row's phase, 128-byte panels for longer rows (wgmma's and TMA's forms). */
+uint16_t pass_shared_layout(struct ir_func *f, const struct ir_type *t);
+
 /* The loop whose loaded slices row-cache would keep for later loops over the same range
  * (row_cache.c), with those loads in loads[0..*nloads) (at most 4; loads may be NULL); 0
  * when none. On generic IR too: the runtime evaluates that loop's trip count for

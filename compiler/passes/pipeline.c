@@ -112,6 +112,10 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
   if (!pass_run(PASS_MEM_ORDER, f, o, err)) return false;
   if (tl_has(target, TL_FEAT_MMA_SYNC)) {
     if (!pass_run(PASS_SMEM_STAGE, f, o, err)) return false;
+    /* after smem-stage, like it a staging through shared memory; before wgmma-async, which
+     * then makes the store of a product's result wait for it, and before warp
+     * specialization, which names its barriers */
+    if (!pass_run(PASS_BULK_REDUCE, f, o, err)) return false;
     /* pipelining needs smem-stage's copy groups; it multi-buffers them per loop, as TMA
      * rings where the target and the copies allow */
     if (!pass_run(PASS_PIPELINE, f, o, err)) return false;

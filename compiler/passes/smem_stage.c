@@ -34,7 +34,7 @@ static const struct ir_type *T(struct ir_func *f, ir_val v) { return ir_vtype(f,
 
 /* The swizzled shared layout for a 2-d tile whose last dimension is contiguous, chosen so
  * that ldmatrix's eight 16-byte rows fall in eight different bank groups. */
-static uint16_t shared_layout(struct ir_func *f, const struct ir_type *t) {
+uint16_t pass_shared_layout(struct ir_func *f, const struct ir_type *t) {
   int eb = ir_dtype_bytes(t->dtype);
   int row_bytes = t->dims[1] * eb;
   struct ir_layout l = {0};
@@ -120,7 +120,7 @@ static void stage(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint3
   uint32_t d = ir_def_op(f, st->root);
   const struct ir_type *tt = T(f, st->root);
   struct ir_type bt = *tt;
-  bt.layout = shared_layout(f, tt);
+  bt.layout = pass_shared_layout(f, tt);
   ir_type_id buf_type = ir_type_intern(f, &bt);
   uint32_t blk = f->ops.v[conv].block;
   uint32_t loop = f->blocks.v[blk].parent;
@@ -178,7 +178,12 @@ static void stage(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint3
     st->buf = ir_build1(&b, IR_LOCAL_ALLOC, buf_type, NULL, 0);
     st->slot = ir_const_int(&b, i32, 0);
     ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
-    ir_val sa[3] = {st->buf, st->slot, st->root};
+    /* from the registers the tile is in: a conversion in front of the store would move it
+     * through shared memory twice (local_store writes any layout) */
+    ir_val v = st->root;
+    for (uint32_t cd = ir_def_op(f, v); cd && f->ops.v[cd].code == IR_CONVERT_LAYOUT; cd = ir_def_op(f, v))
+      v = f->ops.v[cd].args[0];
+    ir_val sa[3] = {st->buf, st->slot, v};
     ir_build(&b, IR_LOCAL_STORE, sa, 3, NULL, 0);
     ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
     if (f->ops.v[where].block == IR_BODY_BLOCK && st->root < sm->nroot) sm->by_reg[st->root] = *st;

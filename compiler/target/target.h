@@ -105,15 +105,20 @@ const char *tl_target_names(void);
  *                    at its start for the kernel before it in the stream, and lets the next
  *                    one launch early; on by default
  *   gatherrows=0|1   2-d gathers staged into shared memory (gather=1) take a layout that
- *                    gives each thread one row's chunks, 32 bytes apart, so that a row's
- *                    index work (a block-table entry, its address) is done once per thread
- *                    instead of once per chunk; on by default (PERF.md 74)
+ *                    gives a row one 128-byte line per warp access and each thread a
+ *                    row's chunks along it, so that the row's index work (a block-table
+ *                    entry, its address) is shared by its chunks; on by default (PERF.md
+ *                    74-75)
+ *   bulkreduce=0|1   an f32 atomic_add of a 2-d tile to a tensor slice whose result is unused
+ *                    goes through shared memory and TMA's reduce-add (cp.reduce.async.bulk
+ *                    .tensor: one bulk copy per 128-byte panel instead of one atomic per
+ *                    element) on targets with TMA (bulk-reduce pass); on by default
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows;
+      pdl, gatherrows, bulkreduce;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   short producer_regs, consumer_regs;
 };
