@@ -233,6 +233,7 @@ class BwdCase:
                                                   enable_gqa=hkv != h)
         self.ref = torch.autograd.grad(self.out, (self.q, self.k, self.v), self.do, retain_graph=True)
         self.tname = "f16" if dt == torch.float16 else "bf16"
+        self.causal = causal
         self.name = "B=%d H=%d HKV=%d N=%d D=%d%s %s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:])
         self.flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
         fwd = tile.compile(os.path.join(ROOT, "lib", "attention.tile"), kernel="attention",
@@ -254,8 +255,8 @@ class BwdCase:
         return time_ms(lambda: torch.autograd.grad(self.out, (self.q, self.k, self.v), self.do, retain_graph=True))
 
 
-def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, schedule=None, dkdv_path=None):
-    c = BwdCase(b, h, hkv, n, d, causal, dt)
+def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, schedule=None, dkdv_path=None, case=None):
+    c = case or BwdCase(b, h, hkv, n, d, causal, dt)
     lib = os.path.join(ROOT, "lib", "attention_bwd.tile")
     defs = {"T": c.tname, "D": d, "CAUSAL": causal}
     dkdv = tile.compile(dkdv_path or lib, kernel="attention_bwd_dkdv", defines=dict(defs, **(dkdv_defs or {})),
@@ -279,6 +280,35 @@ def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, sch
     row("attention_bwd " + c.name, t_ours, t_ref, err, 2e-2,
         "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; dkdv %.3f ms [%s], dq %.3f ms [%s]" % (
             c.flops / t_ours / 1e9, c.flops / t_ref / 1e9, t_dkdv, what, t_dq, dqk.config()))
+
+
+def attention_bwd_fused(c, defs=None, schedule=None):
+    """lib/attention_bwd.tile's fused form on BwdCase c: attention_bwd_fused (dK, dV, and dQ's
+    partial sums by atomic_add into a zeroed f32 buffer: TMA reduce-adds on sm_90a) then
+    attention_bwd_dq_scale, against SDPA's backward."""
+    lib = os.path.join(ROOT, "lib", "attention_bwd.tile")
+    b, h, n, d = c.qd.shape
+    main = tile.compile(lib, kernel="attention_bwd_fused", defines=dict(T=c.tname, D=d, CAUSAL=c.causal, **(defs or {})),
+                        schedule=schedule)
+    cast = tile.compile(lib, kernel="attention_bwd_dq_scale", defines=dict(T=c.tname, D=d))
+    acc = torch.empty(b, h, n, d, device="cuda", dtype=torch.float32)
+    args = (c.qd, c.kd, c.vd, c.do, c.lse, c.delta, c.dk, c.dv, acc)
+
+    def ours():
+        acc.zero_()
+        c.pre(c.o, c.do, c.delta)
+        main(*args, scale=c.scale)
+        cast(acc, c.dq, scale=c.scale)
+
+    for x in (c.dq, c.dk, c.dv):
+        x.fill_(float("nan"))
+    ours()
+    err = c.error()
+    t_ours = time_ms(ours)
+    t_ref = c.t_ref()
+    t_main = time_ms(lambda: main(*args, scale=c.scale))
+    row("attention_bwd_fused " + c.name, t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; fused %.3f ms [%s]" % (
+        c.flops / t_ours / 1e9, c.flops / t_ref / 1e9, t_main, main.config() + (" " + schedule if schedule else "")))
 
 
 def attention_bwd_atomic(b, h, hkv, n, d, causal, dt, defs=None, schedule=None):
@@ -456,12 +486,14 @@ def main_sweep_rows():
 
 
 def main_bwd():
-    """Issue 17's rows: f16 and bf16, hd64 and hd128, causal and not, N >= 2048."""
+    """Issue 17's rows: f16 and bf16, hd64 and hd128, causal and not, N >= 2048; the three-
+    kernel form and the fused one on the same inputs."""
     for causal in (False, True):
-        attention_bwd(1, 16, 16, 2405, 64, causal, torch.float16)
-        attention_bwd(2, 16, 16, 4096, 64, causal, torch.bfloat16)
-        attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16)
-        attention_bwd(1, 16, 16, 2405, 128, causal, torch.float16)
+        for shape in ((1, 16, 16, 2405, 64, causal, torch.float16), (2, 16, 16, 4096, 64, causal, torch.bfloat16),
+                      (2, 16, 4, 4096, 128, causal, torch.bfloat16), (1, 16, 16, 2405, 128, causal, torch.float16)):
+            c = BwdCase(*shape)
+            attention_bwd(*shape, case=c)
+            attention_bwd_fused(c)
 
 
 def main_sweep_bwd():

@@ -1,6 +1,6 @@
 """lib/attention_bwd.tile on the CPU interpreter against float64 NumPy gradients: the
 forward (lib/attention.tile with HAS_LSE) gives O and LSE, then the three backward kernels
-give dQ, dK, dV for a random dO. Ragged N (1, 7, 33, 100), N != NK, grouped-query heads
+give dQ, dK, dV for a random dO, and so do the fused kernel (dQ by atomics) and its cast. Ragged N (1, 7, 33, 100), N != NK, grouped-query heads
 (dK and dV summed over a group), causal and not, head dims 16, 64 and 128. Tolerance:
 2e-2 relative to the largest gradient magnitude (f16 inputs and P, dS rounded to f16 before
 each product, as the GPU does; f32 accumulation)."""
@@ -69,6 +69,17 @@ def test_attention_backward(causal, b, h, hkv, n, nk, d):
     tile.compile(bwd, kernel="attention_bwd_dq", defines=dict(defs, BM=16, BN=16))(
         q, k, v, do, lse, delta, dq, scale=scale)
     rq, rk, rv = reference(q, k, v, do, scale, causal)
+    close(dq, rq)
+    close(dk, rk)
+    close(dv, rv)
+    # the fused form: dK, dV and dQ's f32 partial sums (atomics) in one kernel, then a cast
+    dk[:] = np.nan
+    dv[:] = np.nan
+    dq[:] = np.nan
+    acc = np.zeros(q.shape, np.float32)
+    tile.compile(bwd, kernel="attention_bwd_fused", defines=dict(defs, BM=16, BN=16))(
+        q, k, v, do, lse, delta, dk, dv, acc, scale=scale)
+    tile.compile(bwd, kernel="attention_bwd_dq_scale", defines={"D": d, "BM": 16})(acc, dq, scale=scale)
     close(dq, rq)
     close(dk, rk)
     close(dv, rv)
