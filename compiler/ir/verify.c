@@ -455,18 +455,21 @@ static void check_tma_copy(struct verifier *v, uint32_t id) {
   for (uint32_t k = di + 1; k < op->nargs; k++)
     if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "index %u is not an integer scalar", k - di - 1);
   uint64_t mask = (uint64_t)op->i[0];
-  if (mask >> box->rank || __builtin_popcountll(mask) != 2) {
-    bad(v, id, "the mask must slice two dimensions of the rank-%d tensor", box->rank);
+  int rows = buf->dims[buf->rank - 2], cols = buf->dims[buf->rank - 1];
+  int nsl = __builtin_popcountll(mask);
+  /* two sliced dimensions (rows and columns), or one into a one-row buffer (a 1-d slice) */
+  if (mask >> box->rank || (nsl != 2 && (nsl != 1 || rows != 1))) {
+    bad(v, id, "the mask must slice two dimensions of the rank-%d tensor (one for a one-row buffer)", box->rank);
     return;
   }
-  int sliced[2], n = 0;
+  int sliced[2] = {-1, -1}, n = nsl == 1; /* a 1-d slice: its one dimension is the columns */
   for (int d = 0; d < box->rank; d++) {
     if (mask >> d & 1) sliced[n++] = d;
     else if (box->dims[d] != 1) bad(v, id, "the box spans %d along dropped dimension %d", box->dims[d], d);
   }
-  int rows = buf->dims[buf->rank - 2], cols = buf->dims[buf->rank - 1];
-  if (box->dims[sliced[0]] != rows || cols % box->dims[sliced[1]] || box->dtype != buf->dtype)
-    bad(v, id, "boxes of %dx%d do not tile the %dx%d buffer", box->dims[sliced[0]], box->dims[sliced[1]], rows, cols);
+  int brows = sliced[0] < 0 ? 1 : box->dims[sliced[0]];
+  if (brows != rows || cols % box->dims[sliced[1]] || box->dtype != buf->dtype)
+    bad(v, id, "boxes of %dx%d do not tile the %dx%d buffer", brows, box->dims[sliced[1]], rows, cols);
   if (!load && box->dtype != DT_F32) bad(v, id, "tma_reduce adds f32 only");
 }
 

@@ -46,6 +46,7 @@
  *   }                                           %a = local_load %buf, %rd ...
  *                                               yield ..., (%rd+1) mod S, (%wr+1) mod S }
  *                                             async_wait {pending=0}                      */
+#include <math.h>
 #include <string.h>
 
 #include "layout.h"
@@ -632,6 +633,84 @@ static int auto_stages(const struct ir_func *f, const struct loop_info *L) {
   return 1;
 }
 
+/* ---- small loads through the ring ----
+ *
+ * A ring loop's other per-iteration loads (attention backward's LSE and delta rows: 64 f32
+ * each) would be the consumers' own global loads, waited for in the middle of each step
+ * (~1 us of latency against a step of a few). A 1-d slice load of a tensor nothing writes,
+ * along the tensor's contiguous last dimension, whose indices the ring's chain computes from
+ * the loop variable, that TMA can copy (16-byte strides, 16 to 256 bytes, zero fill) becomes
+ * one more copy of the ring: the producer fills a [1, n] buffer with the stage, the
+ * consumers read it (local_load) where the load was, and the stage's release waits for it.
+ *
+ *   %l = load %LSE[%b, %h, %m0] {mask=4}     =>   barrier; async_copy %buf, 0, %LSE[..] {mask=4}
+ *                                                 async_commit; async_wait; barrier
+ *                                                 %l = local_load %buf, 0                    */
+static void ring_small_loads(struct ir_func *f, struct loop_info *L, struct ir_type *boxes) {
+  uint32_t body = L->body;
+  for (uint32_t i = 0; i < f->blocks.v[body].ops.n && L->ncopies < MAX_COPIES; i++) {
+    uint32_t id = f->blocks.v[body].ops.v[i];
+    const struct ir_op *op = &f->ops.v[id];
+    if (op->code != IR_LOAD || op->f != 0 || signbit(op->f) || !ir_reads_unwritten(f, id, IR_BODY_BLOCK)) continue;
+    const struct ir_type *rt = ir_vtype(f, op->res), *tt = ir_vtype(f, op->args[0]);
+    uint64_t mask = (uint64_t)op->i[0];
+    int rank = tt->rank, eb = ir_dtype_bytes((ir_dtype)rt->dtype), n = rt->dims[0];
+    if (rt->rank != 1 || mask != 1ull << (rank - 1) || n * eb % 16 || n * eb > 256 || n > 256) continue;
+    const struct ir_param *p = ir_param_of(f, op->args[0]);
+    if (!p || !ir_facts_allow_vector(p, tt, rank - 1, 16)) continue;
+    bool moves = false;
+    struct chain c = L->c;
+    bool ok = true;
+    for (uint32_t k = 1; k < op->nargs && ok; k++) {
+      moves = moves || ir_defined_within(f, op->args[k], body);
+      ok = collect(f, body, L->iv, op->args[k], &c);
+    }
+    if (!ok || !moves) continue;
+    L->c = c;
+    /* the buffer: one unswizzled row */
+    struct ir_layout sl = {0};
+    sl.kind = IR_LAYOUT_SHARED;
+    sl.rank = 2;
+    sl.vec = (uint8_t)(16 / eb);
+    sl.per_phase = sl.max_phase = 1;
+    sl.order[0] = 1;
+    sl.order[1] = 0;
+    struct ir_type bt = {0};
+    bt.kind = IR_TY_TILE;
+    bt.dtype = rt->dtype;
+    bt.rank = 2;
+    bt.dims[0] = 1;
+    bt.dims[1] = n;
+    bt.layout = ir_layout_intern(f, &sl);
+    struct ir_type box = bt;
+    box.rank = (uint8_t)rank;
+    for (int d = 0; d < rank; d++) box.dims[d] = d == rank - 1 ? n : 1;
+    struct ir_builder b;
+    ir_builder_before(&b, f, L->loop);
+    ir_val buf = ir_build1(&b, IR_LOCAL_ALLOC, ir_type_intern(f, &bt), NULL, 0);
+    ir_builder_before(&b, f, id);
+    b.loc = f->ops.v[id].loc;
+    ir_val slot = ir_const_int(&b, ir_type_scalar(f, DT_I32), 0);
+    ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+    op = &f->ops.v[id];
+    ir_val args[3 + IR_MAX_RANK];
+    uint32_t na = 0;
+    args[na++] = buf;
+    args[na++] = slot;
+    for (uint32_t k = 0; k < op->nargs; k++) args[na++] = op->args[k];
+    uint32_t cp = ir_build(&b, IR_ASYNC_COPY, args, na, NULL, 0);
+    f->ops.v[cp].i[0] = (int64_t)mask;
+    ir_build(&b, IR_ASYNC_COMMIT, NULL, 0, NULL, 0);
+    uint32_t w = ir_build(&b, IR_ASYNC_WAIT, NULL, 0, NULL, 0);
+    f->ops.v[w].i[0] = 0;
+    ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
+    ir_op_rewrite(f, id, IR_LOCAL_LOAD, (ir_val[]){buf, slot}, 2); /* the load's value, read from the buffer */
+    boxes[L->ncopies] = box;
+    L->copies[L->ncopies++] = cp;
+    i += 6; /* past what was inserted (slot, barrier, copy, commit, wait, barrier) */
+  }
+}
+
 static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
   struct ir_func *f = pc->f;
   struct loop_info L;
@@ -668,7 +747,10 @@ static bool pipeline_loop(struct pass_ctx *pc, uint32_t loop) {
   struct ir_type boxes[MAX_COPIES];
   for (uint32_t i = 0; ring && i < L.ncopies; i++) /* gathers (mask 0) have no TMA box */
     ring = f->ops.v[L.copies[i]].i[0] != 0 && tma_box(f, L.copies[i], &boxes[i]);
-  if (ring) return pipeline_ring(pc, &L, boxes, step);
+  if (ring) {
+    ring_small_loads(f, &L, boxes);
+    return pipeline_ring(pc, &L, boxes, step);
+  }
   return pipeline_cp_async(pc, &L, wgmma_readers);
 }
 
