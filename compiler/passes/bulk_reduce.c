@@ -18,7 +18,8 @@
  *   %b = local_alloc : tile<RxCxf32, #shared>  enclosing op)
  *   ...
  *   bulk_wait %b {pending=0}                  the previous group has read the buffer
- *   barrier
+ *   barrier                                   (or an earlier barrier of the block, with the
+ *                                              wait moved in front of it)
  *   local_store %b, 0, %v
  *   barrier                                   (local_store's writes fenced for the async proxy)
  *   tma_reduce %b, 0, %d, %i0, ... {mask}     one thread: the boxes, one bulk group
@@ -104,6 +105,19 @@ static uint32_t outermost(const struct ir_func *f, uint32_t op) {
 
 static void barrier_at(struct ir_builder *b) { ir_build(b, IR_BARRIER, NULL, 0, NULL, 0); }
 
+/* A barrier earlier in op's block with only ops without regions between them (every thread
+ * that reaches op has passed it in the same iteration); 0 when there is none. */
+static uint32_t earlier_barrier(const struct ir_func *f, uint32_t op) {
+  const struct ir_block *blk = &f->blocks.v[f->ops.v[op].block];
+  uint32_t i = ir_op_index(f, op);
+  while (i-- > 0) {
+    const struct ir_op *o = &f->ops.v[blk->ops.v[i]];
+    if (o->code == IR_BARRIER) return blk->ops.v[i];
+    if (o->nregions) return 0;
+  }
+  return 0;
+}
+
 static bool rewrite(struct ir_func *f, uint32_t id) {
   const struct ir_op *op = &f->ops.v[id];
   ir_val t = op->args[0], val = op->args[op->nargs - 1];
@@ -141,9 +155,17 @@ static bool rewrite(struct ir_func *f, uint32_t id) {
   /* the staging and the reduction, in place of the atomic */
   ir_type_id i32 = ir_type_scalar(f, DT_I32);
   ir_val zero = ir_const_int(&b, i32, 0);
-  uint32_t w = ir_build(&b, IR_BULK_WAIT, &buf, 1, NULL, 0);
+  /* the wait goes in front of a barrier the block has already before the atomic (the
+   * staging of a product's operand): nothing writes the buffer in between, so that barrier
+   * orders the wait before every thread's store and saves one */
+  uint32_t bar = earlier_barrier(f, id);
+  struct ir_builder wb;
+  if (bar) ir_builder_before(&wb, f, bar);
+  else wb = b;
+  wb.loc = f->ops.v[id].loc;
+  uint32_t w = ir_build(&wb, IR_BULK_WAIT, &buf, 1, NULL, 0);
   f->ops.v[w].i[0] = 0;
-  barrier_at(&b);
+  if (!bar) barrier_at(&b);
   ir_build(&b, IR_LOCAL_STORE, (ir_val[]){buf, zero, val}, 3, NULL, 0);
   barrier_at(&b);
   ir_val args[3 + IR_MAX_RANK] = {buf, zero, desc};
