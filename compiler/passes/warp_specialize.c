@@ -482,7 +482,8 @@ static void release_fill1(struct ir_func *f, uint32_t cons, const struct fill1 *
     const struct ir_block *lb = &f->blocks.v[body];
     for (uint32_t j = 0; j < lb->ops.n; j++) {
       const struct ir_op *w = &f->ops.v[lb->ops.v[j]];
-      if (w->code == IR_WGMMA_WAIT && w->nargs && w->args[0] == res) at = lb->ops.v[j];
+      for (uint32_t k = 0; w->code == IR_WGMMA_WAIT && k < w->nargs; k++)
+        if (w->args[k] == res) at = lb->ops.v[j]; /* a wait may name several results */
     }
     uint32_t next = ir_op_next(f, at);
     struct ir_builder lbld;

@@ -158,9 +158,133 @@ static bool make_async(struct pass_ctx *pc, uint32_t loop) {
   return true;
 }
 
+/* ---- issue early, wait late: loops with barriers ----
+ *
+ * A loop that reads its products' results inside the body (attention backward: S and dP
+ * feed elementwise work, dQ a store) stays out of the form above, and its wgmma wait as
+ * they issue. Where its body also has barriers of all the role's threads (a product's
+ * operand staged through shared memory), the warpgroups cannot take turns either (pingpong
+ * needs them free to drift), so nothing overlaps the Tensor Cores with the elementwise work.
+ * For such loops every wgmma at the top level of the body is issued asynchronously and
+ * waited for only where its result is first read (wgmma_wait {pending = the wgmma issued
+ * since}, groups completing in order), or before an op that writes a buffer it reads; a
+ * result used only as a later wgmma's accumulator or yielded stays in flight, and before
+ * the yield one wait takes whatever is still in flight. The body's mbarrier arrivals (the
+ * release of a stage those wgmma read) move after that wait. What overlaps is then decided
+ * by the order of the products in the source: a product issued before the elementwise work
+ * that does not need it runs beside that work. */
+enum { MAX_PEND = 16 };
+
+static bool reads_buffer(const struct ir_op *op, ir_val buf) {
+  return op->code == IR_WGMMA && (op->args[0] == buf || op->args[2] == buf);
+}
+
+/* Whether op (or an op nested in it) uses v other than as the accumulator of an async wgmma. */
+static bool plain_use(const struct ir_func *f, uint32_t id, ir_val v) {
+  const struct ir_op *op = &f->ops.v[id];
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (op->args[k] == v && !(op->code == IR_WGMMA && op->i[1] && k == 4) && op->code != IR_YIELD) return true;
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    const struct ir_block *b = &f->blocks.v[op->region + r];
+    for (uint32_t i = 0; i < b->ops.n; i++)
+      if (plain_use(f, b->ops.v[i], v)) return true;
+  }
+  return false;
+}
+
+/* The shared buffer op writes (local_store, async copies, TMA), 0 if none. */
+static ir_val written_buffer(const struct ir_op *op) {
+  if (op->code == IR_LOCAL_STORE || op->code == IR_ASYNC_COPY || op->code == IR_TMA_LOAD) return op->args[0];
+  return 0;
+}
+
+static bool issue_early(struct pass_ctx *pc, uint32_t loop) {
+  struct ir_func *f = pc->f;
+  uint32_t body = f->ops.v[loop].region;
+  static const uint16_t barrier[1] = {IR_BARRIER};
+  const struct ir_block *bb = &f->blocks.v[body];
+  uint32_t n = 0;
+  bool has_barrier = false;
+  for (uint32_t i = 0; i < bb->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[bb->ops.v[i]];
+    if (op->code == IR_WGMMA && op->i[1]) return false; /* scheduled already */
+    if (op->code == IR_WGMMA) n++;
+    if (op->code == IR_WGMMA_WAIT) return false;
+    has_barrier |= op->code == IR_BARRIER || (op->nregions && ir_block_has_op(f, op->region, barrier, 1));
+  }
+  if (n < 2 || n > MAX_PEND || !has_barrier || !tl_sched_get(f->sched.early, 1)) return false;
+  /* walk the body in order, keeping the in-flight wgmma (oldest first) */
+  uint32_t pend[MAX_PEND], np = 0;
+  uint32_t *arrivals = ARENA_NEWN(pc->scratch, uint32_t, bb->ops.n), na = 0;
+  for (uint32_t i = 0; i < f->blocks.v[body].ops.n; i++) {
+    uint32_t id = f->blocks.v[body].ops.v[i];
+    struct ir_op *op = &f->ops.v[id];
+    if (op->code == IR_YIELD) break;
+    if (op->code == IR_MBAR_ARRIVE && np) { /* a release: after the final wait */
+      arrivals[na++] = id;
+      continue;
+    }
+    /* the oldest in-flight wgmma this op needs complete: its result read, or a buffer it
+     * reads written; everything issued before it completes with it */
+    int need = -1;
+    ir_val wb = written_buffer(op);
+    for (uint32_t j = 0; j < np; j++)
+      if (plain_use(f, id, f->ops.v[pend[j]].res) || (wb && reads_buffer(&f->ops.v[pend[j]], wb))) need = (int)j;
+    if (need >= 0) {
+      /* wait for pend[0..need]; the results waited for are those read later (all of them:
+       * a wait ties the registers it names, so the ones still read go through it) */
+      ir_val vals[MAX_PEND];
+      ir_type_id types[MAX_PEND];
+      uint32_t nv = 0;
+      for (uint32_t j = 0; j <= (uint32_t)need; j++) {
+        vals[nv] = f->ops.v[pend[j]].res;
+        types[nv] = f->values.v[vals[nv]].type;
+        nv++;
+      }
+      struct ir_builder b;
+      ir_builder_before(&b, f, id);
+      b.loc = f->ops.v[id].loc;
+      uint32_t w = ir_build(&b, IR_WGMMA_WAIT, vals, nv, types, nv);
+      f->ops.v[w].i[0] = (int64_t)(np - 1 - (uint32_t)need);
+      for (uint32_t j = 0; j < nv; j++) {
+        ir_replace_uses(f, vals[j], f->ops.v[w].res + j);
+        f->ops.v[w].args[j] = vals[j]; /* replace_uses rewrote the wait's own operand */
+      }
+      memmove(pend, pend + need + 1, sizeof pend[0] * (np - 1 - (uint32_t)need));
+      np -= (uint32_t)need + 1;
+      i++; /* the wait now stands before op */
+      op = &f->ops.v[id];
+    }
+    if (op->code == IR_WGMMA) {
+      op->i[1] = 1;
+      pend[np++] = id;
+    }
+  }
+  /* before the yield: whatever is still in flight, then the releases */
+  uint32_t yid = VEC_LAST(f->blocks.v[body].ops);
+  struct ir_builder b;
+  ir_builder_before(&b, f, yid);
+  if (np) {
+    ir_val vals[MAX_PEND];
+    ir_type_id types[MAX_PEND];
+    for (uint32_t j = 0; j < np; j++) {
+      vals[j] = f->ops.v[pend[j]].res;
+      types[j] = f->values.v[vals[j]].type;
+    }
+    uint32_t w = ir_build(&b, IR_WGMMA_WAIT, vals, np, types, np);
+    f->ops.v[w].i[0] = 0;
+    for (uint32_t j = 0; j < np; j++) {
+      ir_replace_uses(f, vals[j], f->ops.v[w].res + j);
+      f->ops.v[w].args[j] = vals[j];
+    }
+  }
+  for (uint32_t j = 0; j < na; j++) ir_op_move(&b, arrivals[j]);
+  return true;
+}
+
 static void visit(struct ir_func *f, uint32_t id, void *ud) {
   struct pass_ctx *pc = ud;
-  if (f->ops.v[id].code == IR_FOR && f->ops.v[id].block && make_async(pc, id)) pc->changed = true;
+  if (f->ops.v[id].code == IR_FOR && f->ops.v[id].block && (make_async(pc, id) || issue_early(pc, id))) pc->changed = true;
 }
 
 void pass_wgmma_async(struct pass_ctx *pc) {

@@ -113,12 +113,15 @@ const char *tl_target_names(void);
  *                    goes through shared memory and TMA's reduce-add (cp.reduce.async.bulk
  *                    .tensor: one bulk copy per 128-byte panel instead of one atomic per
  *                    element) on targets with TMA (bulk-reduce pass); on by default
+ *   early=0|1        loops with barriers whose products' results are read in the body:
+ *                    each wgmma issued asynchronously and waited for where its result is
+ *                    first read (wgmma-async pass); on by default (PERF.md 77)
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows, bulkreduce;
+      pdl, gatherrows, bulkreduce, early;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   short producer_regs, consumer_regs;
 };
