@@ -113,9 +113,10 @@ const char *tl_target_names(void);
  *                    goes through shared memory and TMA's reduce-add (cp.reduce.async.bulk
  *                    .tensor: one bulk copy per 128-byte panel instead of one atomic per
  *                    element) on targets with TMA (bulk-reduce pass); on by default
- *   early=0|1        loops with barriers whose products' results are read in the body:
- *                    each wgmma issued asynchronously and waited for where its result is
- *                    first read (wgmma-async pass); on by default (PERF.md 77)
+ *   early=0|1        1: loops with barriers whose products' results are read in the body
+ *                    issue each wgmma asynchronously and wait for it where its result is
+ *                    first read (wgmma-async pass); off by default (PERF.md 77: the fused
+ *                    backward 2% faster at hd64, 6% slower at hd128, whose registers spill)
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
