@@ -576,6 +576,8 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
   case IR_TMA_REDUCE:
     check_tma_copy(v, id);
     if (!tl_has(f->target, TL_FEAT_TMA)) bad(v, id, "the target has no TMA");
+    else if (op->code == IR_TMA_REDUCE && f->target->ptx_version < 80)
+      bad(v, id, "bulk groups need PTX 8.0 (the target's is %d.%d)", f->target->ptx_version / 10, f->target->ptx_version % 10);
     break;
   case IR_BULK_WAIT:
     for (uint32_t k = 0; k < op->nargs; k++) {
@@ -585,6 +587,7 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     }
     if (op->i[0] < 0 || op->i[0] > 7) bad(v, id, "pending=%lld out of 0..7", (long long)op->i[0]);
     if (!tl_has(f->target, TL_FEAT_TMA)) bad(v, id, "the target has no bulk copies");
+    else if (f->target->ptx_version < 80) bad(v, id, "bulk groups need PTX 8.0 (the target's is %d.%d)", f->target->ptx_version / 10, f->target->ptx_version % 10);
     break;
   case IR_BARRIER:
     if (op->i[1] == 0 && op->i[0] != 0) bad(v, id, "a barrier of every thread is barrier 0");

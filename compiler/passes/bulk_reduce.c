@@ -12,7 +12,7 @@
  * or `start + arange(n)` per dimension, the tile's two dimensions in the tensor's order,
  * the last one the tensor's last) and that TMA can copy (pass_tma_box: a contiguous last
  * dimension, 16-byte strides and base), on a target with TMA and unless the schedule says
- * bulkreduce=0, and on a tensor the kernel does not otherwise read, becomes
+ * bulkreduce=0 (PTX 8.0: sm_90a), and on a tensor the kernel does not otherwise read, becomes
  *
  *   %d = tma_desc %T : box                    (at the top level, before the op's outermost
  *   %b = local_alloc : tile<RxCxf32, #shared>  enclosing op)
@@ -186,8 +186,10 @@ static bool rewrite(struct ir_func *f, uint32_t id) {
 
 void pass_bulk_reduce(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
-  if (f->stage < IR_STAGE_GPU || !tl_has(f->target, TL_FEAT_TMA) || !tl_sched_get(f->sched.bulkreduce, 1) ||
-      !tl_sched_get(f->sched.tma, 1))
+  /* bulk groups (cp.async.bulk.commit_group / wait_group) need PTX ISA 8.0: sm_90a, not the
+   * portable sm_90 at 7.8 */
+  if (f->stage < IR_STAGE_GPU || !tl_has(f->target, TL_FEAT_TMA) || f->target->ptx_version < 80 ||
+      !tl_sched_get(f->sched.bulkreduce, 1) || !tl_sched_get(f->sched.tma, 1))
     return;
   uint32_t *uses = ir_use_counts(f, pc->scratch);
   uint32_t n = f->ops.n;

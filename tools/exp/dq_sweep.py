@@ -16,6 +16,11 @@ for shape, causal in (((2, 16, 4, 4096, 128), False), ((2, 16, 4, 4096, 128), Tr
     args = (c.qd, c.kd, c.vd, c.do, c.lse, c.delta)
     c.pre(c.o, c.do, c.delta)
     ref = None
+    k = tile.compile(os.path.join(be.ROOT, "tools", "exp", "attention_bwd_dq_order.tile"), kernel="attention_bwd_dq_order",
+                     defines=dict(T=c.tname, D=d, CAUSAL=causal))
+    k(*args, c.dq, scale=c.scale)
+    err = ((c.dq.float() - c.ref[0].float()).abs().max() / c.ref[0].float().abs().max()).item()
+    print("dq_order %s [%s]: %.3f ms, err %.1e" % (c.name, k.config(), be.time_ms(lambda: k(*args, c.dq, scale=c.scale)), err))
     for defs, sched in ((None, None), ({"BM": 64, "BN": 128}, None), ({"BM": 64, "BN": 64}, None),
                         ({"BM": 128, "BN": 64, "NW": 8}, "pingpong=0"), ({"BM": 128, "BN": 32}, None),
                         ({"BM": 64, "BN": 128, "NW": 4}, None)):
