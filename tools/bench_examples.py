@@ -282,15 +282,14 @@ def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, sch
             c.flops / t_ours / 1e9, c.flops / t_ref / 1e9, t_dkdv, what, t_dq, dqk.config()))
 
 
-def attention_bwd_fused(c, defs=None, schedule=None):
-    """lib/attention_bwd.tile's fused form on BwdCase c: attention_bwd_fused (dK, dV, and dQ's
-    partial sums by atomic_add into a zeroed f32 buffer: TMA reduce-adds on sm_90a) then
-    attention_bwd_dq_scale, against SDPA's backward."""
-    lib = os.path.join(ROOT, "lib", "attention_bwd.tile")
+def bwd_one_kernel(c, path, kernel, cast_kernel, label, defs=None, schedule=None):
+    """A one-kernel backward on BwdCase c: `kernel` computes dK, dV and dQ's partial sums by
+    atomic_add into a zeroed f32 buffer, `cast_kernel` scales them into dQ; against SDPA's
+    backward."""
     b, h, n, d = c.qd.shape
-    main = tile.compile(lib, kernel="attention_bwd_fused", defines=dict(T=c.tname, D=d, CAUSAL=c.causal, **(defs or {})),
+    main = tile.compile(path, kernel=kernel, defines=dict(T=c.tname, D=d, CAUSAL=c.causal, **(defs or {})),
                         schedule=schedule)
-    cast = tile.compile(lib, kernel="attention_bwd_dq_scale", defines=dict(T=c.tname, D=d))
+    cast = tile.compile(path, kernel=cast_kernel, defines=dict(T=c.tname, D=d))
     acc = torch.empty(b, h, n, d, device="cuda", dtype=torch.float32)
     args = (c.qd, c.kd, c.vd, c.do, c.lse, c.delta, c.dk, c.dv, acc)
 
@@ -307,34 +306,22 @@ def attention_bwd_fused(c, defs=None, schedule=None):
     t_ours = time_ms(ours)
     t_ref = c.t_ref()
     t_main = time_ms(lambda: main(*args, scale=c.scale))
-    row("attention_bwd_fused " + c.name, t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; fused %.3f ms [%s]" % (
+    row(label + " " + c.name, t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; main %.3f ms [%s]" % (
         c.flops / t_ours / 1e9, c.flops / t_ref / 1e9, t_main, main.config() + (" " + schedule if schedule else "")))
+
+
+def attention_bwd_fused(c, defs=None, schedule=None):
+    """lib/attention_bwd.tile's fused form on BwdCase c: attention_bwd_fused (TMA reduce-adds
+    of dQ's partial sums on sm_90a), then attention_bwd_dq_scale."""
+    bwd_one_kernel(c, os.path.join(ROOT, "lib", "attention_bwd.tile"), "attention_bwd_fused", "attention_bwd_dq_scale",
+                   "attention_bwd_fused", defs, schedule)
 
 
 def attention_bwd_atomic(b, h, hkv, n, d, causal, dt, defs=None, schedule=None):
-    """tools/exp/attention_bwd_atomic.tile: one kernel for dK, dV and dQ (dQ by f32 atomics
-    into a zeroed buffer, then a cast), against SDPA's backward; an experiment (PERF.md 65)."""
-    c = BwdCase(b, h, hkv, n, d, causal, dt)
-    exp = os.path.join(ROOT, "tools", "exp", "attention_bwd_atomic.tile")
-    main = tile.compile(exp, kernel="attention_bwd_atomic", defines=dict(T=c.tname, D=d, CAUSAL=causal, **(defs or {})),
-                        schedule=schedule)
-    cast = tile.compile(exp, kernel="attention_bwd_dq_cast", defines=dict(T=c.tname, D=d))
-    acc = torch.empty(b, h, n, d, device="cuda", dtype=torch.float32)
-    args = (c.qd, c.kd, c.vd, c.do, c.lse, c.delta, c.dk, c.dv, acc)
-
-    def ours():
-        acc.zero_()
-        c.pre(c.o, c.do, c.delta)
-        main(*args, scale=c.scale)
-        cast(acc, c.dq, scale=c.scale)
-
-    ours()
-    err = c.error()
-    t_ours = time_ms(ours)
-    t_ref = c.t_ref()
-    t_main = time_ms(lambda: main(*args, scale=c.scale))
-    row("attention_bwd_atomic " + c.name, t_ours, t_ref, err, 2e-2, "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; main %.3f ms [%s]" % (
-        c.flops / t_ours / 1e9, c.flops / t_ref / 1e9, t_main, main.config() + (" " + schedule if schedule else "")))
+    """tools/exp/attention_bwd_atomic.tile: an earlier one-kernel backward (PERF.md 65), the
+    experiment lib's fused form came from."""
+    bwd_one_kernel(BwdCase(b, h, hkv, n, d, causal, dt), os.path.join(ROOT, "tools", "exp", "attention_bwd_atomic.tile"),
+                   "attention_bwd_atomic", "attention_bwd_dq_cast", "attention_bwd_atomic", defs, schedule)
 
 
 def main_bwd_atomic():

@@ -102,35 +102,58 @@ void cg_gen_tma_desc(struct cg *g, const struct ir_op *op) {
   cg_new_val(g, op->res, 1)->r[0] = g->desc_param[id];
 }
 
-/* tma_load buf, slot, bar, barslot, desc, idx...: one bulk tensor copy per box the buffer's
- * columns need (panels of the box's width, stored one after another). */
-void cg_gen_tma_load(struct cg *g, const struct ir_op *op) {
-  struct ir_func *f = g->f;
-  const struct ir_type *bt = ir_vtype(f, op->args[0]), *box = ir_vtype(f, op->args[4]);
-  int rank = box->rank, eb = ir_dtype_bytes((ir_dtype)bt->dtype);
-  int rows = bt->dims[bt->rank - 2], cols = bt->dims[bt->rank - 1], inner = box->dims[rank - 1];
+/* A TMA copy between a buffer's slot and a tensor slice, by boxes of the tensor map: the
+ * buffer's columns in panels of the box's width, stored one after another. */
+struct tma_copy {
+  int rank, rows, inner, eb, panels;
+  LLVMValueRef slot_base, desc, idx[IR_MAX_RANK];
+};
+
+/* From op's operands: buf, slot at 0 and 1, the tma_desc at di, the indices after it. */
+static bool tma_copy_of(struct cg *g, const struct ir_op *op, uint32_t di, struct tma_copy *c) {
+  const struct ir_type *bt = ir_vtype(g->f, op->args[0]), *box = ir_vtype(g->f, op->args[di]);
+  c->rank = box->rank;
+  c->eb = ir_dtype_bytes((ir_dtype)bt->dtype);
+  c->rows = bt->dims[bt->rank - 2];
+  c->inner = box->dims[c->rank - 1];
+  int cols = bt->dims[bt->rank - 1];
+  c->panels = cols / c->inner;
   LLVMValueRef base = cg_val(g, op->args[0])->r[0];
   LLVMValueRef slot = cg_scalar_i32(g, op->args[1]);
+  c->desc = cg_val(g, op->args[di])->r[0];
+  for (int d = 0; d < c->rank; d++) c->idx[d] = cg_scalar_i32(g, op->args[di + 1 + d]);
+  if (g->failed) return false;
+  c->slot_base = LLVMBuildAdd(g->b, base, LLVMBuildMul(g->b, slot, cg_i32(g, c->rows * cols * c->eb), ""), "");
+  return true;
+}
+
+/* Panel p's shared address, then its coordinates innermost first (the tensor's last
+ * dimension is TMA's dimension 0) appended to args at *n. */
+static LLVMValueRef tma_panel(struct cg *g, const struct tma_copy *c, int p, LLVMValueRef *args, unsigned *n) {
+  LLVMValueRef dst = cg_smem_at(g, LLVMBuildAdd(g->b, c->slot_base, cg_i32(g, p * c->rows * c->inner * c->eb), ""));
+  unsigned k = *n + 2; /* the callers put the shared address and the map first */
+  for (int d = c->rank - 1; d >= 0; d--)
+    args[k++] = d == c->rank - 1 && p ? LLVMBuildAdd(g->b, c->idx[d], cg_i32(g, p * c->inner), "") : c->idx[d];
+  *n = k;
+  return dst;
+}
+
+/* tma_load buf, slot, bar, barslot, desc, idx...: one bulk tensor copy per panel. */
+void cg_gen_tma_load(struct cg *g, const struct ir_op *op) {
+  struct tma_copy c;
   LLVMValueRef bar = mbar_ptr(g, op->args[2], op->args[3]);
-  LLVMValueRef desc = cg_val(g, op->args[4])->r[0];
-  LLVMValueRef idx[IR_MAX_RANK];
-  for (int d = 0; d < rank; d++) idx[d] = cg_scalar_i32(g, op->args[5 + d]);
-  if (g->failed) return;
+  if (!tma_copy_of(g, op, 4, &c)) return;
   LLVMBasicBlockRef cont = begin_if(g, g->leader, "tma.load");
-  LLVMValueRef slot_base = LLVMBuildAdd(g->b, base, LLVMBuildMul(g->b, slot, cg_i32(g, rows * cols * eb), ""), "");
   char name[96];
-  snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.%dd", rank);
+  snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.g2s.tile.%dd", c.rank);
   LLVMTypeRef p7 = LLVMPointerTypeInContext(g->ctx, 7);
-  for (int p = 0; p < cols / inner; p++) {
-    LLVMValueRef dst = cg_smem_at(g, LLVMBuildAdd(g->b, slot_base, cg_i32(g, p * rows * inner * eb), ""));
+  for (int p = 0; p < c.panels; p++) {
     LLVMValueRef args[3 + IR_MAX_RANK + 5];
-    unsigned n = 0;
-    args[n++] = LLVMBuildAddrSpaceCast(g->b, dst, p7, "");
-    args[n++] = bar;
-    args[n++] = desc;
-    /* coordinates innermost first: the tensor's last dimension is TMA's dimension 0 */
-    for (int d = rank - 1; d >= 0; d--)
-      args[n++] = d == rank - 1 && p ? LLVMBuildAdd(g->b, idx[d], cg_i32(g, p * inner), "") : idx[d];
+    unsigned n = 1; /* the barrier after the destination */
+    LLVMValueRef dst = tma_panel(g, &c, p, args, &n);
+    args[0] = LLVMBuildAddrSpaceCast(g->b, dst, p7, "");
+    args[1] = bar;
+    args[2] = c.desc;
     args[n++] = LLVMConstInt(g->i16, 0, 0); /* no multicast */
     args[n++] = cg_i64(g, 0);               /* no cache hint */
     args[n++] = LLVMConstInt(g->i1, 0, 0);
@@ -141,32 +164,20 @@ void cg_gen_tma_load(struct cg *g, const struct ir_op *op) {
   end_if(g, cont);
 }
 
-/* tma_reduce buf, slot, desc, idx...: one bulk tensor reduce-add per box the buffer's
- * columns need (its 128-byte panels, as tma_load fills them), committed as one bulk group
- * of the leader, which alone may wait for it (bulk_wait). */
+/* tma_reduce buf, slot, desc, idx...: one bulk tensor reduce-add per panel, committed as one
+ * bulk group of the leader, which alone may wait for it (bulk_wait). */
 void cg_gen_tma_reduce(struct cg *g, const struct ir_op *op) {
-  struct ir_func *f = g->f;
-  const struct ir_type *bt = ir_vtype(f, op->args[0]), *box = ir_vtype(f, op->args[2]);
-  int rank = box->rank, eb = ir_dtype_bytes((ir_dtype)bt->dtype);
-  int rows = bt->dims[bt->rank - 2], cols = bt->dims[bt->rank - 1], inner = box->dims[rank - 1];
-  LLVMValueRef base = cg_val(g, op->args[0])->r[0];
-  LLVMValueRef slot = cg_scalar_i32(g, op->args[1]);
-  LLVMValueRef desc = cg_val(g, op->args[2])->r[0];
-  LLVMValueRef idx[IR_MAX_RANK];
-  for (int d = 0; d < rank; d++) idx[d] = cg_scalar_i32(g, op->args[3 + d]);
-  if (g->failed) return;
+  struct tma_copy c;
+  if (!tma_copy_of(g, op, 2, &c)) return;
   LLVMBasicBlockRef cont = begin_if(g, g->leader, "tma.reduce");
-  LLVMValueRef slot_base = LLVMBuildAdd(g->b, base, LLVMBuildMul(g->b, slot, cg_i32(g, rows * cols * eb), ""), "");
   char name[96];
-  snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.reduce.add.tile.%dd", rank);
-  for (int p = 0; p < cols / inner; p++) {
+  snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.reduce.add.tile.%dd", c.rank);
+  for (int p = 0; p < c.panels; p++) {
     LLVMValueRef args[2 + IR_MAX_RANK + 2];
     unsigned n = 0;
-    args[n++] = cg_smem_at(g, LLVMBuildAdd(g->b, slot_base, cg_i32(g, p * rows * inner * eb), ""));
-    args[n++] = desc;
-    for (int d = rank - 1; d >= 0; d--) /* innermost first */
-      args[n++] = d == rank - 1 && p ? LLVMBuildAdd(g->b, idx[d], cg_i32(g, p * inner), "") : idx[d];
-    args[n++] = cg_i64(g, 0);               /* no cache hint */
+    args[0] = tma_panel(g, &c, p, args, &n);
+    args[1] = c.desc;
+    args[n++] = cg_i64(g, 0); /* no cache hint */
     args[n++] = LLVMConstInt(g->i1, 0, 0);
     cg_intrinsic(g, name, NULL, 0, args, n);
   }
