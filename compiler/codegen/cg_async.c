@@ -127,15 +127,12 @@ static bool tma_copy_of(struct cg *g, const struct ir_op *op, uint32_t di, struc
   return true;
 }
 
-/* Panel p's shared address, then its coordinates innermost first (the tensor's last
- * dimension is TMA's dimension 0) appended to args at *n. */
-static LLVMValueRef tma_panel(struct cg *g, const struct tma_copy *c, int p, LLVMValueRef *args, unsigned *n) {
-  LLVMValueRef dst = cg_smem_at(g, LLVMBuildAdd(g->b, c->slot_base, cg_i32(g, p * c->rows * c->inner * c->eb), ""));
-  unsigned k = *n + 2; /* the callers put the shared address and the map first */
-  for (int d = c->rank - 1; d >= 0; d--)
-    args[k++] = d == c->rank - 1 && p ? LLVMBuildAdd(g->b, c->idx[d], cg_i32(g, p * c->inner), "") : c->idx[d];
-  *n = k;
-  return dst;
+/* Panel p's shared address; its coordinates, innermost first (the tensor's last dimension
+ * is TMA's dimension 0), in coord[0 .. rank). */
+static LLVMValueRef tma_panel(struct cg *g, const struct tma_copy *c, int p, LLVMValueRef *coord) {
+  for (int d = c->rank - 1, k = 0; d >= 0; d--, k++)
+    coord[k] = d == c->rank - 1 && p ? LLVMBuildAdd(g->b, c->idx[d], cg_i32(g, p * c->inner), "") : c->idx[d];
+  return cg_smem_at(g, LLVMBuildAdd(g->b, c->slot_base, cg_i32(g, p * c->rows * c->inner * c->eb), ""));
 }
 
 /* tma_load buf, slot, bar, barslot, desc, idx...: one bulk tensor copy per panel. */
@@ -149,11 +146,10 @@ void cg_gen_tma_load(struct cg *g, const struct ir_op *op) {
   LLVMTypeRef p7 = LLVMPointerTypeInContext(g->ctx, 7);
   for (int p = 0; p < c.panels; p++) {
     LLVMValueRef args[3 + IR_MAX_RANK + 5];
-    unsigned n = 1; /* the barrier after the destination */
-    LLVMValueRef dst = tma_panel(g, &c, p, args, &n);
-    args[0] = LLVMBuildAddrSpaceCast(g->b, dst, p7, "");
+    args[0] = LLVMBuildAddrSpaceCast(g->b, tma_panel(g, &c, p, args + 3), p7, "");
     args[1] = bar;
     args[2] = c.desc;
+    unsigned n = 3 + (unsigned)c.rank;
     args[n++] = LLVMConstInt(g->i16, 0, 0); /* no multicast */
     args[n++] = cg_i64(g, 0);               /* no cache hint */
     args[n++] = LLVMConstInt(g->i1, 0, 0);
@@ -174,9 +170,9 @@ void cg_gen_tma_reduce(struct cg *g, const struct ir_op *op) {
   snprintf(name, sizeof name, "llvm.nvvm.cp.async.bulk.tensor.reduce.add.tile.%dd", c.rank);
   for (int p = 0; p < c.panels; p++) {
     LLVMValueRef args[2 + IR_MAX_RANK + 2];
-    unsigned n = 0;
-    args[0] = tma_panel(g, &c, p, args, &n);
+    args[0] = tma_panel(g, &c, p, args + 2);
     args[1] = c.desc;
+    unsigned n = 2 + (unsigned)c.rank;
     args[n++] = cg_i64(g, 0); /* no cache hint */
     args[n++] = LLVMConstInt(g->i1, 0, 0);
     cg_intrinsic(g, name, NULL, 0, args, n);

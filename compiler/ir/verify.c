@@ -473,6 +473,13 @@ static void check_tma_copy(struct verifier *v, uint32_t id) {
   if (!load && box->dtype != DT_F32) bad(v, id, "tma_reduce adds f32 only");
 }
 
+/* tma_reduce, bulk_wait: bulk groups exist on the target. */
+static void check_bulk_groups(struct verifier *v, uint32_t id) {
+  const struct tl_target *t = v->f->target;
+  if (!tl_has(t, TL_FEAT_BULK_GROUP))
+    bad(v, id, "bulk groups need PTX 8.0 (the target's is %d.%d)", t->ptx_version / 10, t->ptx_version % 10);
+}
+
 static void check_gpu_op(struct verifier *v, uint32_t id) {
   const struct ir_func *f = v->f;
   const struct ir_op *op = &f->ops.v[id];
@@ -576,8 +583,7 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
   case IR_TMA_REDUCE:
     check_tma_copy(v, id);
     if (!tl_has(f->target, TL_FEAT_TMA)) bad(v, id, "the target has no TMA");
-    else if (op->code == IR_TMA_REDUCE && f->target->ptx_version < 80)
-      bad(v, id, "bulk groups need PTX 8.0 (the target's is %d.%d)", f->target->ptx_version / 10, f->target->ptx_version % 10);
+    else if (op->code == IR_TMA_REDUCE) check_bulk_groups(v, id);
     break;
   case IR_BULK_WAIT:
     for (uint32_t k = 0; k < op->nargs; k++) {
@@ -587,7 +593,7 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     }
     if (op->i[0] < 0 || op->i[0] > 7) bad(v, id, "pending=%lld out of 0..7", (long long)op->i[0]);
     if (!tl_has(f->target, TL_FEAT_TMA)) bad(v, id, "the target has no bulk copies");
-    else if (f->target->ptx_version < 80) bad(v, id, "bulk groups need PTX 8.0 (the target's is %d.%d)", f->target->ptx_version / 10, f->target->ptx_version % 10);
+    else check_bulk_groups(v, id);
     break;
   case IR_BARRIER:
     if (op->i[1] == 0 && op->i[0] != 0) bad(v, id, "a barrier of every thread is barrier 0");

@@ -12,7 +12,7 @@
  * or `start + arange(n)` per dimension, the tile's two dimensions in the tensor's order,
  * the last one the tensor's last) and that TMA can copy (pass_tma_box: a contiguous last
  * dimension, 16-byte strides and base), on a target with TMA and unless the schedule says
- * bulkreduce=0 (PTX 8.0: sm_90a), and on a tensor the kernel does not otherwise read, becomes
+ * bulkreduce=0 (TL_FEAT_BULK_GROUP: sm_90a), and on a tensor the kernel does not otherwise read, becomes
  *
  *   %d = tma_desc %T : box                    (at the top level, before the op's outermost
  *   %b = local_alloc : tile<RxCxf32, #shared>  enclosing op)
@@ -173,7 +173,7 @@ static bool rewrite(struct ir_func *f, uint32_t id) {
   uint32_t r = ir_build(&b, IR_TMA_REDUCE, args, (uint32_t)(3 + rank), NULL, 0);
   f->ops.v[r].i[0] = (int64_t)mask;
   /* the last group has read the buffer before it is freed */
-  uint32_t after = top == id ? ir_op_next(f, id) : ir_op_next(f, top);
+  uint32_t after = ir_op_next(f, top);
   struct ir_builder eb;
   if (after) ir_builder_before(&eb, f, after);
   else ir_builder_at_end(&eb, f, IR_BODY_BLOCK);
@@ -186,9 +186,7 @@ static bool rewrite(struct ir_func *f, uint32_t id) {
 
 void pass_bulk_reduce(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
-  /* bulk groups (cp.async.bulk.commit_group / wait_group) need PTX ISA 8.0: sm_90a, not the
-   * portable sm_90 at 7.8 */
-  if (f->stage < IR_STAGE_GPU || !tl_has(f->target, TL_FEAT_TMA) || f->target->ptx_version < 80 ||
+  if (f->stage < IR_STAGE_GPU || !tl_has(f->target, TL_FEAT_TMA | TL_FEAT_BULK_GROUP) ||
       !tl_sched_get(f->sched.bulkreduce, 1) || !tl_sched_get(f->sched.tma, 1))
     return;
   uint32_t *uses = ir_use_counts(f, pc->scratch);

@@ -707,7 +707,7 @@ static void ring_small_loads(struct ir_func *f, struct loop_info *L, struct ir_t
     ir_op_rewrite(f, id, IR_LOCAL_LOAD, (ir_val[]){buf, slot}, 2); /* the load's value, read from the buffer */
     boxes[L->ncopies] = box;
     L->copies[L->ncopies++] = cp;
-    i += 6; /* past what was inserted (slot, barrier, copy, commit, wait, barrier) */
+    i = ir_op_index(f, id); /* past what was inserted in front of it */
   }
 }
 

@@ -33,6 +33,20 @@
 
 enum { MAX_WGMMA = 16 };
 
+/* wgmma_wait {pending} on vals[0..n) at b; every later use of them reads the wait's results. */
+static uint32_t wait_and_redirect(struct ir_builder *b, const ir_val *vals, uint32_t n, int64_t pending) {
+  struct ir_func *f = b->f;
+  ir_type_id types[MAX_WGMMA] = {0};
+  for (uint32_t j = 0; j < n; j++) types[j] = f->values.v[vals[j]].type;
+  uint32_t w = ir_build(b, IR_WGMMA_WAIT, vals, n, types, n);
+  f->ops.v[w].i[0] = pending;
+  for (uint32_t j = 0; j < n; j++) {
+    ir_replace_uses(f, vals[j], f->ops.v[w].res + j);
+    f->ops.v[w].args[j] = vals[j]; /* replace_uses rewrote the wait's own operand */
+  }
+  return w;
+}
+
 static bool used_only_by(struct ir_func *f, uint32_t body, ir_val v, const uint32_t *wg, uint32_t n) {
   for (uint32_t i = 1; i < f->ops.n; i++) {
     const struct ir_op *op = &f->ops.v[i];
@@ -141,14 +155,7 @@ static bool make_async(struct pass_ctx *pc, uint32_t loop) {
   uint32_t np = 0;
   for (uint32_t k = 0; k < y->nargs && np < MAX_WGMMA; k++)
     if (ir_def_op(f, y->args[k]) == w) pend[np++] = f->ops.v[loop].res + k;
-  for (uint32_t j = 0; j < np; j++) types[j] = f->values.v[pend[j]].type;
-  uint32_t w0 = ir_build(&b, IR_WGMMA_WAIT, pend, np, types, np);
-  f->ops.v[w0].i[0] = 0;
-  for (uint32_t j = 0; j < np; j++) {
-    ir_val r = f->ops.v[w0].res + j;
-    ir_replace_uses(f, pend[j], r);
-    f->ops.v[w0].args[j] = pend[j]; /* replace_uses rewrote the wait's own operand */
-  }
+  wait_and_redirect(&b, pend, np, 0);
   if (release) { /* the last stage, if the loop ran at all */
     const struct ir_op *lp = &f->ops.v[loop];
     ir_val ra[3] = {empty, prev_res, ir_binary(&b, IR_LT, lp->args[0], lp->args[1])};
@@ -174,13 +181,14 @@ static bool make_async(struct pass_ctx *pc, uint32_t loop) {
  * release of a stage those wgmma read) move after that wait. What overlaps is then decided
  * by the order of the products in the source: a product issued before the elementwise work
  * that does not need it runs beside that work. */
-enum { MAX_PEND = 16 };
+enum { MAX_PEND = MAX_WGMMA };
 
 static bool reads_buffer(const struct ir_op *op, ir_val buf) {
   return op->code == IR_WGMMA && (op->args[0] == buf || op->args[2] == buf);
 }
 
-/* Whether op (or an op nested in it) uses v other than as the accumulator of an async wgmma. */
+/* Whether op (or an op nested in it) uses v other than as the accumulator of an async wgmma
+ * or a yielded value. */
 static bool plain_use(const struct ir_func *f, uint32_t id, ir_val v) {
   const struct ir_op *op = &f->ops.v[id];
   for (uint32_t k = 0; k < op->nargs; k++)
@@ -235,22 +243,12 @@ static bool issue_early(struct pass_ctx *pc, uint32_t loop) {
       /* wait for pend[0..need]; the results waited for are those read later (all of them:
        * a wait ties the registers it names, so the ones still read go through it) */
       ir_val vals[MAX_PEND];
-      ir_type_id types[MAX_PEND];
       uint32_t nv = 0;
-      for (uint32_t j = 0; j <= (uint32_t)need; j++) {
-        vals[nv] = f->ops.v[pend[j]].res;
-        types[nv] = f->values.v[vals[nv]].type;
-        nv++;
-      }
+      for (uint32_t j = 0; j <= (uint32_t)need; j++) vals[nv++] = f->ops.v[pend[j]].res;
       struct ir_builder b;
       ir_builder_before(&b, f, id);
       b.loc = f->ops.v[id].loc;
-      uint32_t w = ir_build(&b, IR_WGMMA_WAIT, vals, nv, types, nv);
-      f->ops.v[w].i[0] = (int64_t)(np - 1 - (uint32_t)need);
-      for (uint32_t j = 0; j < nv; j++) {
-        ir_replace_uses(f, vals[j], f->ops.v[w].res + j);
-        f->ops.v[w].args[j] = vals[j]; /* replace_uses rewrote the wait's own operand */
-      }
+      wait_and_redirect(&b, vals, nv, (int64_t)(np - 1 - (uint32_t)need));
       memmove(pend, pend + need + 1, sizeof pend[0] * (np - 1 - (uint32_t)need));
       np -= (uint32_t)need + 1;
       i++; /* the wait now stands before op */
@@ -267,17 +265,8 @@ static bool issue_early(struct pass_ctx *pc, uint32_t loop) {
   ir_builder_before(&b, f, yid);
   if (np) {
     ir_val vals[MAX_PEND];
-    ir_type_id types[MAX_PEND];
-    for (uint32_t j = 0; j < np; j++) {
-      vals[j] = f->ops.v[pend[j]].res;
-      types[j] = f->values.v[vals[j]].type;
-    }
-    uint32_t w = ir_build(&b, IR_WGMMA_WAIT, vals, np, types, np);
-    f->ops.v[w].i[0] = 0;
-    for (uint32_t j = 0; j < np; j++) {
-      ir_replace_uses(f, vals[j], f->ops.v[w].res + j);
-      f->ops.v[w].args[j] = vals[j];
-    }
+    for (uint32_t j = 0; j < np; j++) vals[j] = f->ops.v[pend[j]].res;
+    wait_and_redirect(&b, vals, np, 0);
   }
   for (uint32_t j = 0; j < na; j++) ir_op_move(&b, arrivals[j]);
   return true;

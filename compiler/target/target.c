@@ -25,7 +25,7 @@ static const struct tl_target targets[] = {
     {"sm_86", 86, "+ptx71", 71, AMPERE, 101376, 49152, 65536, 255, 1024, 65535, false, 1024, 256},
     {"sm_89", 89, "+ptx78", 78, ADA, 101376, 49152, 65536, 255, 1024, 65535, false, 1024, 256},
     {"sm_90", 90, "+ptx78", 78, HOPPER, 232448, 49152, 65536, 255, 1024, 65535, false, 4096, 256},
-    {"sm_90a", 90, "+ptx80", 80, HOPPER | TL_FEAT_WGMMA | TL_FEAT_SETMAXNREG, 232448, 49152, 65536, 255, 1024, 65535, true, 4096, 256},
+    {"sm_90a", 90, "+ptx80", 80, HOPPER | TL_FEAT_WGMMA | TL_FEAT_SETMAXNREG | TL_FEAT_BULK_GROUP, 232448, 49152, 65536, 255, 1024, 65535, true, 4096, 256},
 };
 
 const struct tl_target *tl_target_find(const char *name) {

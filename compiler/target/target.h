@@ -27,6 +27,8 @@ enum tl_feature {
   TL_FEAT_SETMAXNREG = 1u << 6, /* setmaxnreg (sm_90a only) */
   TL_FEAT_ATOM_BF16 = 1u << 7,  /* atom.add.noftz.bf16 (sm_90+; f16 and f32 atomics: every target) */
   TL_FEAT_GRID_DEP = 1u << 8,   /* griddepcontrol: programmatic dependent launch (sm_90+) */
+  TL_FEAT_BULK_GROUP = 1u << 9, /* bulk groups: cp.async.bulk commit/wait_group, tensor reduce-adds
+                                   (PTX ISA 8.0: sm_90a; the portable sm_90 row emits 7.8) */
 };
 
 struct tl_target {
