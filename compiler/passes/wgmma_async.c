@@ -89,7 +89,13 @@ static bool make_async(struct pass_ctx *pc, uint32_t loop) {
     for (uint32_t k = 0; k < n; k++) chained |= f->ops.v[wg[k]].args[4] == r;
     if (!chained) live[nlive++] = r;
   }
-  /* the carried accumulators must come back only through these wgmma */
+  /* the carried accumulators must come back only through these wgmma: a carried value read
+   * in the body (attention's acc * alpha with no product before it to wait on) would be
+   * read in flight */
+  const struct ir_op *yo = &f->ops.v[VEC_LAST(bb->ops)];
+  for (uint32_t k = 0; k < yo->nargs; k++)
+    for (uint32_t j = 0; j < nlive; j++)
+      if (yo->args[k] == live[j] && !used_only_by(f, body, bb->args + 1 + k, wg, n)) return false;
   for (uint32_t j = 0; j < n; j++) f->ops.v[wg[j]].i[1] = 1;
   struct ir_builder b;
   ir_builder_before(&b, f, wg[n - 1]);
