@@ -255,14 +255,15 @@ class BwdCase:
         return time_ms(lambda: torch.autograd.grad(self.out, (self.q, self.k, self.v), self.do, retain_graph=True))
 
 
-def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, schedule=None, dkdv_path=None, case=None):
+def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, schedule=None, dkdv_path=None, case=None,
+                  dq_schedule=None):
     c = case or BwdCase(b, h, hkv, n, d, causal, dt)
     lib = os.path.join(ROOT, "lib", "attention_bwd.tile")
     defs = {"T": c.tname, "D": d, "CAUSAL": causal}
     dkdv = tile.compile(dkdv_path or lib, kernel="attention_bwd_dkdv", defines=dict(defs, **(dkdv_defs or {})),
                         schedule=schedule)
     dqk = tile.compile(lib, kernel="attention_bwd_dq", defines=dict(defs, **(dq_defs or {})),
-                       schedule="pdl=0" if schedule and "pdl=0" in schedule else None)
+                       schedule=dq_schedule or ("pdl=0" if schedule and "pdl=0" in schedule else None))
     args = (c.qd, c.kd, c.vd, c.do, c.lse, c.delta)
 
     def ours():
@@ -279,7 +280,8 @@ def attention_bwd(b, h, hkv, n, d, causal, dt, dkdv_defs=None, dq_defs=None, sch
     what = dkdv.config() + (" " + schedule if schedule else "") + (" " + os.path.basename(dkdv_path) if dkdv_path else "")
     row("attention_bwd " + c.name, t_ours, t_ref, err, 2e-2,
         "vs SDPA backward; ours %.0f, torch %.0f TFLOP/s; dkdv %.3f ms [%s], dq %.3f ms [%s]" % (
-            c.flops / t_ours / 1e9, c.flops / t_ref / 1e9, t_dkdv, what, t_dq, dqk.config()))
+            c.flops / t_ours / 1e9, c.flops / t_ref / 1e9, t_dkdv, what, t_dq,
+            dqk.config() + (" " + dq_schedule if dq_schedule else "")))
 
 
 def bwd_one_kernel(c, path, kernel, cast_kernel, label, defs=None, schedule=None):

@@ -506,6 +506,24 @@ static LLVMValueRef staged_at(struct cg *g, const LLVMValueRef *c, int32_t pitch
   return cg_smem_ptr(g, LLVMBuildMul(g->b, idx, cg_i32(g, eb), ""));
 }
 
+/* Pointer to register r's element of layout l in the staging tile whose register 0 (the
+ * thread's element) is at `base`: the register part of a coordinate adds to the thread part
+ * (layout.h), so each access is the thread's pointer plus a constant, which the access
+ * folds ([R + imm]); formed from each register's coordinates, every register kept an
+ * address of its own, live across the loops the store follows. */
+static LLVMValueRef staged_reg(struct cg *g, const struct ll *l, uint32_t r, LLVMValueRef base, int32_t pitch, int eb) {
+  int32_t rc[IR_MAX_RANK];
+  ll_reg_coord(l, r, rc);
+  LLVMValueRef k = cg_i32(g, (rc[0] * pitch + rc[1]) * eb);
+  return LLVMBuildGEP2(g->b, g->i8, base, &k, 1, "");
+}
+
+static LLVMValueRef staged_base(struct cg *g, const struct ll *l, int32_t pitch, int eb) {
+  LLVMValueRef c[IR_MAX_RANK];
+  cg_coords(g, l, 0, c);
+  return staged_at(g, c, pitch, eb);
+}
+
 /* pred (0: none) is the store's predicate, in the value's layout: it goes through shared
  * memory too, one byte per element after the values. */
 static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, ir_val pred, struct access *direct) {
@@ -531,10 +549,9 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, ir_
   int run = cg_contiguous_run(src, 2, eb);
   LLVMTypeRef it = cg_mem_int_type(g, direct->dt);
   cg_barrier(g);
+  LLVMValueRef sbase = staged_base(g, src, pitch, eb);
   for (uint32_t r0 = 0; r0 < direct->nregs; r0 += (uint32_t)run) {
-    LLVMValueRef c[IR_MAX_RANK];
-    cg_coords(g, src, r0, c);
-    LLVMValueRef ptr = staged_at(g, c, pitch, eb), val;
+    LLVMValueRef ptr = staged_reg(g, src, r0, sbase, pitch, eb), val;
     /* (1-byte elements are i8 registers already; to_bits widens them for global stores) */
     if (run == 1) {
       val = eb == 1 ? v->r[r0] : to_bits(g, v->r[r0], direct->dt);
@@ -556,11 +573,10 @@ static bool staged_store(struct cg *g, const struct ir_op *op, ir_val value, ir_
   cg_barrier(g);
   /* back in the blocked layout, x.vec elements per access */
   LLVMValueRef *regs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
+  LLVMValueRef lbase = staged_base(g, &x.l, pitch, eb);
   for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
-    LLVMValueRef c[IR_MAX_RANK];
-    cg_coords(g, &x.l, r0, c);
     LLVMTypeRef lt = x.vec == 1 ? it : LLVMVectorType(it, (unsigned)x.vec);
-    LLVMValueRef ld = LLVMBuildLoad2(g->b, lt, staged_at(g, c, pitch, eb), "");
+    LLVMValueRef ld = LLVMBuildLoad2(g->b, lt, staged_reg(g, &x.l, r0, lbase, pitch, eb), "");
     LLVMSetAlignment(ld, (unsigned)(x.vec * eb));
     for (int i = 0; i < x.vec; i++) {
       LLVMValueRef bitsv = x.vec == 1 ? ld : LLVMBuildExtractElement(g->b, ld, cg_i32(g, i), "");

@@ -168,13 +168,103 @@ static LLVMValueRef to_store_bits(struct cg *g, LLVMValueRef v, int eb) {
   return LLVMBuildBitCast(g->b, v, it, "");
 }
 
-/* Elements a thread moves to or from an unswizzled buffer in one access: its runs along the
- * last dimension (16 bytes at most; a run starts at a multiple of its length, and a slot's
- * row is a multiple of 16 bytes long). 1 for swizzled buffers and booleans. */
-static int plain_run(const struct sbuf *s, const struct ll *l, int rank) {
-  if (s->max_phase != 1 || s->panel != s->cols || (s->cols * s->eb) % 16) return 1;
+/* Elements a thread moves to or from a buffer in one access: its runs along the last
+ * dimension (16 bytes at most; a run starts at a multiple of its length). In an unswizzled
+ * buffer a slot's row is a multiple of 16 bytes long; in a swizzled one a run stays inside
+ * its 16-byte chunk (vec elements), whose elements the swizzle keeps in order. 1 for runs
+ * under 4 bytes. */
+static int access_run(const struct sbuf *s, const struct ll *l, int rank) {
   int run = cg_contiguous_run(l, rank, s->eb);
+  if (s->max_phase != 1 || s->panel != s->cols) {
+    if (run > s->vec) run = s->vec;
+  } else if ((s->cols * s->eb) % 16) {
+    return 1;
+  }
   return run * s->eb >= 4 ? run : 1;
+}
+
+/* Addresses of a thread's registers of layout l in buffer s. Register r's element is the
+ * thread's element (its register 0) plus r's register coordinates; where, in every lane
+ * and warp, its offset is the thread's offset XOR x[r] plus a[r] (the swizzle folds r's
+ * column chunks into the thread's chunk bits: XOR; whole swizzle periods of rows, panels:
+ * add), the access is formed from one thread offset per distinct x, with a[r] a constant
+ * the access folds ([R + imm]). Formed from each register's coordinates instead, LLVM
+ * keeps one loop-invariant address per register (it does not distribute the XOR over the
+ * add): 32 64-bit registers for a 64 x 128 f32 tile, spilled by attention_bwd_fused. */
+struct reg_access {
+  const struct sbuf *s;
+  const struct ll *l;
+  int rank;
+  bool trans;               /* the tile's coordinates swapped (a transposed view) */
+  LLVMValueRef base;        /* the thread's offset (register 0) */
+  int64_t *x, *a;           /* per register; x[r] < 0: computed from r's coordinates */
+};
+
+/* The (row, col) of register r in lane `lane` of warp `warp`, as the buffer sees it. */
+static void reg_elem(const struct reg_access *ra, uint32_t r, int lane, int warp, int64_t *row, int64_t *col) {
+  int32_t c[IR_MAX_RANK];
+  ll_reg_coord(ra->l, r, c);
+  for (int k = 0; k < ra->l->nlane; k++)
+    if (lane >> k & 1)
+      for (int d = 0; d < ra->l->rank; d++) c[d] ^= ra->l->lane[k][d];
+  for (int k = 0; k < ra->l->nwarp; k++)
+    if (warp >> k & 1)
+      for (int d = 0; d < ra->l->rank; d++) c[d] ^= ra->l->warp[k][d];
+  if (ra->rank == 1) c[1] = c[0], c[0] = 0;
+  *row = ra->trans ? c[1] : c[0];
+  *col = ra->trans ? c[0] : c[1];
+}
+
+static int64_t swizzle_num(const struct sbuf *s, int64_t row, int64_t col);
+
+static void reg_access_init(struct cg *g, struct reg_access *ra, const struct sbuf *s, const struct ll *l, int rank,
+                            bool trans) {
+  ra->s = s, ra->l = l, ra->rank = rank, ra->trans = trans, ra->base = NULL;
+  uint32_t n = ll_num_regs(l);
+  ra->x = ARENA_NEWN(g->arena, int64_t, n);
+  ra->a = ARENA_NEWN(g->arena, int64_t, n);
+  int lanes = 1 << l->nlane, warps = 1 << l->nwarp;
+  int64_t tmask = 0, row, col;
+  for (int w = 0; w < warps; w++)
+    for (int ln = 0; ln < lanes; ln++) {
+      reg_elem(ra, 0, ln, w, &row, &col);
+      tmask |= swizzle_num(s, row, col);
+    }
+  for (uint32_t r = 0; r < n; r++) {
+    reg_elem(ra, r, 0, 0, &row, &col);
+    int64_t o = swizzle_num(s, row, col) - swizzle_num(s, 0, 0), x = o & tmask, a = o & ~tmask;
+    bool ok = true;
+    for (int w = 0; w < warps && ok; w++)
+      for (int ln = 0; ln < lanes && ok; ln++) {
+        int64_t r0, c0;
+        reg_elem(ra, 0, ln, w, &r0, &c0);
+        reg_elem(ra, r, ln, w, &row, &col);
+        ok = swizzle_num(s, row, col) == ((swizzle_num(s, r0, c0) ^ x) + a);
+      }
+    ra->x[r] = ok ? x : -1;
+    ra->a[r] = a;
+  }
+}
+
+/* Shared-memory pointer to register r's element in slot `slot`. */
+static LLVMValueRef reg_access_ptr(struct cg *g, struct reg_access *ra, LLVMValueRef slot, uint32_t r) {
+  if (ra->x[r] < 0) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, ra->l, r, c);
+    if (ra->rank == 1) c[1] = c[0], c[0] = cg_i32(g, 0);
+    return swizzled_ptr(g, ra->s, slot, ra->trans ? c[1] : c[0], ra->trans ? c[0] : c[1]);
+  }
+  if (!ra->base) {
+    LLVMValueRef c[IR_MAX_RANK];
+    cg_coords(g, ra->l, 0, c);
+    if (ra->rank == 1) c[1] = c[0], c[0] = cg_i32(g, 0);
+    ra->base = swizzle_off(g, ra->s, ra->trans ? c[1] : c[0], ra->trans ? c[0] : c[1]);
+  }
+  LLVMValueRef off = ra->x[r] ? LLVMBuildXor(g->b, ra->base, cg_i32(g, (int32_t)ra->x[r]), "") : ra->base;
+  LLVMValueRef p = slot_ptr(g, ra->s, slot, off);
+  if (!ra->a[r]) return p;
+  LLVMValueRef k = cg_i32(g, (int32_t)ra->a[r]);
+  return LLVMBuildGEP2(g->b, g->i8, p, &k, 1, "");
 }
 
 void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
@@ -185,19 +275,18 @@ void cg_gen_local_store(struct cg *g, const struct ir_op *op) {
   struct ll l;
   if (g->failed || !cg_layout_of(g, op->args[2], &l)) return;
   int rank = ir_vtype(g->f, op->args[2])->rank; /* a 1-d tile: row 0 of the buffer (row-cache) */
-  int run = plain_run(&s, &l, rank);
+  int run = access_run(&s, &l, rank);
   LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, (unsigned)(s.eb * 8));
+  struct reg_access ra;
+  reg_access_init(g, &ra, &s, &l, rank, false);
   for (uint32_t r = 0; r < v->n; r += (uint32_t)run) {
-    LLVMValueRef c[IR_MAX_RANK];
-    cg_coords(g, &l, r, c);
-    if (rank == 1) c[1] = c[0], c[0] = cg_i32(g, 0);
     LLVMValueRef x = to_store_bits(g, v->r[r], s.eb);
     if (run > 1) { /* the run as one vector store */
       x = LLVMGetUndef(LLVMVectorType(it, (unsigned)run));
       for (int e = 0; e < run; e++)
         x = LLVMBuildInsertElement(g->b, x, to_store_bits(g, v->r[r + (uint32_t)e], s.eb), cg_i32(g, e), "");
     }
-    LLVMValueRef st = LLVMBuildStore(g->b, x, swizzled_ptr(g, &s, slot, c[0], c[1]));
+    LLVMValueRef st = LLVMBuildStore(g->b, x, reg_access_ptr(g, &ra, slot, r));
     LLVMSetAlignment(st, (unsigned)(s.eb * run));
   }
   /* ordinary stores read by wgmma (the async proxy) need a proxy fence before the barrier */
@@ -370,14 +459,12 @@ void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
   /* generic: element by element */
   LLVMTypeRef et = cg_reg_type(g, (ir_dtype)rt->dtype);
   LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, (unsigned)(s.eb * 8));
-  int run = op->i[0] ? 1 : plain_run(&s, &l, rt->rank);
+  int run = op->i[0] ? 1 : access_run(&s, &l, rt->rank);
+  struct reg_access ra;
+  reg_access_init(g, &ra, &s, &l, rt->rank, op->i[0] != 0);
   for (uint32_t r = 0; r < out->n; r += (uint32_t)run) {
-    LLVMValueRef c[IR_MAX_RANK];
-    cg_coords(g, &l, r, c);
-    if (rt->rank == 1) c[1] = c[0], c[0] = cg_i32(g, 0);
-    LLVMValueRef row = op->i[0] ? c[1] : c[0], col = op->i[0] ? c[0] : c[1];
     LLVMTypeRef lt = run > 1 ? LLVMVectorType(it, (unsigned)run) : it;
-    LLVMValueRef w = LLVMBuildLoad2(g->b, lt, swizzled_ptr(g, &s, slot, row, col), "");
+    LLVMValueRef w = LLVMBuildLoad2(g->b, lt, reg_access_ptr(g, &ra, slot, r), "");
     LLVMSetAlignment(w, (unsigned)(s.eb * run));
     for (int k = 0; k < run; k++) {
       LLVMValueRef v = run > 1 ? LLVMBuildExtractElement(g->b, w, cg_i32(g, k), "") : w;

@@ -6,7 +6,12 @@
  * with elementwise work between them (attention: the scores, the softmax, the output
  * product). Guarantees: the warpgroups issue their products one after the other, so that
  * one warpgroup's elementwise work runs while the next one's products hold the Tensor
- * Cores. The body, seen as a cycle, is cut at its longest stretch of work between two wgmma
+ * Cores. Only where that elementwise work holds a reduction (the forward's row maximum and
+ * sum: a chain of shuffles the warpgroup waits on, which the other's products fill): where it
+ * is elementwise alone (the backward's P and dS) the warpgroups interleave by themselves and
+ * the turns' waits only cost, measured 5-20% on attention_bwd_dq and 5% over
+ * attention_bwd_dkdv's shapes (PERF.md 78); schedule pingpong=1 adds turns there too,
+ * pingpong=0 nowhere. The body, seen as a cycle, is cut at its longest stretch of work between two wgmma
  * (E, the elementwise part); the rest, from the wgmma after E round to the wgmma before it
  * (the products), is the warpgroup's turn:
  *
@@ -53,7 +58,21 @@ static void wait_for(struct ir_func *f, uint32_t at, ir_val x) {
   ir_op_set_args(f, w, &x, 1);
 }
 
-static bool add_turns(struct ir_func *f, uint32_t loop, int groups, int handoff) {
+/* Does the stretch of body ops from index `from` (exclusive) round to `to` (exclusive) hold a
+ * reduction or a scan? */
+static bool stretch_reduces(const struct ir_func *f, const struct ir_block *bb, uint32_t from, uint32_t to) {
+  for (uint32_t i = (from + 1) % bb->ops.n; i != to; i = (i + 1) % bb->ops.n)
+    switch (f->ops.v[bb->ops.v[i]].code) {
+    case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
+    case IR_SCAN_SUM: case IR_SCAN_PROD: case IR_SCAN_MAX: case IR_SCAN_MIN: return true;
+    default: break;
+    }
+  return false;
+}
+
+/* always: turns whatever the elementwise work is (schedule pingpong=1); otherwise only where
+ * the elementwise stretch holds a reduction (see the file's comment) */
+static bool add_turns(struct ir_func *f, uint32_t loop, int groups, int handoff, bool always) {
   const struct ir_block *bb = &f->blocks.v[f->ops.v[loop].region];
   uint32_t pos[16], m = 0, n = bb->ops.n;
   for (uint32_t i = 0; i < n; i++) {
@@ -74,6 +93,7 @@ static bool add_turns(struct ir_func *f, uint32_t loop, int groups, int handoff)
     if (w > best) best = w, k = j;
   }
   if (best < 4) return false; /* products back to back: nothing to run beside them */
+  if (!always && !stretch_reduces(f, bb, pos[k], pos[(k + 1) % m])) return false;
   uint32_t before = bb->ops.v[pos[(k + 1) % m]], next = bb->ops.v[pos[k] + 1]; /* (the yield ends the body) */
   uint32_t w1 = bb->ops.v[pos[k]];
   const struct ir_block *ob = &f->blocks.v[f->ops.v[loop].block];
@@ -173,7 +193,8 @@ static bool turns_across_tiles(struct ir_func *f, uint32_t region) {
 void pass_pingpong(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   int groups = f->warps / 4;
-  if (!ir_func_wgmma(f) || !tl_sched_get(f->sched.pingpong, 1) || groups < 2 || TURN_BARRIER + groups - 1 > 15) return;
+  int mode = tl_sched_get(f->sched.pingpong, 2); /* 0 off, 1 always, 2 (default) where E reduces */
+  if (!ir_func_wgmma(f) || !mode || groups < 2 || TURN_BARRIER + groups - 1 > 15) return;
   uint32_t consumer = 0;
   const struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];
   for (uint32_t i = 0; i < body->ops.n; i++)
@@ -182,6 +203,6 @@ void pass_pingpong(struct pass_ctx *pc) {
   uint32_t loops[64], n = 0;
   ir_block_collect(f, consumer, IR_FOR, loops, &n, 64);
   for (uint32_t j = 0; j < n; j++)
-    if (add_turns(f, loops[j], groups, tl_sched_get(f->sched.handoff, 1))) pc->changed = true;
+    if (add_turns(f, loops[j], groups, tl_sched_get(f->sched.handoff, 1), mode == 1)) pc->changed = true;
   if (f->persistent && tl_sched_get(f->sched.tileturns, 0) && turns_across_tiles(f, consumer)) pc->changed = true;
 }

@@ -87,7 +87,9 @@ const char *tl_target_names(void);
  *                    j-1 runs during iteration j's elementwise ops (wgmma-overlap pass);
  *                    off by default (PERF.md 40)
  *   pingpong=0|1     chains of products in a role with two or more consumer warpgroups:
- *                    the warpgroups take turns issuing them (pingpong pass); on by default
+ *                    the warpgroups take turns issuing them (pingpong pass); by default
+ *                    where the elementwise work between them holds a reduction (the
+ *                    forward's softmax; PERF.md 78), 1 everywhere, 0 nowhere
  *   handoff=0|1      when a warpgroup hands its turn on (pingpong pass): 1 (the default)
  *                    once the last product of its turn is issued, which it waits for after
  *                    handing on, so the next warpgroup's products queue behind it; 0 once
