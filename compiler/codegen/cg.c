@@ -208,6 +208,19 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
   }
 }
 
+/* The warp index, tid / 32, read back from lane 0 of the warp: the same value, which ptxas
+ * then knows to be the same in every lane, so that what derives from it alone (a warp's
+ * wgmma descriptors) goes to uniform registers instead of one
+ * register per thread each (attention_bwd_fused kept dQ's B descriptors in registers and
+ * spilled them). */
+static LLVMValueRef warp_index(struct cg *g, LLVMValueRef tid) {
+  /* only where wgmma descriptors derive from it: the mma.sync kernels' registers measured
+   * no better and some spilled (tests/cli/ptxas.sh) */
+  if (!ir_func_wgmma(g->f)) return LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
+  LLVMValueRef args[4] = {cg_i32(g, -1), LLVMBuildLShr(g->b, tid, cg_i32(g, 5), ""), cg_i32(g, 0), cg_i32(g, 31)};
+  return cg_intrinsic(g, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, args, 4);
+}
+
 /* Thread coordinates computed from here on go before `before` (which must dominate the
  * rest of the kernel; NULL: at the current position), from a fresh read of the thread
  * index that LLVM cannot merge with the first. At the entry of a top-level loop after the
@@ -221,7 +234,7 @@ void cg_fresh_thread_coords(struct cg *g, LLVMValueRef before) {
   if (before) LLVMPositionBuilderBefore(g->b, before);
   LLVMValueRef tid = cg_asm(g, g->i32, "mov.u32 $0, %tid.x;", "=r", NULL, 0, true);
   g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
-  g->warp = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
+  g->warp = warp_index(g, tid);
   if (g->warp_base) g->warp = LLVMBuildSub(g->b, g->warp, cg_i32(g, g->warp_base), "warp"); /* a role's warps */
   if (before) LLVMPositionBuilderAtEnd(g->b, cur);
   else before = LLVMBuildAdd(g->b, g->warp, cg_i32(g, 0), "coords"); /* a place to put them before */
@@ -1115,7 +1128,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   g->role_tid = tid;
   g->leader = LLVMBuildICmp(g->b, LLVMIntEQ, tid, cg_i32(g, 0), "leader");
   g->lane = LLVMBuildAnd(g->b, tid, cg_i32(g, 31), "lane");
-  g->warp = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
+  g->warp = warp_index(g, tid);
   const char *axes[3] = {"x", "y", "z"};
   for (int i = 0; i < 3; i++) {
     char nm[32];
