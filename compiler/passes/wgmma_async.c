@@ -178,8 +178,9 @@ static bool make_async(struct pass_ctx *pc, uint32_t loop) {
  * they issue. Where its body also has barriers of all the role's threads (a product's
  * operand staged through shared memory), the warpgroups cannot take turns either (pingpong
  * needs them free to drift), so nothing overlaps the Tensor Cores with the elementwise work.
- * For such loops, when the schedule asks (early=1; off by default: PERF.md 77, the registers
- * that stay live around the products spill at hd128), every wgmma at the top level of the body is issued asynchronously and
+ * For such loops (unless the schedule says early=0; PERF.md 77 measured it slower while the
+ * registers live around the products spilled at hd128, PERF.md 79 faster once they no longer
+ * did), every wgmma at the top level of the body is issued asynchronously and
  * waited for only where its result is first read (wgmma_wait {pending = the wgmma issued
  * since}, groups completing in order), or before an op that writes a buffer it reads; a
  * result used only as a later wgmma's accumulator or yielded stays in flight, and before
@@ -227,7 +228,7 @@ static bool issue_early(struct pass_ctx *pc, uint32_t loop) {
     if (op->code == IR_WGMMA_WAIT) return false;
     has_barrier |= op->code == IR_BARRIER || (op->nregions && ir_block_has_op(f, op->region, barrier, 1));
   }
-  if (n < 2 || n > MAX_PEND || !has_barrier || !tl_sched_get(f->sched.early, 0)) return false;
+  if (n < 2 || n > MAX_PEND || !has_barrier || !tl_sched_get(f->sched.early, 1)) return false;
   /* walk the body in order, keeping the in-flight wgmma (oldest first) */
   uint32_t pend[MAX_PEND], np = 0;
   uint32_t *arrivals = ARENA_NEWN(pc->scratch, uint32_t, bb->ops.n), na = 0;

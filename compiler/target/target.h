@@ -119,8 +119,9 @@ const char *tl_target_names(void);
  *                    element) on targets with TMA (bulk-reduce pass); on by default
  *   early=0|1        1: loops with barriers whose products' results are read in the body
  *                    issue each wgmma asynchronously and wait for it where its result is
- *                    first read (wgmma-async pass); off by default (PERF.md 77: the fused
- *                    backward 2% faster at hd64, 6% slower at hd128, whose registers spill)
+ *                    first read (wgmma-async pass); on by default (PERF.md 79: the fused
+ *                    backward 1-30% faster at hd128 and hd64 N=4096, 6% slower at hd64
+ *                    N=2405; PERF.md 77 measured it slower while hd128 spilled)
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
