@@ -178,6 +178,35 @@ Test(spec, memory_bound_rows_ask_for_four_programs) {
   tile_context_destroy(ctx);
 }
 
+/* Register tiles written to swizzled shared memory (PERF.md 79): the fused backward at head
+ * dim 128 stores dS (bf16) as pairs in 32-bit accesses and dQ's partial sums (f32) as pairs
+ * in 64-bit ones, never one 16-bit element at a time, and a wgmma kernel reads its warp
+ * index back from lane 0 (shfl.sync.idx) so that warp-derived descriptors are uniform. */
+Test(spec, swizzled_register_stores_go_in_pairs) {
+  tile_context *ctx = NULL;
+  tile_define d[2] = {{"T", "bf16"}, {"D", "128"}};
+  tile_kernel *k = compile_sm90a(&ctx, "attention_bwd.tile", "attention_bwd_fused", d, 2);
+  const int64_t B = 1, H = 2, N = 256;
+  tile_arg a[10] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, N}, NULL),
+                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, N}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_F32, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_float(0.088)};
+  struct rt_artifact art = build(ctx, k, a, 10);
+  cr_expect(count(art.ptx, "st.shared.b16") == 0, "16-bit shared stores: %u", count(art.ptx, "st.shared.b16"));
+  cr_expect(count(art.ptx, "st.shared.v2.b32") >= 16, "dQ's pairs: %u 64-bit shared stores",
+            count(art.ptx, "st.shared.v2.b32"));
+  cr_expect(count(art.ptx, "shfl.sync.idx") >= 1, "no warp index read back from lane 0");
+  rt_artifact_free(&art);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
 /* A division by a shape size specializes on whether that size is a power of two: paged
  * decode attention's `pos / PAGE` and `pos % PAGE` (the page and the slot of each key)
  * compile to shifts and masks for 16-token pages and stay divisions for 12-token ones; the
