@@ -454,6 +454,7 @@ lang_checks() {
   tk attention_bwd.tile attention_bwd_fused T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088"
   tk attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125"
   tk attention_bwd.tile attention_bwd_fused T=f16,CAUSAL=true B=2,H=4,HKV=1,N=257,NK=257 "scale=0.125"
+  TK_TAG="${TK_TAG:-} early=0" tk attention_bwd.tile attention_bwd_fused T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088" --schedule=early=0
   tk attention_bwd.tile attention_bwd_dq_scale T=bf16,D=128 B=1,H=3,N=77 "scale=0.088"
   # the one-kernel experiment (dQ by atomics; its product over two warpgroups along N)
   tk tools/exp/attention_bwd_atomic.tile attention_bwd_atomic T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088"
