@@ -208,16 +208,16 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
   }
 }
 
-/* The warp index, tid / 32, read back from lane 0 of the warp: the same value, which ptxas
- * then knows to be the same in every lane, so that what derives from it alone (a warp's
- * wgmma descriptors) goes to uniform registers instead of one
+/* The warp index, tid / 32. In wgmma kernels it is read back from lane 0 of the warp: the
+ * same value, which ptxas then knows to be the same in every lane, so that what derives
+ * from it alone (a warp's wgmma descriptors) goes to uniform registers instead of one
  * register per thread each (attention_bwd_fused kept dQ's B descriptors in registers and
- * spilled them). */
+ * spilled them, PERF.md 79). Not in mma.sync kernels: their registers measured no better
+ * and some spilled (tests/cli/ptxas.sh). */
 static LLVMValueRef warp_index(struct cg *g, LLVMValueRef tid) {
-  /* only where wgmma descriptors derive from it: the mma.sync kernels' registers measured
-   * no better and some spilled (tests/cli/ptxas.sh) */
-  if (!ir_func_wgmma(g->f)) return LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
-  LLVMValueRef args[4] = {cg_i32(g, -1), LLVMBuildLShr(g->b, tid, cg_i32(g, 5), ""), cg_i32(g, 0), cg_i32(g, 31)};
+  LLVMValueRef w = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
+  if (!ir_func_wgmma(g->f)) return w;
+  LLVMValueRef args[4] = {cg_i32(g, -1), w, cg_i32(g, 0), cg_i32(g, 31)};
   return cg_intrinsic(g, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, args, 4);
 }
 

@@ -183,6 +183,17 @@ static int access_run(const struct sbuf *s, const struct ll *l, int rank) {
   return run * s->eb >= 4 ? run : 1;
 }
 
+/* swizzle_off on numbers. */
+static int64_t swizzle_num(const struct sbuf *s, int64_t row, int64_t col) {
+  int64_t pidx = 0;
+  if (s->panel != s->cols) {
+    pidx = col / s->panel;
+    col %= s->panel;
+  }
+  int64_t chunk = (col / s->vec) ^ (row / s->per_phase % s->max_phase);
+  return (row * s->panel + chunk * s->vec + col % s->vec + pidx * s->rows * s->panel) * s->eb;
+}
+
 /* Addresses of a thread's registers of layout l in buffer s. Register r's element is the
  * thread's element (its register 0) plus r's register coordinates; where, in every lane
  * and warp, its offset is the thread's offset XOR x[r] plus a[r] (the swizzle folds r's
@@ -215,8 +226,6 @@ static void reg_elem(const struct reg_access *ra, uint32_t r, int lane, int warp
   *col = ra->trans ? c[0] : c[1];
 }
 
-static int64_t swizzle_num(const struct sbuf *s, int64_t row, int64_t col);
-
 static void reg_access_init(struct cg *g, struct reg_access *ra, const struct sbuf *s, const struct ll *l, int rank,
                             bool trans) {
   ra->s = s, ra->l = l, ra->rank = rank, ra->trans = trans, ra->base = NULL;
@@ -232,7 +241,7 @@ static void reg_access_init(struct cg *g, struct reg_access *ra, const struct sb
     }
   for (uint32_t r = 0; r < n; r++) {
     reg_elem(ra, r, 0, 0, &row, &col);
-    int64_t o = swizzle_num(s, row, col) - swizzle_num(s, 0, 0), x = o & tmask, a = o & ~tmask;
+    int64_t o = swizzle_num(s, row, col), x = o & tmask, a = o & ~tmask; /* element (0, 0) is at 0 */
     bool ok = true;
     for (int w = 0; w < warps && ok; w++)
       for (int ln = 0; ln < lanes && ok; ln++) {
@@ -246,20 +255,18 @@ static void reg_access_init(struct cg *g, struct reg_access *ra, const struct sb
   }
 }
 
+/* Byte offset of register r's element, from its coordinates. */
+static LLVMValueRef reg_off(struct cg *g, const struct reg_access *ra, uint32_t r) {
+  LLVMValueRef c[IR_MAX_RANK];
+  cg_coords(g, ra->l, r, c);
+  if (ra->rank == 1) c[1] = c[0], c[0] = cg_i32(g, 0);
+  return swizzle_off(g, ra->s, ra->trans ? c[1] : c[0], ra->trans ? c[0] : c[1]);
+}
+
 /* Shared-memory pointer to register r's element in slot `slot`. */
 static LLVMValueRef reg_access_ptr(struct cg *g, struct reg_access *ra, LLVMValueRef slot, uint32_t r) {
-  if (ra->x[r] < 0) {
-    LLVMValueRef c[IR_MAX_RANK];
-    cg_coords(g, ra->l, r, c);
-    if (ra->rank == 1) c[1] = c[0], c[0] = cg_i32(g, 0);
-    return swizzled_ptr(g, ra->s, slot, ra->trans ? c[1] : c[0], ra->trans ? c[0] : c[1]);
-  }
-  if (!ra->base) {
-    LLVMValueRef c[IR_MAX_RANK];
-    cg_coords(g, ra->l, 0, c);
-    if (ra->rank == 1) c[1] = c[0], c[0] = cg_i32(g, 0);
-    ra->base = swizzle_off(g, ra->s, ra->trans ? c[1] : c[0], ra->trans ? c[0] : c[1]);
-  }
+  if (ra->x[r] < 0) return slot_ptr(g, ra->s, slot, reg_off(g, ra, r));
+  if (!ra->base) ra->base = reg_off(g, ra, 0);
   LLVMValueRef off = ra->x[r] ? LLVMBuildXor(g->b, ra->base, cg_i32(g, (int32_t)ra->x[r]), "") : ra->base;
   LLVMValueRef p = slot_ptr(g, ra->s, slot, off);
   if (!ra->a[r]) return p;
@@ -323,16 +330,6 @@ static void unpack2(struct cg *g, LLVMValueRef w, LLVMTypeRef et, LLVMValueRef *
   *hi = LLVMBuildBitCast(g->b, h16, et, "");
 }
 
-/* swizzle_off on numbers. */
-static int64_t swizzle_num(const struct sbuf *s, int64_t row, int64_t col) {
-  int64_t pidx = 0;
-  if (s->panel != s->cols) {
-    pidx = col / s->panel;
-    col %= s->panel;
-  }
-  int64_t chunk = (col / s->vec) ^ (row / s->per_phase % s->max_phase);
-  return (row * s->panel + chunk * s->vec + col % s->vec + pidx * s->rows * s->panel) * s->eb;
-}
 
 /* The lane's part of an ldmatrix address in operand coordinates (d0, d1): lane L supplies
  * row L % 8 of matrix L / 8, matrices in the order of gen_ldmatrix. */

@@ -7,13 +7,13 @@
  * product). Guarantees: the warpgroups issue their products one after the other, so that
  * one warpgroup's elementwise work runs while the next one's products hold the Tensor
  * Cores. Only where that elementwise work holds a reduction (the forward's row maximum and
- * sum: a chain of shuffles the warpgroup waits on, which the other's products fill): where it
- * is elementwise alone (the backward's P and dS) the warpgroups interleave by themselves and
- * the turns' waits only cost, measured 5-20% on attention_bwd_dq and 5% over
+ * sum: a chain of shuffles the warpgroup waits on, which the other's products fill): where
+ * it is elementwise alone (the backward's P and dS) the warpgroups interleave by themselves
+ * and the turns' waits only cost, measured 5-20% on attention_bwd_dq and 5% over
  * attention_bwd_dkdv's shapes (PERF.md 78); schedule pingpong=1 adds turns there too,
- * pingpong=0 nowhere. The body, seen as a cycle, is cut at its longest stretch of work between two wgmma
- * (E, the elementwise part); the rest, from the wgmma after E round to the wgmma before it
- * (the products), is the warpgroup's turn:
+ * pingpong=0 nowhere. The body, seen as a cycle, is cut at its longest stretch of work
+ * between two wgmma (E, the elementwise part); the rest, from the wgmma after E round to the
+ * wgmma before it (the products), is the warpgroup's turn:
  *
  *                                 turn_pass {who=1}; turn_wait     (warpgroup 0 goes first)
  *   for ... {                     for ... {
