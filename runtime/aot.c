@@ -680,6 +680,7 @@ static bool emit_launcher(struct strbuf *sb, struct arena *a, const struct aot_k
     else sb_puts(sb, "NULL, 0, ");
     sb_printf(sb, "%u, %u, %d, %u, {", v->res.threads, v->res.smem_bytes, (int)v->res.persistent, v->res.ntmaps);
     for (unsigned m = 0; m < v->res.ntmaps; m++) {
+      /* never flat: a flat map needs the span31 fact, which the assumed facts never give */
       const struct cg_tmap *t = &v->res.tmaps[m];
       unsigned u = f->params.v[t->param].source_index;
       sb_printf(sb, "%s{%u, %d, %d, {%u, %u, %u, %u}, %d}", m ? ", " : "", ak->tensor_of[u], t->rank,

@@ -208,6 +208,19 @@ static int64_t uniform_trips(const struct ir_func *f, const struct rt_bound *b, 
   return (ub.i - lb.i + step.i - 1) / step.i;
 }
 
+/* The elements from tensor x's base to its last one, inclusive (1 when it is empty); -1 when
+ * a stride is negative. */
+int64_t rt_tensor_span(const struct interp_tensor *x) {
+  int64_t span = 1;
+  for (int d = 0; d < x->rank; d++) {
+    if (x->shape[d] <= 0) return 1;
+    if (x->strides[d] < 0) return -1;
+    if (x->shape[d] > 1 && x->strides[d] > (INT64_MAX - span) / (x->shape[d] - 1)) return INT64_MAX;
+    span += (x->shape[d] - 1) * x->strides[d];
+  }
+  return span;
+}
+
 /* Fills the facts of every tensor and shape parameter of `f` from the bound arguments and
  * encodes them into key, with the conditions the launch decides (uniform_ifs) and the trip
  * count of the loops row-cache would cache (cache_loop: an op of f, or 0). */
@@ -233,8 +246,10 @@ static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint32_t
         bits |= (uint8_t)((fa.stride1[d] ? 1 : 0) << (2 * d));
         bits |= (uint8_t)((fa.div16[d] ? 2 : 0) << (2 * d));
       }
+      int64_t span = rt_tensor_span(t);
+      fa.span31 = span > 0 && span <= INT32_MAX;
       if (apply) p->facts = fa;
-      key[n++] = fa.align;
+      key[n++] = (uint8_t)(fa.align | fa.span31 << 7);
       key[n++] = bits;
     } else if (p->kind == IR_PARAM_SHAPE) {
       int64_t v = a->scalar.i;
@@ -405,7 +420,13 @@ static tile_status encode_tmap(tile_context *ctx, tile_kernel *k, const struct c
   int rank = t->rank, eb = ir_dtype_bytes((ir_dtype)t->dtype);
   uint64_t dim[IR_MAX_RANK], stride[IR_MAX_RANK];
   uint32_t box[IR_MAX_RANK], es[IR_MAX_RANK];
-  for (int j = 0; j < rank; j++) {
+  if (t->flat) { /* 1-d over the elements from the base to the last (the span31 fact) */
+    dim[0] = (uint64_t)rt_tensor_span(x);
+    box[0] = t->box[rank - 1];
+    es[0] = 1;
+    rank = 1;
+  }
+  for (int j = 0; j < rank && !t->flat; j++) {
     int d = rank - 1 - j;
     dim[j] = x->shape[d] > 0 ? (uint64_t)x->shape[d] : 1; /* an empty dimension is never read */
     box[j] = t->box[d];
@@ -718,8 +739,8 @@ static int format_code_info(const struct rt_code_info *c, char *buf, size_t len)
                    c->whole_program ? 1 : 0, c->grid_dep ? 1 : 0, c->ntmaps);
   for (unsigned i = 0; i < c->ntmaps && n > 0 && (size_t)n < len; i++) {
     const struct cg_tmap *t = &c->tmaps[i];
-    n += snprintf(buf + n, len - (size_t)n, " %u/%d/%d/%u,%u,%u,%u/%d", t->param, t->rank, t->dtype, t->box[0],
-                  t->box[1], t->box[2], t->box[3], t->swizzle);
+    n += snprintf(buf + n, len - (size_t)n, " %u/%d/%d/%u,%u,%u,%u/%d/%d", t->param, t->rank, t->dtype, t->box[0],
+                  t->box[1], t->box[2], t->box[3], t->swizzle, t->flat);
   }
   return n;
 }
@@ -736,8 +757,9 @@ static bool parse_code_info(const char *s, const struct tile_kernel *k, struct r
   s += n;
   for (unsigned i = 0; i < c->ntmaps; i++) {
     struct cg_tmap *t = &c->tmaps[i];
-    if (sscanf(s, " %u/%d/%d/%u,%u,%u,%u/%d%n", &t->param, &t->rank, &t->dtype, &t->box[0], &t->box[1], &t->box[2],
-               &t->box[3], &t->swizzle, &n) != 8)
+    if (sscanf(s, " %u/%d/%d/%u,%u,%u,%u/%d/%d%n", &t->param, &t->rank, &t->dtype, &t->box[0], &t->box[1], &t->box[2],
+               &t->box[3], &t->swizzle, &t->flat, &n) != 9 ||
+        (t->flat != 0 && t->flat != 1))
       return false;
     s += n;
     /* a stored entry must describe a tensor parameter of this kernel */

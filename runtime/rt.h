@@ -226,6 +226,9 @@ tile_status rt_gpu_emit_code(tile_context *ctx, struct ir_func *f, const struct 
                              struct pass_options *po, struct arena *a, struct cg_result *res);
 /* The CUtensorMapDataType of an element type (TMA descriptors; aot.c writes it into code). */
 int rt_tmap_dtype(ir_dtype dt);
+/* The elements from a tensor's base to its last one, inclusive (1 when empty; -1 when a
+ * stride is negative). */
+int64_t rt_tensor_span(const struct interp_tensor *x);
 /* Times `o->reps` launches with device events into t[], setting *n. */
 tile_status rt_gpu_bench(tile_context *ctx, tile_kernel *k, const tile_arg *args, unsigned nargs,
                          const tile_bench_options *o, double *t, int *n);

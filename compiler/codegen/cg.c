@@ -706,6 +706,7 @@ static void collect_tmaps(struct cg *g, struct cg_result *res) {
     t->dtype = box->dtype;
     for (int d = 0; d < box->rank; d++) t->box[d] = (uint32_t)box->dims[d];
     t->swizzle = l->max_phase > 1 ? box->dims[box->rank - 1] * ir_dtype_bytes((ir_dtype)box->dtype) : 0;
+    t->flat = op->i[0] == 1;
   }
 }
 

@@ -24,6 +24,8 @@ struct cg_tmap {
   int dtype;               /* ir_dtype */
   uint32_t box[IR_MAX_RANK]; /* box dims, tensor order (outermost first) */
   int swizzle;             /* bytes: 0 (none), 32, 64 or 128 */
+  int flat;                /* 1: a 1-d map over the tensor's elements from its base to its
+                            * last (tma_desc {flat=1}), box[rank - 1] wide */
 };
 enum { CG_MAX_TMAPS = 8 };
 

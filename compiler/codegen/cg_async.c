@@ -123,6 +123,15 @@ static bool tma_copy_of(struct cg *g, const struct ir_op *op, uint32_t di, struc
   c->desc = cg_val(g, op->args[di])->r[0];
   for (int d = 0; d < c->rank; d++) c->idx[d] = cg_scalar_i32(g, op->args[di + 1 + d]);
   if (g->failed) return false;
+  const struct ir_op *desc = &g->f->ops.v[ir_def_op(g->f, op->args[di])];
+  if (desc->i[0] == 1) { /* flat: one coordinate, the slice start's element offset */
+    const struct cg_tensor *t = &g->tensors[ir_param_of(g->f, desc->args[0]) - g->f->params.v];
+    LLVMValueRef off = cg_i64(g, 0);
+    for (int d = 0; d < c->rank; d++)
+      off = LLVMBuildAdd(g->b, off, LLVMBuildMul(g->b, LLVMBuildSExt(g->b, c->idx[d], g->i64, ""), t->stride[d], ""), "");
+    c->idx[0] = LLVMBuildTrunc(g->b, off, g->i32, ""); /* span31: in range for every element */
+    c->rank = 1;
+  }
   c->slot_base = LLVMBuildAdd(g->b, base, LLVMBuildMul(g->b, slot, cg_i32(g, c->rows * cols * c->eb), ""), "");
   return true;
 }

@@ -200,6 +200,8 @@ struct ir_tensor_facts {
   uint8_t align;                /* base address alignment in bytes (1..16) */
   uint8_t stride1[IR_MAX_RANK]; /* 1: stride is known to be 1 (contiguous dimension) */
   uint8_t div16[IR_MAX_RANK];   /* 1: stride * elem bytes is a multiple of 16 */
+  uint8_t span31;               /* 1: every element lies fewer than 2^31 elements past the base
+                                 * (non-negative strides): a flat element index fits in i32 */
 };
 
 struct ir_param {

@@ -703,6 +703,10 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
           }
         }
         expect(ps, "]");
+        if (accept(ps, ",")) {
+          expect(ps, "span31");
+          par->facts.span31 = 1;
+        }
         expect(ps, "}");
       }
     } while (accept(ps, ","));

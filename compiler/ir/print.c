@@ -89,7 +89,7 @@ static void indent(struct printer *p, int depth) {
 }
 
 static bool omit_when_zero(const char *name) {
-  static const char *const names[] = {"fill", "stages", "tf32", "id", "threads", "async", "depth", "reverse"};
+  static const char *const names[] = {"fill", "stages", "tf32", "id", "threads", "async", "depth", "reverse", "flat"};
   for (size_t i = 0; i < TL_ARRAY_LEN(names); i++)
     if (strcmp(name, names[i]) == 0) return true;
   return false;
@@ -255,7 +255,7 @@ static void print_facts(struct printer *p, const struct ir_param *par, int rank)
   sb_printf(p->sb, " {align=%d, stride=[", fa->align);
   for (int i = 0; i < rank; i++)
     sb_printf(p->sb, "%s%s", i ? ", " : "", fa->stride1[i] ? "1" : fa->div16[i] ? "div16" : "?");
-  sb_puts(p->sb, "]}");
+  sb_puts(p->sb, fa->span31 ? "], span31}" : "]}");
 }
 
 static void print_list(struct strbuf *sb, const char *name, const uint8_t *v, int n) {

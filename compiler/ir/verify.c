@@ -426,6 +426,16 @@ static void check_tma_desc(struct verifier *v, uint32_t id) {
   int inner = r->dims[r->rank - 1] * ir_dtype_bytes(r->dtype);
   if (inner % 16) bad(v, id, "the box's rows are %d bytes, not a multiple of 16", inner);
   if (l->max_phase > 1 && inner > 128) bad(v, id, "a swizzled box row is %d bytes (at most 128)", inner);
+  if (op->i[0] != 0 && op->i[0] != 1) bad(v, id, "flat must be 0 or 1");
+  if (op->i[0] != 1) return;
+  /* a flat map: 1-d over the tensor's memory, so its elements must be addressable by an i32
+   * offset from a 16-byte aligned base along a unit last stride */
+  const struct ir_param *p = ir_param_of(v->f, op->args[0]);
+  if (!p->facts.stride1[t->rank - 1] || p->facts.align < 16 || !p->facts.span31)
+    bad(v, id, "a flat tma_desc needs a unit last stride, a 16-byte aligned base and span31 (the tensor's facts)");
+  for (int d = 0; d < r->rank - 1; d++)
+    if (r->dims[d] != 1) bad(v, id, "a flat box spans %d along dimension %d (1 but the last)", r->dims[d], d);
+  if (l->max_phase > 1) bad(v, id, "a flat box is not swizzled");
 }
 
 /* tma_load buf, slot, bar, barslot, desc, idx... and tma_reduce buf, slot, desc, idx...: the
@@ -467,6 +477,8 @@ static void check_tma_copy(struct verifier *v, uint32_t id) {
     if (mask >> d & 1) sliced[n++] = d;
     else if (box->dims[d] != 1) bad(v, id, "the box spans %d along dropped dimension %d", box->dims[d], d);
   }
+  if (v->f->ops.v[dd].i[0] == 1 && (nsl != 1 || !(mask >> (box->rank - 1) & 1) || !load))
+    bad(v, id, "a flat tma_desc loads 1-d slices of the last dimension only");
   int brows = sliced[0] < 0 ? 1 : box->dims[sliced[0]];
   if (brows != rows || cols % box->dims[sliced[1]] || box->dtype != buf->dtype)
     bad(v, id, "boxes of %dx%d do not tile the %dx%d buffer", brows, box->dims[sliced[1]], rows, cols);

@@ -210,6 +210,7 @@ struct loop_info {
   ir_val iv;
   int S;
   uint32_t copies[MAX_COPIES], ncopies;
+  uint8_t flat[MAX_COPIES]; /* the copy's tensor map is flat (ring_small_loads) */
   struct chain c;
 };
 
@@ -327,6 +328,7 @@ static bool pipeline_ring(struct pass_ctx *pc, struct loop_info *L, const struct
     ir_type_id bt = ir_type_intern(f, &boxes[i]);
     ir_val t = f->ops.v[L->copies[i]].args[2];
     descs[i] = ir_build1(&b, IR_TMA_DESC, bt, &t, 1);
+    f->ops.v[ir_def_op(f, descs[i])].i[0] = L->flat[i];
   }
   /* prologue: slots 0 .. S-2, each only if its iteration exists */
   const struct ir_op *lp = &f->ops.v[L->loop];
@@ -642,10 +644,55 @@ static int auto_stages(const struct ir_func *f, const struct loop_info *L) {
  * the loop variable, that TMA can copy (16-byte strides, 16 to 256 bytes, zero fill) becomes
  * one more copy of the ring: the producer fills a [1, n] buffer with the stage, the
  * consumers read it (local_load) where the load was, and the stage's release waits for it.
+ * A tensor whose other strides are not 16-byte multiples (LSE [B, H, N] with N = 2405) is
+ * copied through a flat map (tma_desc {flat=1}: 1-d over its elements, which needs a unit
+ * last stride, a 16-byte aligned base and the span31 fact); its box runs on past the row's
+ * end, so the consumers select the fill where an index lies outside the tensor.
  *
  *   %l = load %LSE[%b, %h, %m0] {mask=4}     =>   barrier; async_copy %buf, 0, %LSE[..] {mask=4}
  *                                                 async_commit; async_wait; barrier
- *                                                 %l = local_load %buf, 0                    */
+ *                                                 %l = local_load %buf, 0
+ *                                                 [flat: %l' = select %inside, %l, 0]        */
+
+/* After flat-copied local_load `id` (the row of `n` elements of tensor t at idx[0..rank),
+ * the last sliced): its uses read `inside ? value : 0`, inside = every index within t. */
+static void mask_flat_row(struct ir_func *f, uint32_t id, ir_val t, const ir_val *idx) {
+  const struct ir_type *tt = ir_vtype(f, t);
+  int rank = tt->rank;
+  ir_val l = f->ops.v[id].res;
+  struct ir_type vt = *ir_vtype(f, l);
+  uint32_t blk = f->ops.v[id].block;
+  struct ir_builder b;
+  ir_builder_before(&b, f, f->blocks.v[blk].ops.v[ir_op_index(f, id) + 1]);
+  b.loc = f->ops.v[id].loc;
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  ir_val dims[IR_MAX_RANK];
+  for (int d = 0; d < rank; d++)
+    dims[d] = IR_DIM_IS_SYM(tt->dims[d]) ? IR_DIM_SYM_VALUE(tt->dims[d]) : ir_const_int(&b, i32, tt->dims[d]);
+  /* the dropped dimensions' indices: one scalar condition */
+  ir_val ok = 0;
+  for (int d = 0; d < rank - 1; d++) {
+    ir_val c = ir_binary(&b, IR_AND, ir_binary(&b, IR_GE, idx[d], ir_const_int(&b, i32, 0)),
+                         ir_binary(&b, IR_LT, idx[d], dims[d]));
+    ok = ok ? ir_binary(&b, IR_AND, ok, c) : c;
+  }
+  /* the row's: start + arange(n) within [0, size) */
+  struct ir_type it = vt, bt = vt;
+  it.dtype = DT_I32;
+  bt.dtype = DT_BOOL;
+  ir_type_id iti = ir_type_intern(f, &it), bti = ir_type_intern(f, &bt);
+  ir_val col = ir_build1(&b, IR_ARANGE, iti, NULL, 0);
+  col = ir_binary(&b, IR_ADD, col, ir_build1(&b, IR_SPLAT, iti, &idx[rank - 1], 1));
+  ir_val in = ir_binary(&b, IR_AND, ir_binary(&b, IR_GE, col, ir_const_int(&b, iti, 0)),
+                        ir_binary(&b, IR_LT, col, ir_build1(&b, IR_SPLAT, iti, &dims[rank - 1], 1)));
+  if (ok) in = ir_binary(&b, IR_AND, in, ir_build1(&b, IR_SPLAT, bti, &ok, 1));
+  ir_type_id lt = f->values.v[l].type;
+  ir_val zero = ir_dtype_is_float((ir_dtype)vt.dtype) ? ir_const_float(&b, lt, 0.0) : ir_const_int(&b, lt, 0);
+  ir_val sa[3] = {in, l, zero};
+  ir_val sel = ir_build1(&b, IR_SELECT, lt, sa, 3);
+  ir_replace_uses(f, l, sel);
+  ir_op_set_args(f, ir_def_op(f, sel), sa, 3); /* the select itself still reads the buffer's row */
+}
 static void ring_small_loads(struct ir_func *f, struct loop_info *L, struct ir_type *boxes) {
   uint32_t body = L->body;
   for (uint32_t i = 0; i < f->blocks.v[body].ops.n && L->ncopies < MAX_COPIES; i++) {
@@ -657,7 +704,9 @@ static void ring_small_loads(struct ir_func *f, struct loop_info *L, struct ir_t
     int rank = tt->rank, eb = ir_dtype_bytes((ir_dtype)rt->dtype), n = rt->dims[0];
     if (rt->rank != 1 || mask != 1ull << (rank - 1) || n * eb % 16 || n * eb > 256 || n > 256) continue;
     const struct ir_param *p = ir_param_of(f, op->args[0]);
-    if (!p || !ir_facts_allow_vector(p, tt, rank - 1, 16)) continue;
+    if (!p) continue;
+    bool flat = !ir_facts_allow_vector(p, tt, rank - 1, 16);
+    if (flat && (!p->facts.stride1[rank - 1] || p->facts.align < 16 || !p->facts.span31)) continue;
     bool moves = false;
     struct chain c = L->c;
     bool ok = true;
@@ -698,6 +747,7 @@ static void ring_small_loads(struct ir_func *f, struct loop_info *L, struct ir_t
     args[na++] = buf;
     args[na++] = slot;
     for (uint32_t k = 0; k < op->nargs; k++) args[na++] = op->args[k];
+    ir_val tensor = args[2], *idx = args + 3;
     uint32_t cp = ir_build(&b, IR_ASYNC_COPY, args, na, NULL, 0);
     f->ops.v[cp].i[0] = (int64_t)mask;
     ir_build(&b, IR_ASYNC_COMMIT, NULL, 0, NULL, 0);
@@ -705,7 +755,9 @@ static void ring_small_loads(struct ir_func *f, struct loop_info *L, struct ir_t
     f->ops.v[w].i[0] = 0;
     ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
     ir_op_rewrite(f, id, IR_LOCAL_LOAD, (ir_val[]){buf, slot}, 2); /* the load's value, read from the buffer */
+    if (flat) mask_flat_row(f, id, tensor, idx);
     boxes[L->ncopies] = box;
+    L->flat[L->ncopies] = flat;
     L->copies[L->ncopies++] = cp;
     i = ir_op_index(f, id); /* past what was inserted in front of it */
   }

@@ -207,6 +207,47 @@ Test(spec, swizzled_register_stores_go_in_pairs) {
   tile_context_destroy(ctx);
 }
 
+/* Rows of a tensor whose strides are not 16-byte multiples still join a ring (PERF.md 80):
+ * at N = 77 the fused backward's LSE and delta ([B, H, N] f32) are copied by the producer
+ * through flat (1-d) tensor maps, none loaded by the consumers themselves; an LSE whose
+ * elements lie 2^31 or more past its base (no span31 fact) stays a consumer load. */
+static struct rt_artifact build_bwd_ragged(tile_context *ctx, tile_kernel *k, const int64_t *lse_strides) {
+  const int64_t B = 1, H = 2, N = 77;
+  tile_arg a[10] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, N}, lse_strides),
+                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, N}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_F32, 4, (int64_t[]){B, H, N, 128}, NULL),
+                    tile_arg_float(0.125)};
+  return build(ctx, k, a, 10);
+}
+
+Test(spec, unaligned_rows_join_the_ring_through_flat_maps) {
+  tile_context *ctx = NULL;
+  tile_define d[2] = {{"T", "bf16"}, {"D", "128"}};
+  tile_kernel *k = compile_sm90a(&ctx, "attention_bwd.tile", "attention_bwd_fused", d, 2);
+  struct rt_artifact flat = build_bwd_ragged(ctx, k, NULL);
+  cr_expect(count(flat.ptx, "cp.async.bulk.tensor.1d") == 2, "LSE and delta: %u 1-d tensor copies",
+            count(flat.ptx, "cp.async.bulk.tensor.1d"));
+  cr_expect(count(flat.ptx, "ld.global") == 0, "%u consumer loads", count(flat.ptx, "ld.global"));
+  unsigned nflat = 0;
+  for (unsigned i = 0; i < flat.code.ntmaps; i++) nflat += flat.code.tmaps[i].flat;
+  cr_expect(nflat == 2, "%u flat maps", nflat);
+  struct rt_artifact far = build_bwd_ragged(ctx, k, (int64_t[]){1ll << 32, (1ll << 31) + 1, 1});
+  cr_expect(!same_key(&flat, &far), "span31 is not in the specialization key");
+  cr_expect(count(far.ptx, "cp.async.bulk.tensor.1d") == 1, "delta only: %u 1-d tensor copies",
+            count(far.ptx, "cp.async.bulk.tensor.1d"));
+  cr_expect(count(far.ptx, "ld.global") > 0, "LSE past 2^31 elements copied flat");
+  rt_artifact_free(&flat);
+  rt_artifact_free(&far);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
 /* A division by a shape size specializes on whether that size is a power of two: paged
  * decode attention's `pos / PAGE` and `pos % PAGE` (the page and the slot of each key)
  * compile to shifts and masks for 16-token pages and stay divisions for 12-token ones; the
