@@ -777,7 +777,7 @@ void cg_gen_async_copy(struct cg *g, const struct ir_op *op) {
      * computed once per copy) and the thread's part (loop invariant in a pipelined loop),
      * and the bounds tests compare corner + thread index in 32 bits: with i32 corners and
      * sizes, a sum past INT32_MAX wraps negative and fails the unsigned test, as it must. */
-    LLVMValueRef r0 = cg_val(g, op->args[3 + drow])->r[0], c0 = cg_val(g, op->args[3 + dcol])->r[0];
+    LLVMValueRef r0 = cg_scalar_i32(g, op->args[3 + drow]), c0 = cg_scalar_i32(g, op->args[3 + dcol]);
     LLVMValueRef rsz = LLVMBuildTrunc(g->b, size[drow], g->i32, ""), csz = LLVMBuildTrunc(g->b, size[dcol], g->i32, "");
     LLVMValueRef corner = LLVMBuildAdd(g->b, fixed_off, LLVMBuildAdd(g->b, LLVMBuildMul(g->b, start[drow], t->stride[drow], ""),
                                                                       LLVMBuildMul(g->b, start[dcol], t->stride[dcol], ""), ""), "");
