@@ -662,7 +662,11 @@ static bool completed_by(const struct ir_func *f, uint32_t w, ir_val a) {
     if (b->ops.v[i] == d) later = 0;
     else if (b->ops.v[i] == w) return later >= f->ops.v[w].i[0];
     else if (later >= 0 && op->code == IR_WGMMA && op->i[1]) later++;
-    else if (later >= 0 && op->nregions) return false; /* (groups issued in nested blocks: not counted) */
+    else if (later >= 0 && op->nregions) { /* groups issued in nested blocks: not counted */
+      static const uint16_t wgmma[1] = {IR_WGMMA};
+      for (uint32_t r = 0; r < op->nregions; r++)
+        if (ir_block_has_op(f, op->region + r, wgmma, 1)) return false;
+    }
   }
   return false;
 }

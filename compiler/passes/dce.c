@@ -2,7 +2,8 @@
  *
  * Needs: verified IR. Guarantees: no pure op has unused results; a for or if whose results
  * are unused and whose regions write no memory is deleted with its regions; loop-carried
- * values that feed only themselves are removed from their loop. Afterwards each tensor and
+ * values that feed only themselves are removed from their loop, and an if's unused results
+ * from the if (the transpose pass leaves them). Afterwards each tensor and
  * scalar parameter's `used` flag says whether the kernel still reads it (after
  * specialization an epilogue's bias may be gone; the launcher then accepts NULL for it).
  *
@@ -181,12 +182,44 @@ static bool drop_dead_carried(struct ir_func *f, uint32_t id, const uint32_t *us
   return true;
 }
 
+/* Rebuilds if op `id` without its unused results (some used, some not); its regions move
+ * to the new op and their yields lose the dropped values. True if it changed anything. */
+static bool drop_dead_results(struct ir_func *f, uint32_t id, const uint32_t *uses) {
+  const struct ir_op *op = &f->ops.v[id];
+  uint32_t n = op->nres, m = 0;
+  if (!n || n > 256 || op->nregions != 2) return false;
+  ir_type_id types[256];
+  for (uint32_t k = 0; k < n; k++)
+    if (uses[op->res + k]) types[m++] = f->values.v[op->res + k].type;
+  if (m == n || m == 0) return false; /* none unused, or all (sweep deletes the if) */
+  struct ir_builder b;
+  ir_builder_before(&b, f, id);
+  b.loc = op->loc;
+  uint32_t nid = ir_build_if(&b, op->args[0], types, m);
+  for (uint32_t r = 0; r < 2; r++) {
+    uint32_t ob = f->ops.v[id].region + r, nb = f->ops.v[nid].region + r;
+    f->blocks.v[nb].ops = f->blocks.v[ob].ops;
+    memset(&f->blocks.v[ob].ops, 0, sizeof f->blocks.v[ob].ops);
+    for (uint32_t i = 0; i < f->blocks.v[nb].ops.n; i++) f->ops.v[f->blocks.v[nb].ops.v[i]].block = nb;
+    uint32_t y = VEC_LAST(f->blocks.v[nb].ops);
+    ir_val yargs[256];
+    for (uint32_t k = 0, j = 0; k < n; k++)
+      if (uses[f->ops.v[id].res + k]) yargs[j++] = f->ops.v[y].args[k];
+    ir_op_set_args(f, y, yargs, m);
+  }
+  for (uint32_t k = 0, j = 0; k < n; k++)
+    if (uses[f->ops.v[id].res + k]) ir_replace_uses(f, f->ops.v[id].res + k, f->ops.v[nid].res + j++);
+  ir_op_remove(f, id);
+  return true;
+}
+
 static bool drop_carried_in(struct ir_func *f, uint32_t blk, const uint32_t *uses, struct arena *scratch) {
   struct ir_block *b = &f->blocks.v[blk];
   for (uint32_t i = 0; i < b->ops.n; i++) {
     uint32_t id = b->ops.v[i];
     struct ir_op *op = &f->ops.v[id];
     if (op->code == IR_FOR && drop_dead_carried(f, id, uses, scratch)) return true;
+    if (op->code == IR_IF && drop_dead_results(f, id, uses)) return true;
     for (uint32_t r = 0; r < op->nregions; r++)
       if (drop_carried_in(f, op->region + r, uses, scratch)) return true;
     b = &f->blocks.v[blk];

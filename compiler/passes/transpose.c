@@ -14,6 +14,8 @@
  *   trans(expand_dims(v, axis)) -> expand_dims(v, 1 - axis)
  *   trans(const), trans(splat) -> the constant or splat of the swapped shape
  *   trans(trans(x))         -> x
+ *   trans(if c {yield x} else {yield y}) -> the if yielding trans(x), trans(y) too (one
+ *                                           rank-2 result: a mask applied in some steps)
  *
  * Why: attention's backward writes P = softmax(Q K^T) and needs P^T as the left operand of
  * dV += P^T dO (and dS^T of dK += dS^T Q). Transposing a product's result in registers
@@ -35,14 +37,20 @@
 
 #include "passes.h"
 
+enum { MAX_IFS = 16 };
+
 struct tp {
   struct ir_func *f;
+  uint32_t nops;       /* ops before the pass (cand, comp index them) */
   uint32_t *use_start; /* uses of value v: use_op[use_start[v] .. use_start[v+1]) */
   uint32_t *use_op;
   uint8_t *cand;       /* op -> 1 while it is in a chain */
   uint32_t *comp;      /* op -> its chain's number (cand ops only) */
   ir_val *memo;        /* value -> its transpose, once built */
   uint32_t nvalues;
+  uint32_t ifs[MAX_IFS][2]; /* if ops rebuilt with a transposed result: old, new (the old
+                             * one's result is replaced and the op removed at the end) */
+  uint32_t nifs;
 };
 
 static bool is_rank2_tile(const struct ir_func *f, ir_val v) {
@@ -64,10 +72,26 @@ static bool cheap(const struct tp *t, ir_val v) {
 }
 
 static bool chain_op(const struct ir_func *f, const struct ir_op *op) {
-  if (!op->block || op->nres != 1 || op->nregions) return false;
+  if (!op->block || op->nres != 1) return false;
   if (!is_rank2_tile(f, op->res)) return false;
+  if (op->code == IR_IF) return op->nregions == 2;
+  if (op->nregions) return false;
   if (op->code == IR_BROADCAST) return is_rank2_tile(f, op->args[0]); /* a row or column */
   return op->code == IR_DOT || (ir_ops[op->code].flags & OPF_ELEM);
+}
+
+/* The value region r of if op `id` yields (its one result). */
+static ir_val yielded(const struct ir_func *f, uint32_t id, uint32_t r) {
+  const struct ir_block *b = &f->blocks.v[f->ops.v[id].region + r];
+  return f->ops.v[VEC_LAST(b->ops)].args[0];
+}
+
+/* The if op whose region ends with yield op u, when u is such a yield (else 0). */
+static uint32_t yield_owner(const struct ir_func *f, uint32_t u) {
+  const struct ir_op *op = ir_op(f, u);
+  if (op->code != IR_YIELD) return 0;
+  uint32_t owner = f->blocks.v[op->block].parent;
+  return owner && f->ops.v[owner].code == IR_IF ? owner : 0;
 }
 
 /* Marks the chain behind value v (the operand of a trans): elementwise ops back to the
@@ -79,6 +103,10 @@ static void mark(struct tp *t, ir_val v) {
   const struct ir_op *op = ir_op(t->f, d);
   if (op->code == IR_DOT) {
     mark(t, op->args[2]);
+    return;
+  }
+  if (op->code == IR_IF) {
+    for (uint32_t r = 0; r < 2; r++) mark(t, yielded(t->f, d, r));
     return;
   }
   for (uint32_t k = 0; k < op->nargs; k++)
@@ -96,6 +124,8 @@ static bool operand_use(const struct tp *t, uint32_t u, ir_val v) {
 static bool use_ok(const struct tp *t, uint32_t u, ir_val v) {
   const struct ir_op *op = ir_op(t->f, u);
   if (op->code == IR_TRANS || operand_use(t, u, v)) return true;
+  uint32_t owner = yield_owner(t->f, u);
+  if (owner) return t->cand[owner] && op->nargs == 1;
   if (!t->cand[u]) return false;
   if (op->code == IR_DOT) return op->args[2] == v && op->args[0] != v && op->args[1] != v;
   return true;
@@ -132,8 +162,13 @@ static void label(struct tp *t, uint32_t op, uint32_t c, uint32_t *stack, uint32
   while (n) {
     uint32_t id = stack[--n];
     const struct ir_op *o = ir_op(t->f, id);
-    for (uint32_t k = 0; k < o->nargs; k++) { /* operands' definitions */
-      uint32_t d = ir_def_op(t->f, o->args[k]);
+    ir_val ins[3 + 2];
+    uint32_t nin = 0;
+    for (uint32_t k = 0; k < o->nargs && k < 3; k++) ins[nin++] = o->args[k];
+    if (o->code == IR_IF)
+      for (uint32_t r = 0; r < 2; r++) ins[nin++] = yielded(t->f, id, r);
+    for (uint32_t k = 0; k < nin; k++) { /* operands' definitions (an if's: what it yields) */
+      uint32_t d = ir_def_op(t->f, ins[k]);
       if (d && t->cand[d] && !t->comp[d] && n < cap) {
         t->comp[d] = c;
         stack[n++] = d;
@@ -141,6 +176,7 @@ static void label(struct tp *t, uint32_t op, uint32_t c, uint32_t *stack, uint32
     }
     for (uint32_t j = t->use_start[o->res]; j < t->use_start[o->res + 1]; j++) { /* users */
       uint32_t u = t->use_op[j];
+      if (yield_owner(t->f, u)) u = yield_owner(t->f, u); /* a yield's user: its if */
       if (t->cand[u] && !t->comp[u] && n < cap) {
         t->comp[u] = c;
         stack[n++] = u;
@@ -176,6 +212,32 @@ static void after_def(struct tp *t, struct ir_builder *b, ir_val v) {
     ir_builder_at_end(b, f, blk);
 }
 
+static ir_val tv(struct tp *t, ir_val v);
+
+/* The transpose of chain if `id`'s result: each region's yielded value transposed (built
+ * where that value is) and yielded too, by a new if that takes over the regions. */
+static ir_val transpose_if(struct tp *t, uint32_t id) {
+  struct ir_func *f = t->f;
+  ir_val x[2];
+  for (uint32_t r = 0; r < 2; r++) x[r] = tv(t, yielded(f, id, r));
+  struct ir_builder b;
+  ir_builder_before(&b, f, id);
+  b.loc = f->ops.v[id].loc;
+  ir_type_id types[2] = {f->values.v[f->ops.v[id].res].type, swapped(f, f->ops.v[id].res)};
+  uint32_t ni = ir_build_if(&b, f->ops.v[id].args[0], types, 2);
+  for (uint32_t r = 0; r < 2; r++) {
+    uint32_t ob = f->ops.v[id].region + r, nb = f->ops.v[ni].region + r;
+    f->blocks.v[nb].ops = f->blocks.v[ob].ops;
+    memset(&f->blocks.v[ob].ops, 0, sizeof f->blocks.v[ob].ops);
+    for (uint32_t i = 0; i < f->blocks.v[nb].ops.n; i++) f->ops.v[f->blocks.v[nb].ops.v[i]].block = nb;
+    uint32_t y = VEC_LAST(f->blocks.v[nb].ops);
+    ir_op_set_args(f, y, (ir_val[]){f->ops.v[y].args[0], x[r]}, 2);
+  }
+  t->ifs[t->nifs][0] = id;
+  t->ifs[t->nifs++][1] = ni;
+  return ir_res(f, ni, 1);
+}
+
 /* The transpose of rank-2 value v, built once. */
 static ir_val tv(struct tp *t, ir_val v) {
   struct ir_func *f = t->f;
@@ -183,9 +245,11 @@ static ir_val tv(struct tp *t, ir_val v) {
   uint32_t d = ir_def_op(t->f, v);
   ir_val r;
   struct ir_builder b;
-  if (d && f->ops.v[d].code == IR_TRANS) {
+  if (d && d < t->nops && t->cand[d] && f->ops.v[d].code == IR_IF) {
+    r = transpose_if(t, d);
+  } else if (d && f->ops.v[d].code == IR_TRANS) {
     r = f->ops.v[d].args[0];
-  } else if (d && (t->cand[d] || cheap(t, v))) {
+  } else if (d && ((d < t->nops && t->cand[d]) || cheap(t, v))) {
     struct ir_op op = f->ops.v[d]; /* copy: building may grow f->ops */
     ir_val args[3];
     uint32_t na = op.nargs;
@@ -243,7 +307,7 @@ static uint32_t chain_cost(struct tp *t, uint32_t c, uint32_t *seen) {
 void pass_transpose(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   if (f->stage != IR_STAGE_GENERIC) return;
-  struct tp t = {.f = f, .nvalues = f->values.n};
+  struct tp t = {.f = f, .nvalues = f->values.n, .nops = f->ops.n};
   uint32_t nops = f->ops.n;
   t.cand = arena_alloc(pc->scratch, nops);
   bool any = false;
@@ -290,6 +354,9 @@ void pass_transpose(struct pass_ctx *pc) {
   for (uint32_t c = 1; c <= nc; c++) take[c] = removed[c] > chain_cost(&t, c, seen);
   for (uint32_t i = 1; i < nops; i++) /* chains not taken are left alone */
     if (t.cand[i] && !take[t.comp[i]]) t.cand[i] = 0;
+  uint32_t nif = 0; /* (at most MAX_IFS ifs rebuilt: a chain with more is left alone) */
+  for (uint32_t i = 1; i < nops; i++) nif += t.cand[i] && f->ops.v[i].code == IR_IF;
+  if (nif > MAX_IFS) return;
   t.memo = arena_alloc(pc->scratch, t.nvalues * sizeof *t.memo);
   for (uint32_t i = 1; i < nops; i++) {
     const struct ir_op *op = &f->ops.v[i];
@@ -317,5 +384,9 @@ void pass_transpose(struct pass_ctx *pc) {
       for (uint32_t k = 0; k < 2; k++)
         if (f->ops.v[u].args[k] == r) f->ops.v[u].args[k] = back;
     }
+  }
+  for (uint32_t i = 0; i < t.nifs; i++) { /* the rebuilt ifs take the old ones' place */
+    ir_replace_uses(f, ir_res(f, t.ifs[i][0], 0), ir_res(f, t.ifs[i][1], 0));
+    ir_op_remove(f, t.ifs[i][0]);
   }
 }
