@@ -482,13 +482,17 @@ uint32_t ir_for_add_carried(struct ir_func *f, uint32_t loop, const ir_val *init
   memcpy(f->ops.v[nl].i, lp->i, sizeof lp->i);
   uint32_t nbody = f->ops.v[nl].region;
   ir_val base = f->blocks.v[nbody].args;
-  f->blocks.v[nbody].ops = f->blocks.v[body].ops;
-  memset(&f->blocks.v[body].ops, 0, sizeof f->blocks.v[body].ops);
-  for (uint32_t i = 0; i < f->blocks.v[nbody].ops.n; i++) f->ops.v[f->blocks.v[nbody].ops.v[i]].block = nbody;
+  ir_move_ops(f, body, nbody);
   for (uint32_t k = 0; k <= nc; k++) ir_replace_uses(f, f->blocks.v[body].args + k, base + k);
   for (uint32_t k = 0; k < nc; k++) ir_replace_uses(f, f->ops.v[loop].res + k, f->ops.v[nl].res + k);
   ir_op_remove(f, loop);
   return nl;
+}
+
+void ir_move_ops(struct ir_func *f, uint32_t from, uint32_t to) {
+  f->blocks.v[to].ops = f->blocks.v[from].ops;
+  memset(&f->blocks.v[from].ops, 0, sizeof f->blocks.v[from].ops);
+  for (uint32_t i = 0; i < f->blocks.v[to].ops.n; i++) f->ops.v[f->blocks.v[to].ops.v[i]].block = to;
 }
 
 uint32_t ir_build_if(struct ir_builder *b, ir_val cond, const ir_type_id *types, uint32_t ntypes) {

@@ -326,6 +326,8 @@ uint32_t ir_build_for(struct ir_builder *b, ir_val lb, ir_val ub, ir_val step, c
  * redirected. The body's yield is unchanged: the caller appends the new yielded values.
  * Returns the new loop; its extra block arguments follow the old ones. */
 uint32_t ir_for_add_carried(struct ir_func *f, uint32_t loop, const ir_val *inits, uint32_t n);
+/* Moves block `from`'s ops (in order) to the empty block `to`; `from` is left empty. */
+void ir_move_ops(struct ir_func *f, uint32_t from, uint32_t to);
 /* if: results of the given types; regions: then, else (both possibly empty of ops). */
 uint32_t ir_build_if(struct ir_builder *b, ir_val cond, const ir_type_id *types, uint32_t ntypes);
 

@@ -168,9 +168,7 @@ static bool drop_dead_carried(struct ir_func *f, uint32_t id, const uint32_t *us
     if (live_slot[k]) yargs[j++] = f->ops.v[yid].args[k];
   ir_op_set_args(f, yid, yargs, m);
   /* move the body, then rewire arguments and results */
-  f->blocks.v[newb].ops = f->blocks.v[oldb].ops;
-  memset(&f->blocks.v[oldb].ops, 0, sizeof f->blocks.v[oldb].ops);
-  for (uint32_t i = 0; i < f->blocks.v[newb].ops.n; i++) f->ops.v[f->blocks.v[newb].ops.v[i]].block = newb;
+  ir_move_ops(f, oldb, newb);
   ir_replace_uses(f, old_args, new_args);
   for (uint32_t k = 0, j = 0; k < n; k++)
     if (live_slot[k]) {
@@ -197,10 +195,8 @@ static bool drop_dead_results(struct ir_func *f, uint32_t id, const uint32_t *us
   b.loc = op->loc;
   uint32_t nid = ir_build_if(&b, op->args[0], types, m);
   for (uint32_t r = 0; r < 2; r++) {
-    uint32_t ob = f->ops.v[id].region + r, nb = f->ops.v[nid].region + r;
-    f->blocks.v[nb].ops = f->blocks.v[ob].ops;
-    memset(&f->blocks.v[ob].ops, 0, sizeof f->blocks.v[ob].ops);
-    for (uint32_t i = 0; i < f->blocks.v[nb].ops.n; i++) f->ops.v[f->blocks.v[nb].ops.v[i]].block = nb;
+    uint32_t nb = f->ops.v[nid].region + r;
+    ir_move_ops(f, f->ops.v[id].region + r, nb);
     uint32_t y = VEC_LAST(f->blocks.v[nb].ops);
     ir_val yargs[256];
     for (uint32_t k = 0, j = 0; k < n; k++)

@@ -226,10 +226,8 @@ static ir_val transpose_if(struct tp *t, uint32_t id) {
   ir_type_id types[2] = {f->values.v[f->ops.v[id].res].type, swapped(f, f->ops.v[id].res)};
   uint32_t ni = ir_build_if(&b, f->ops.v[id].args[0], types, 2);
   for (uint32_t r = 0; r < 2; r++) {
-    uint32_t ob = f->ops.v[id].region + r, nb = f->ops.v[ni].region + r;
-    f->blocks.v[nb].ops = f->blocks.v[ob].ops;
-    memset(&f->blocks.v[ob].ops, 0, sizeof f->blocks.v[ob].ops);
-    for (uint32_t i = 0; i < f->blocks.v[nb].ops.n; i++) f->ops.v[f->blocks.v[nb].ops.v[i]].block = nb;
+    uint32_t nb = f->ops.v[ni].region + r;
+    ir_move_ops(f, f->ops.v[id].region + r, nb);
     uint32_t y = VEC_LAST(f->blocks.v[nb].ops);
     ir_op_set_args(f, y, (ir_val[]){f->ops.v[y].args[0], x[r]}, 2);
   }
