@@ -706,7 +706,9 @@ static void ring_small_loads(struct ir_func *f, struct loop_info *L, struct ir_t
     const struct ir_param *p = ir_param_of(f, op->args[0]);
     if (!p) continue;
     bool flat = !ir_facts_allow_vector(p, tt, rank - 1, 16);
-    if (flat && (!p->facts.stride1[rank - 1] || p->facts.align < 16 || !p->facts.span31)) continue;
+    if (flat && (!tl_sched_get(f->sched.flatrows, 0) || !p->facts.stride1[rank - 1] || p->facts.align < 16 ||
+                 !p->facts.span31))
+      continue;
     bool moves = false;
     struct chain c = L->c;
     bool ok = true;

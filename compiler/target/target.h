@@ -122,12 +122,16 @@ const char *tl_target_names(void);
  *                    first read (wgmma-async pass); on by default (PERF.md 79: the fused
  *                    backward 1-30% faster at hd128 and hd64 N=4096, 6% slower at hd64
  *                    N=2405; PERF.md 77 measured it slower while hd128 spilled)
+ *   flatrows=0|1     1: a ring loop's small rows of a tensor whose strides are not 16-byte
+ *                    multiples are copied through flat (1-d) tensor maps (pipeline pass);
+ *                    off by default (PERF.md 81: illegal instructions on the H200 at
+ *                    N = 2405, cause not found yet)
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows, bulkreduce, early;
+      pdl, gatherrows, bulkreduce, early, flatrows;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   short producer_regs, consumer_regs;
 };

@@ -11,9 +11,11 @@ if len(sys.argv) > 1:
     import bench_examples as be  # noqa: E402
     n, h, d = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     c = be.BwdCase(1, h, h, n, d, False, torch.float16)
-    be.attention_bwd_fused(c)
+    be.attention_bwd_fused(c, None, sys.argv[4] if len(sys.argv) > 4 else None)
     sys.exit(0)
 for n, h, d in ((2404, 16, 64), (2405, 16, 64), (2406, 16, 64), (2405, 2, 64), (333, 16, 64), (2405, 16, 128)):
-    r = subprocess.run([sys.executable, __file__, str(n), str(h), str(d)], capture_output=True, text=True, timeout=120)
-    tail = (r.stdout + r.stderr).strip().splitlines()
-    print("N=%d H=%d D=%d rc=%d %s" % (n, h, d, r.returncode, tail[-1][:200] if tail else ""))
+    for sched in ([], ["flatrows=1"]):
+        r = subprocess.run([sys.executable, __file__, str(n), str(h), str(d)] + sched, capture_output=True, text=True,
+                           timeout=120)
+        tail = (r.stdout + r.stderr).strip().splitlines()
+        print("N=%d H=%d D=%d %s rc=%d %s" % (n, h, d, sched, r.returncode, tail[-1][:200] if tail else ""))
