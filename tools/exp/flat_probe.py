@@ -13,8 +13,9 @@ if len(sys.argv) > 1:
     c = be.BwdCase(1, h, h, n, d, False, torch.float16)
     be.attention_bwd_fused(c, None, sys.argv[4] if len(sys.argv) > 4 else None)
     sys.exit(0)
-for n, h, d in ((2404, 16, 64), (2405, 16, 64), (2406, 16, 64), (2405, 2, 64), (333, 16, 64), (2405, 16, 128)):
-    for sched in ([], ["flatrows=1"]):
+for n, h, d, sched in ((2405, 16, 64, []), (2405, 16, 64, ["flatrows=1"]), (2406, 16, 64, ["flatrows=1"]),
+                       (2405, 16, 128, ["flatrows=1"]), (333, 16, 64, ["flatrows=1"])):
+    if True:
         r = subprocess.run([sys.executable, __file__, str(n), str(h), str(d)] + sched, capture_output=True, text=True,
                            timeout=120)
         tail = (r.stdout + r.stderr).strip().splitlines()
