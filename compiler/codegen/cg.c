@@ -623,6 +623,8 @@ static void gen_elementwise(struct cg *g, const struct ir_op *op) {
 
 LLVMValueRef cg_const(struct cg *g, ir_dtype dt, int64_t i, double f) {
   LLVMTypeRef t = cg_reg_type(g, dt);
+  /* fp8 lives in i8 registers: the value's code, by the same conversion as a cast (folded) */
+  if (dt == DT_F8E4M3 || dt == DT_F8E5M2) return cg_f32_to_f8(g, fconst(g, f), dt);
   if (ir_dtype_is_float(dt)) return LLVMConstReal(t, f);
   return LLVMConstInt(t, (unsigned long long)i, 1);
 }
