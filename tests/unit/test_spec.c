@@ -178,6 +178,23 @@ Test(spec, memory_bound_rows_ask_for_four_programs) {
   tile_context_destroy(ctx);
 }
 
+/* attention_bwd_fused at head dim 128 (bf16), B=1, H=HKV=2, N=NK=n; LSE with the given strides
+ * (NULL: contiguous). */
+static struct rt_artifact build_bwd_fused(tile_context *ctx, tile_kernel *k, int64_t n, const int64_t *lse_strides) {
+  const int64_t B = 1, H = 2;
+  tile_arg a[10] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, n}, lse_strides),
+                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, n}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_F32, 4, (int64_t[]){B, H, n, 128}, NULL),
+                    tile_arg_float(0.088)};
+  return build(ctx, k, a, 10);
+}
+
 /* Register tiles written to swizzled shared memory (PERF.md 79): the fused backward at head
  * dim 128 stores dS (bf16) as pairs in 32-bit accesses and dQ's partial sums (f32) as pairs
  * in 64-bit ones, never one 16-bit element at a time, and a wgmma kernel reads its warp
@@ -186,18 +203,7 @@ Test(spec, swizzled_register_stores_go_in_pairs) {
   tile_context *ctx = NULL;
   tile_define d[2] = {{"T", "bf16"}, {"D", "128"}};
   tile_kernel *k = compile_sm90a(&ctx, "attention_bwd.tile", "attention_bwd_fused", d, 2);
-  const int64_t B = 1, H = 2, N = 256;
-  tile_arg a[10] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, N}, NULL),
-                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, N}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_F32, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_float(0.088)};
-  struct rt_artifact art = build(ctx, k, a, 10);
+  struct rt_artifact art = build_bwd_fused(ctx, k, 256, NULL);
   cr_expect(count(art.ptx, "st.shared.b16") == 0, "16-bit shared stores: %u", count(art.ptx, "st.shared.b16"));
   cr_expect(count(art.ptx, "st.shared.v2.b32") >= 16, "dQ's pairs: %u 64-bit shared stores",
             count(art.ptx, "st.shared.v2.b32"));
@@ -212,33 +218,18 @@ Test(spec, swizzled_register_stores_go_in_pairs) {
  * at N = 77 the fused backward's LSE and delta ([B, H, N] f32) are copied by the producer
  * through flat (1-d) tensor maps, none loaded by the consumers themselves; an LSE whose
  * elements lie 2^31 or more past its base (no span31 fact) stays a consumer load. */
-static struct rt_artifact build_bwd_ragged(tile_context *ctx, tile_kernel *k, const int64_t *lse_strides) {
-  const int64_t B = 1, H = 2, N = 77;
-  tile_arg a[10] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, N}, lse_strides),
-                    tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, N}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_F32, 4, (int64_t[]){B, H, N, 128}, NULL),
-                    tile_arg_float(0.125)};
-  return build(ctx, k, a, 10);
-}
-
 Test(spec, unaligned_rows_join_the_ring_through_flat_maps) {
   tile_context *ctx = NULL;
   tile_define d[2] = {{"T", "bf16"}, {"D", "128"}};
   tile_kernel *k = compile_sched(&ctx, "attention_bwd.tile", "attention_bwd_fused", d, 2, "flatrows=1");
-  struct rt_artifact flat = build_bwd_ragged(ctx, k, NULL);
+  struct rt_artifact flat = build_bwd_fused(ctx, k, 77, NULL);
   cr_expect(count(flat.ptx, "cp.async.bulk.tensor.1d") == 2, "LSE and delta: %u 1-d tensor copies",
             count(flat.ptx, "cp.async.bulk.tensor.1d"));
   cr_expect(count(flat.ptx, "ld.global") == 0, "%u consumer loads", count(flat.ptx, "ld.global"));
   unsigned nflat = 0;
   for (unsigned i = 0; i < flat.code.ntmaps; i++) nflat += flat.code.tmaps[i].flat;
   cr_expect(nflat == 2, "%u flat maps", nflat);
-  struct rt_artifact far = build_bwd_ragged(ctx, k, (int64_t[]){1ll << 32, (1ll << 31) + 1, 1});
+  struct rt_artifact far = build_bwd_fused(ctx, k, 77, (int64_t[]){1ll << 32, (1ll << 31) + 1, 1});
   cr_expect(!same_key(&flat, &far), "span31 is not in the specialization key");
   cr_expect(count(far.ptx, "cp.async.bulk.tensor.1d") == 1, "delta only: %u 1-d tensor copies",
             count(far.ptx, "cp.async.bulk.tensor.1d"));
