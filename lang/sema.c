@@ -492,17 +492,12 @@ bool sema_check_dot(struct sema *s, struct sema_info *a, struct sema_info *b, st
     return lang_error(s->ctx, loc, D_DOT_SHAPE,
                       "%s shape mismatch: %s and %s; the inner dimensions %d and %d must be equal",
                       what, shape_str(s, &a->ty), shape_str(s, &b->ty), k, k2);
-  bool small = m < 16 || nn < 16 || k < (dt == DT_F32 ? 8 : 16); /* tf32 steps are 8 deep */
-  if (small && dt == DT_F32 && m >= 16 && nn >= 16)
+  /* the Tensor Core tile: m16n8k16, m16n8k8 for TF32 (f32 steps are 8 deep) */
+  if (m < 16 || nn < 8 || k < (dt == DT_F32 ? 8 : 16))
     return lang_error(s->ctx, loc, D_DOT_SMALL,
-                      "%s on f32 needs M and N of at least 16 and K of at least 8 (the TF32 Tensor "
-                      "Core tile), found M=%d, N=%d, K=%d",
-                      what, m, nn, k);
-  if (small)
-    return lang_error(s->ctx, loc, D_DOT_SMALL,
-                      "%s needs M, N and K of at least 16 (the Tensor Core tile), found M=%d, "
-                      "N=%d, K=%d",
-                      what, m, nn, k);
+                      "%s needs M of at least 16, N of at least 8 and K of at least %d (the %s "
+                      "Tensor Core tile), found M=%d, N=%d, K=%d",
+                      what, dt == DT_F32 ? 8 : 16, dt == DT_F32 ? "TF32" : "16-bit", m, nn, k);
   *out = sty_scalar(DT_F32);
   out->rank = 2;
   out->dims[0] = m;

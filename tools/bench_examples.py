@@ -34,6 +34,7 @@ host launch cost counts, TILE_BENCH_HOST=1 to count it). One line per case and a
                                                            the defaults)
 """
 import os
+import re
 import statistics
 import sys
 
@@ -153,7 +154,7 @@ def varlen(lens, h, d, dt):
         t_ours, t_ref, err, 2e-2, "%s; ours %.0f TFLOP/s" % (what, flops / t_ours / 1e9))
 
 
-def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, layout="nhd", **defs):
+def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, layout="nhd", lib_path=None, **defs):
     """layout: how the cache stores a page: "nhd" [pages, PAGE, HKV, D] (a token's heads
     together: vLLM's), "hnd" [pages, HKV, PAGE, D] (a head's tokens together: FlashInfer's
     HND); either is passed as the kernel's [pages, PAGE, HKV, D] (hnd as a strided view).
@@ -182,7 +183,7 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, layout=
     lens = torch.full((bsz,), n, device="cuda", dtype=torch.int32)
     out = torch.empty(bsz, h, d, device="cuda", dtype=dt)
     tname = "f16" if dt == torch.float16 else "bf16"
-    lib = os.path.join(ROOT, "lib", "decode_attention.tile")
+    lib = lib_path or os.path.join(ROOT, "lib", "decode_attention.tile")
     split = tile.compile(lib, kernel="decode_split", defines=dict(T=tname, D=d, **defs), schedule=schedule)
     # one wave of programs: as many splits as fit at once (lib/decode_attention.tile), from the
     # specialization's occupancy (prepared with one split: the same code for every S)
@@ -191,7 +192,9 @@ def decode(bsz, h, hkv, n, d, page, dt, contiguous=False, schedule=None, layout=
     split.prepare(q, kc, vc, table, lens, opart, lpart, scale=scale)
     st = split.stats()
     slots = max(1, st["blocks_per_sm"]) * max(1, st["multiprocessors"])
-    splits = max(1, slots // (bsz * hkv))
+    m = re.search(r"BG=(\d+)", split.config())
+    bg = int(m.group(1)) if m else 16
+    splits = max(1, slots // (bsz * hkv * -(-(h // hkv) // bg)))  # programs per split: B * HKV * cdiv(G, BG)
     opart = torch.empty(bsz, h, splits, d, device="cuda", dtype=torch.float32)
     lpart = torch.empty(bsz, h, splits, device="cuda", dtype=torch.float32)
     comb = tile.compile(lib, kernel="decode_combine", defines={"T": tname, "D": d, "BS": max(8, 1 << (splits - 1).bit_length())},
@@ -403,7 +406,7 @@ def main():
     only = set(sys.argv[1:])
     print("%-44s %9s %9s %8s" % ("case", "ours ms", "torch ms", "ratio"))
     if only:
-        sections = {"rows": main_rows, "gemm": main_gemm, "decode": main_decode, "bwd": main_bwd,
+        sections = {"rows": main_rows, "gemm": main_gemm, "decode": main_decode, "decode-ab": main_decode_ab, "bwd": main_bwd,
                     "sweep": main_sweep, "sweep-decode": main_sweep_decode, "sweep-rows": main_sweep_rows,
                     "sweep-bwd": main_sweep_bwd, "bwd-atomic": main_bwd_atomic, "rowcache": main_rowcache,
                     "rowwalk": main_rowwalk, "rows-even": main_rows_even,
@@ -498,6 +501,24 @@ def main_sweep_bwd():
         attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16, schedule="persistent=0")
         attention_bwd(2, 16, 4, 4096, 128, causal, torch.bfloat16,
                       dkdv_path=os.path.join(ROOT, "tools", "exp", "attention_bwd_s3.tile"))
+
+
+def main_decode_ab():
+    """lib/decode_attention.tile against its previous form (tools/exp/decode_attention_g16.tile:
+    heads as the rows of a 16-row tile, a gather per key row) in one process (PERF.md 83)."""
+    old = os.path.join(ROOT, "tools", "exp", "decode_attention_g16.tile")
+    for args, kw in (((8, 32, 8, 8187, 128, 16, torch.float16), {}),
+                     ((8, 32, 8, 8187, 128, 16, torch.float16), {"contiguous": True, "layout": "hnd"}),
+                     ((8, 32, 8, 8187, 128, 8, torch.bfloat16), {}),
+                     ((64, 32, 8, 2048, 128, 64, torch.float16), {})):
+        decode(*args, lib_path=old, **kw)
+        decode(*args, **kw)
+    for st in (2, 4):
+        decode(8, 32, 8, 8187, 128, 16, torch.float16, STAGES=st)
+    decode(8, 32, 8, 8187, 128, 16, torch.float16, BN=32, STAGES=2)
+    decode(8, 32, 8, 8187, 128, 32, torch.float16, BN=32, STAGES=2)
+    decode(8, 64, 4, 8187, 128, 16, torch.float16)  # G = 16: two programs per group at BG = 8
+    decode(8, 64, 4, 8187, 128, 16, torch.float16, BG=16)
 
 
 def main_sweep_decode():

@@ -415,6 +415,17 @@ lang_checks() {
   tk tests/kernels/gather_gemm.tile gather_gemm BM=16,NW=1 M=50,K=1000,N=70,R=129
   tk tests/kernels/gather_gemm.tile gather_gemm T=bf16,BM=128,NW=8 M=64,K=64,N=256,R=200
   tk tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=99,N=33,R=70 # K=99: rows not 16-byte multiples
+  # products with N = 8 (tests/kernels/narrow_dot.tile): mma.sync m16n8k16 and TF32 m16n8k8 at
+  # one and eight warps, wgmma m64n8k16 (narrow_t at four warps on sm_90a: B K-major); K=70
+  # rows are not 16-byte multiples (no TMA)
+  for s in M=1,K=16,N=1 M=33,K=70,N=7 M=300,K=256,N=40; do
+    tk tests/kernels/narrow_dot.tile narrow "" "$s"
+    tk tests/kernels/narrow_dot.tile narrow T=bf16,BM=128,NW=8 "$s"
+    tk tests/kernels/narrow_dot.tile narrow T=f32,BM=16,NW=1 "$s"
+    tk tests/kernels/narrow_dot.tile narrow_t "" "$s"
+    tk tests/kernels/narrow_dot.tile narrow_t T=bf16,BM=16,NW=1 "$s"
+    tk tests/kernels/narrow_dot.tile narrow_t BM=128,NW=8,BN=16 "$s"
+  done
   # fp8 storage (software conversions, the same as the interpreter's): quantize and dequantize,
   # and a group-dequantizing product (an accumulator carried through two nested loops)
   for s in N=1 N=1000 N=4095; do tk tests/kernels/fp8.tile roundtrip "" "$s"; done
@@ -426,9 +437,12 @@ lang_checks() {
   # and 64 tokens take the shift form of pos / PAGE (a power of two: canonicalize), 12 and
   # 24 the division
   for s in B=1,H=1,HKV=1,NP=5,PAGE=8,MAXP=4,S=1 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 B=2,H=32,HKV=8,NP=64,PAGE=64,MAXP=32,S=3 \
-    B=3,H=8,HKV=2,NP=40,PAGE=12,MAXP=8,S=4 B=2,H=4,HKV=1,NP=30,PAGE=24,MAXP=12,S=3; do
+    B=3,H=8,HKV=2,NP=40,PAGE=12,MAXP=8,S=4 B=2,H=4,HKV=1,NP=30,PAGE=24,MAXP=12,S=3 B=2,H=32,HKV=2,NP=40,PAGE=16,MAXP=16,S=2; do
     tk decode_attention.tile decode_split T=f16 "$s" "scale=0.088"
   done
+  # a group of 16 heads in one program (BG=16), pages of whole 32-key blocks, hd256 in one warp
+  tk decode_attention.tile decode_split T=bf16,BG=16,BN=32 B=2,H=32,HKV=2,NP=40,PAGE=32,MAXP=8,S=2 "scale=0.088"
+  tk decode_attention.tile decode_split T=f16,D=256 B=2,H=8,HKV=2,NP=40,PAGE=16,MAXP=16,S=3 "scale=0.0625"
   tk decode_attention.tile decode_split T=bf16,D=64,BN=64 B=3,H=4,HKV=4,NP=40,PAGE=8,MAXP=16,S=2 "scale=0.125"
   # the same with gathers through registers (--schedule=gather=0: no cp.async gathers)
   TK_TAG="${TK_TAG:-} gather=0" tk decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088" --schedule=gather=0

@@ -309,12 +309,12 @@ Test(autoconfig, backward_target_defaults) {
 }
 
 /* lib/decode_attention.tile: one warp per program on sm_90a where the accumulator fits
- * (`where BG * D <= 2048 * NW`); hd256 keeps the plain defaults; other targets the plain. */
+ * (`where BG * D <= 2048 * NW`: hd256 too at BG = 8); other targets the plain defaults. */
 Test(autoconfig, decode_target_defaults) {
   static const struct config_case cases[] = {
       {"sm_90a", "128", ",BN=16,NW=1,STAGES=3,"},
       {"sm_90a", "64", ",BN=16,NW=1,STAGES=3,"},
-      {"sm_90a", "256", ",BN=32,NW=4,STAGES=3,"},
+      {"sm_90a", "256", ",BN=16,NW=1,STAGES=3,"},
       {"sm_80", "128", ",BN=32,NW=4,STAGES=3,"},
   };
   expect_configs("decode_attention.tile", "decode_split", cases, sizeof cases / sizeof cases[0]);

@@ -278,7 +278,8 @@ Test(spec, power_of_two_divisors_become_shifts) {
 }
 
 /* A paged cache's K and V rows gathered into shared memory (decode_split: 16 keys of 256
- * bytes per step, one warp): with the gather's row layout (gatherrows, the default) eight
+ * bytes per step, one warp; pages of 8 keys, so each key finds its own page): with the
+ * gather's row layout (gatherrows, the default) eight
  * lanes cover 128 bytes of a row, so each thread copies two chunks of each of four rows and
  * loads four block-table entries per step; with gatherrows=0 (sixteen lanes along a row)
  * it copies one chunk in each of eight rows and loads eight (13 against 25 loads of 32
@@ -289,7 +290,7 @@ Test(spec, gathered_rows_share_their_index_work) {
   tile_define d[1] = {{"T", "f16"}};
   tile_kernel *k = compile_sm90a(&ctx, "decode_attention.tile", "decode_split", d, 1);
   tile_kernel *k0 = compile_sched(&ctx0, "decode_attention.tile", "decode_split", d, 1, "gatherrows=0");
-  struct rt_artifact rows = build_decode(ctx, k, 16), lanes = build_decode(ctx0, k0, 16);
+  struct rt_artifact rows = build_decode(ctx, k, 8), lanes = build_decode(ctx0, k0, 8);
   unsigned t_rows = count(rows.ptx, "ld.global.b32"), t_lanes = count(lanes.ptx, "ld.global.b32");
   unsigned c_rows = count(rows.ptx, "cp.async.cg"), c_lanes = count(lanes.ptx, "cp.async.cg");
   cr_expect(c_rows > 0 && c_rows == c_lanes, "cp.async: %u with the row layout, %u without", c_rows, c_lanes);
@@ -301,6 +302,25 @@ Test(spec, gathered_rows_share_their_index_work) {
   tile_kernel_release(k0);
   tile_context_destroy(ctx);
   tile_context_destroy(ctx0);
+}
+
+/* decode_split with pages that hold whole key blocks (PAGE = 16, a multiple of BN = 16: the
+ * launch decides the branch) reads one block-table entry per step and slices the page; with
+ * pages of 8 each key row loads its own entry. The copies are the same in number. */
+Test(spec, key_blocks_within_a_page_read_one_table_entry) {
+  tile_context *ctx = NULL;
+  tile_define d[1] = {{"T", "f16"}};
+  tile_kernel *k = compile_sm90a(&ctx, "decode_attention.tile", "decode_split", d, 1);
+  struct rt_artifact whole = build_decode(ctx, k, 16), rows = build_decode(ctx, k, 8);
+  cr_expect(!same_key(&whole, &rows), "PAGE = 16 and PAGE = 8 share a specialization key");
+  unsigned t_whole = count(whole.ptx, "ld.global.b32"), t_rows = count(rows.ptx, "ld.global.b32");
+  unsigned c_whole = count(whole.ptx, "cp.async.cg"), c_rows = count(rows.ptx, "cp.async.cg");
+  cr_expect(c_whole > 0 && c_whole == c_rows, "cp.async: %u with whole blocks, %u without", c_whole, c_rows);
+  cr_expect(t_whole > 0 && t_whole + 6 <= t_rows, "32-bit loads: %u with whole blocks, %u without", t_whole, t_rows);
+  rt_artifact_free(&whole);
+  rt_artifact_free(&rows);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
 }
 
 /* With rowcache=1, a row read again by later loops is kept in shared memory (row-cache) for
