@@ -419,12 +419,12 @@ lang_checks() {
   # one and eight warps, wgmma m64n8k16 (narrow_t at four warps on sm_90a: B K-major); K=70
   # rows are not 16-byte multiples (no TMA)
   for s in M=1,K=16,N=1 M=33,K=70,N=7 M=300,K=256,N=40; do
-    tk tests/kernels/narrow_dot.tile narrow "" "$s"
+    tk tests/kernels/narrow_dot.tile narrow T=f16 "$s"
     tk tests/kernels/narrow_dot.tile narrow T=bf16,BM=128,NW=8 "$s"
     tk tests/kernels/narrow_dot.tile narrow T=f32,BM=16,NW=1 "$s"
-    tk tests/kernels/narrow_dot.tile narrow_t "" "$s"
+    tk tests/kernels/narrow_dot.tile narrow_t T=f16 "$s"
     tk tests/kernels/narrow_dot.tile narrow_t T=bf16,BM=16,NW=1 "$s"
-    tk tests/kernels/narrow_dot.tile narrow_t BM=128,NW=8,BN=16 "$s"
+    tk tests/kernels/narrow_dot.tile narrow_t T=f16,BM=128,NW=8,BN=16 "$s"
   done
   # fp8 storage (software conversions, the same as the interpreter's): quantize and dequantize,
   # and a group-dequantizing product (an accumulator carried through two nested loops)
@@ -446,6 +446,7 @@ lang_checks() {
   tk decode_attention.tile decode_split T=bf16,D=64,BN=64 B=3,H=4,HKV=4,NP=40,PAGE=8,MAXP=16,S=2 "scale=0.125"
   # the same with gathers through registers (--schedule=gather=0: no cp.async gathers)
   TK_TAG="${TK_TAG:-} gather=0" tk decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088" --schedule=gather=0
+  TK_TAG="${TK_TAG:-} gather=0" tk decode_attention.tile decode_split T=bf16,D=64 B=2,H=32,HKV=8,NP=64,PAGE=8,MAXP=32,S=3 "scale=0.125" --schedule=gather=0
   TK_TAG="${TK_TAG:-} gather=0" tk tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=100,N=33,R=70 "" --schedule=gather=0
   # the block-table and row-index loads one iteration ahead of the copies they address
   TK_TAG="${TK_TAG:-} prefetch=1" tk decode_attention.tile decode_split T=f16 B=3,H=8,HKV=2,NP=40,PAGE=16,MAXP=8,S=4 "scale=0.088" --schedule=prefetch=1

@@ -1079,21 +1079,14 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
 void cg_plan_lazy_loads(struct cg *g) {
   struct ir_func *f = g->f;
   g->lazy_load = ARENA_NEWN(g->arena, uint32_t, f->values.n + 1);
+  uint32_t *uses = ARENA_NEWN(g->arena, uint32_t, f->values.n + 1), *users = ARENA_NEWN(g->arena, uint32_t, f->values.n + 1);
+  ir_smem_count_uses(f, uses, users);
   for (uint32_t i = 1; i < f->ops.n; i++) {
+    /* smem-alloc kept the buffer alive to the dot (smem.h), so no other allocation reuses
+     * its bytes in between; a write to the buffer itself still rules the load out */
+    uint32_t user = ir_smem_load_at_dot(f, i, uses, users);
+    if (!user) continue;
     const struct ir_op *op = &f->ops.v[i];
-    if (!op->block || op->code != IR_LOCAL_LOAD) continue;
-    const struct ir_type *rt = ir_vtype(f, op->res);
-    const struct ir_layout *e = &f->layouts.v[rt->layout];
-    if (e->kind != IR_LAYOUT_DOT_OP || ir_dtype_bytes((ir_dtype)rt->dtype) != 2) continue;
-    uint32_t user = 0, nuses = 0;
-    for (uint32_t u = 1; u < f->ops.n; u++) {
-      const struct ir_op *o = &f->ops.v[u];
-      if (!o->block) continue;
-      for (uint32_t k = 0; k < o->nargs; k++)
-        if (o->args[k] == op->res) user = u, nuses++;
-    }
-    if (nuses != 1 || f->ops.v[user].code != IR_DOT || f->ops.v[user].block != op->block) continue;
-    /* no write to the buffer between the load and the dot */
     const struct ir_block *b = &f->blocks.v[op->block];
     bool between = false, clobbered = false;
     for (uint32_t k = 0; k < b->ops.n; k++) {

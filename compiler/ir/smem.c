@@ -18,6 +18,25 @@ int64_t ir_smem_offset(const struct ir_func *f, uint32_t op) {
   return o->code == IR_MBAR_ALLOC ? o->i[1] : o->i[0];
 }
 
+void ir_smem_count_uses(const struct ir_func *f, uint32_t *uses, uint32_t *user) {
+  for (uint32_t u = 1; u < f->ops.n; u++) {
+    const struct ir_op *o = &f->ops.v[u];
+    if (!o->block) continue;
+    for (uint32_t k = 0; k < o->nargs; k++)
+      if (o->args[k] < f->values.n) uses[o->args[k]]++, user[o->args[k]] = u;
+  }
+}
+
+uint32_t ir_smem_load_at_dot(const struct ir_func *f, uint32_t load, const uint32_t *uses, const uint32_t *user) {
+  const struct ir_op *op = &f->ops.v[load];
+  if (!op->block || op->code != IR_LOCAL_LOAD) return 0;
+  const struct ir_type *rt = ir_vtype(f, op->res);
+  if (f->layouts.v[rt->layout].kind != IR_LAYOUT_DOT_OP || ir_dtype_bytes((ir_dtype)rt->dtype) != 2) return 0;
+  if (uses[op->res] != 1) return 0;
+  uint32_t d = user[op->res];
+  return f->ops.v[d].code == IR_DOT && f->ops.v[d].block == op->block ? d : 0;
+}
+
 void ir_smem_liveness(const struct ir_func *f, struct arena *a, struct ir_smem_plan *out) {
   uint32_t *first = ARENA_NEWN(a, uint32_t, f->ops.n + 1);
   uint32_t *last = ARENA_NEWN(a, uint32_t, f->ops.n + 1);
@@ -48,14 +67,18 @@ void ir_smem_liveness(const struct ir_func *f, struct arena *a, struct ir_smem_p
     }
   for (uint32_t j = 0; j < n; j++) index[f->ops.v[iv[j].op].res] = j + 1;
   /* last uses, extended to the end of every enclosing loop that started after the
-   * allocation */
+   * allocation; a load that its dot may perform (ir_smem_load_at_dot) uses the buffer
+   * until that dot */
+  uint32_t *uses = ARENA_NEWN(a, uint32_t, f->values.n + 1), *user = ARENA_NEWN(a, uint32_t, f->values.n + 1);
+  ir_smem_count_uses(f, uses, user);
   for (uint32_t u = 1; u < f->ops.n; u++) {
     const struct ir_op *op = &f->ops.v[u];
     if (!op->block) continue;
+    uint32_t at_dot = ir_smem_load_at_dot(f, u, uses, user);
     for (uint32_t k = 0; k < op->nargs; k++) {
       uint32_t j = op->args[k] < f->values.n ? index[op->args[k]] : 0;
       if (!j--) continue;
-      uint32_t end = first[u];
+      uint32_t end = at_dot && first[at_dot] > first[u] ? first[at_dot] : first[u];
       for (uint32_t b = op->block; b;) {
         uint32_t parent = f->blocks.v[b].parent;
         if (!parent) break;
