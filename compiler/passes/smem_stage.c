@@ -33,17 +33,19 @@
 static const struct ir_type *T(struct ir_func *f, ir_val v) { return ir_vtype(f, v); }
 
 /* The swizzled shared layout for a 2-d tile whose last dimension is contiguous, chosen so
- * that ldmatrix's eight 16-byte rows fall in eight different bank groups. */
-uint16_t pass_shared_layout(struct ir_func *f, const struct ir_type *t) {
+ * that ldmatrix's eight 16-byte rows fall in eight different bank groups; rows longer than
+ * `panel_bytes` (128, or 64 for a buffer read as an MN-major wgmma operand 32 columns at a
+ * time) are stored as panels of that width, one after another. */
+static uint16_t shared_layout(struct ir_func *f, const struct ir_type *t, int panel_bytes) {
   int eb = ir_dtype_bytes(t->dtype);
   int row_bytes = t->dims[1] * eb;
   struct ir_layout l = {0};
   l.kind = IR_LAYOUT_SHARED;
   l.rank = 2;
   l.vec = (uint8_t)(16 / eb);
-  if (row_bytes > 128) { /* 128-byte panels, one after another (wgmma's canonical form) */
-    l.panel = (uint16_t)(128 / eb);
-    row_bytes = 128;
+  if (row_bytes > panel_bytes) { /* panels, one after another (wgmma's canonical form) */
+    l.panel = (uint16_t)(panel_bytes / eb);
+    row_bytes = panel_bytes;
   }
   l.per_phase = (uint8_t)(row_bytes >= 128 ? 1 : 128 / row_bytes);
   l.max_phase = (uint8_t)(8 / l.per_phase > 1 ? 8 / l.per_phase : 1);
@@ -52,6 +54,8 @@ uint16_t pass_shared_layout(struct ir_func *f, const struct ir_type *t) {
   l.order[1] = 0;
   return ir_layout_intern(f, &l);
 }
+
+uint16_t pass_shared_layout(struct ir_func *f, const struct ir_type *t) { return shared_layout(f, t, 128); }
 
 /* True when convert op `id` only renames registers (no data crosses threads). */
 static bool register_renaming(struct ir_func *f, uint32_t id) {
@@ -95,6 +99,8 @@ struct staged_map {
   struct staged *by_root; /* indexed by value id: async copies only */
   uint32_t nroot;
   struct staged *by_reg; /* indexed by value id: register tiles stored at the top level */
+  bool *narrow;          /* indexed by value id: a root some wgmma reads as MN-major B in
+                          * 32-column slices (64-byte panels) */
 };
 
 /* Op a comes before op b in their common block. */
@@ -120,7 +126,7 @@ static void stage(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint3
   uint32_t d = ir_def_op(f, st->root);
   const struct ir_type *tt = T(f, st->root);
   struct ir_type bt = *tt;
-  bt.layout = pass_shared_layout(f, tt);
+  bt.layout = shared_layout(f, tt, st->root < sm->nroot && sm->narrow[st->root] ? 64 : 128);
   ir_type_id buf_type = ir_type_intern(f, &bt);
   uint32_t blk = f->ops.v[conv].block;
   uint32_t loop = f->blocks.v[blk].parent;
@@ -232,7 +238,8 @@ static bool try_wgmma(struct ir_func *f, struct staged_map *sm, uint32_t dot) {
   if (!cb || register_renaming(f, cb)) return false;
   struct staged sb, sa;
   find_root(f, cb, &sb);
-  if (!sb.trans && N % 64) return false; /* MN-major B needs whole 128-byte panels */
+  /* MN-major B needs whole panels: 128 bytes, or 64 for a root marked narrow */
+  if (!sb.trans && N % (sb.root < sm->nroot && sm->narrow[sb.root] ? 32 : 64)) return false;
   bool a_regs = !ca || register_renaming(f, ca);
   if (!a_regs) {
     find_root(f, ca, &sa);
@@ -265,13 +272,36 @@ static bool try_wgmma(struct ir_func *f, struct staged_map *sm, uint32_t dot) {
   return true;
 }
 
+/* Roots of 16-bit B operands that a wgmma over two warpgroups splitting N reads 32 columns
+ * per warpgroup, MN-major (the fused attention backward's dQ = dS K at hd64: K's 64 columns
+ * over two warpgroups): their buffers take 64-byte panels, the MN-major atom of 32 columns,
+ * so each warpgroup's columns are whole panels. Every reader of such a buffer (TMA boxes,
+ * K-major wgmma, ldmatrix) addresses panels generically. */
+static void mark_narrow(struct ir_func *f, struct staged_map *sm) {
+  if (!ir_func_wgmma(f)) return;
+  for (uint32_t id = 1; id < f->ops.n; id++) {
+    const struct ir_op *op = &f->ops.v[id];
+    if (!op->block || op->code != IR_DOT) continue;
+    const struct ir_type *ct = T(f, op->res);
+    const struct ir_layout *cl = &f->layouts.v[ct->layout];
+    if (cl->kind != IR_LAYOUT_MMA || cl->instr[0] != 64 || cl->warps_per_cta[1] < 2) continue;
+    int N = ct->dims[1] / cl->warps_per_cta[1];
+    uint32_t cb = convert_into(f, op->args[1]);
+    if (!cb || N % 64 == 0 || N % 32 || ir_dtype_bytes((ir_dtype)T(f, op->args[1])->dtype) != 2) continue;
+    struct staged sb;
+    find_root(f, cb, &sb);
+    if (!sb.trans && sb.root < sm->nroot) sm->narrow[sb.root] = true;
+  }
+}
+
 void pass_smem_stage(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   uint32_t nops = f->ops.n;
   uint32_t nvals = f->values.n;
   struct staged_map sm = {ARENA_NEWN(pc->scratch, struct staged, nops + 1), nops,
                           ARENA_NEWN(pc->scratch, struct staged, nvals + 1), nvals,
-                          ARENA_NEWN(pc->scratch, struct staged, nvals + 1)};
+                          ARENA_NEWN(pc->scratch, struct staged, nvals + 1), ARENA_NEWN(pc->scratch, bool, nvals + 1)};
+  mark_narrow(f, &sm);
   for (uint32_t id = 1; id < nops; id++)
     if (f->ops.v[id].block && f->ops.v[id].code == IR_DOT && try_wgmma(f, &sm, id)) pc->changed = true;
   nops = f->ops.n;
