@@ -226,7 +226,10 @@ class BwdCase:
     """One attention backward problem: random inputs, SDPA's gradients (the reference), our
     forward's O and LSE, our `attention_bwd_pre` delta, and buffers for the gradients."""
 
-    def __init__(self, b, h, hkv, n, d, causal, dt):
+    def __init__(self, b, h, hkv, n, d, causal, dt, pad_rows=True):
+        """pad_rows: LSE and delta as views [:, :, :N] of rows padded to 4 elements (16-byte
+        row strides, as FlashAttention pads its softmax sums), so their per-step rows can
+        travel with the TMA stages (lib/attention_bwd.tile; PERF.md 86)."""
         self.q = torch.randn(b, h, n, d, device="cuda", dtype=dt, requires_grad=True)
         self.k = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
         self.v = torch.randn(b, hkv, n, d, device="cuda", dtype=dt, requires_grad=True)
@@ -237,7 +240,8 @@ class BwdCase:
         self.ref = torch.autograd.grad(self.out, (self.q, self.k, self.v), self.do, retain_graph=True)
         self.tname = "f16" if dt == torch.float16 else "bf16"
         self.causal = causal
-        self.name = "B=%d H=%d HKV=%d N=%d D=%d%s %s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:])
+        self.name = "B=%d H=%d HKV=%d N=%d D=%d%s %s%s" % (b, h, hkv, n, d, " causal" if causal else "", str(dt)[6:],
+                                                         "" if pad_rows or n % 4 == 0 else " unpadded")
         self.flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
         fwd = tile.compile(os.path.join(ROOT, "lib", "attention.tile"), kernel="attention",
                            defines={"T": self.tname, "D": d, "CAUSAL": causal, "HAS_LSE": True})
@@ -245,9 +249,10 @@ class BwdCase:
                                 defines={"T": self.tname, "D": d})
         self.qd, self.kd, self.vd = self.q.detach(), self.k.detach(), self.v.detach()
         self.o = torch.empty_like(self.qd)
-        self.lse = torch.empty(b, h, n, device="cuda", dtype=torch.float32)
+        npad = (n + 3) // 4 * 4 if pad_rows else n
+        self.lse = torch.empty(b, h, npad, device="cuda", dtype=torch.float32)[:, :, :n]
         fwd(self.qd, self.kd, self.vd, self.o, self.lse, scale=self.scale)
-        self.delta = torch.empty_like(self.lse)
+        self.delta = torch.empty(b, h, npad, device="cuda", dtype=torch.float32)[:, :, :n]
         self.dq, self.dk, self.dv = torch.empty_like(self.qd), torch.empty_like(self.kd), torch.empty_like(self.vd)
 
     def error(self):
