@@ -138,6 +138,9 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
   if (!pass_run(PASS_OCCUPANCY, f, o, err)) return false;
   /* independent of the others: the launch relation to the neighbouring kernels */
   if (!pass_run(PASS_GRID_DEP, f, o, err)) return false;
+  /* after every pass that places barriers and async ops, before allocation (which adds
+   * the barriers its reuse of memory needs) */
+  if (!pass_run(PASS_BARRIER_ELIDE, f, o, err)) return false;
   /* allocation last: every buffer and barrier exists and no later pass moves one */
   if (!pass_run(PASS_SMEM_ALLOC, f, o, err)) return false;
   return true;

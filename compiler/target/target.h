@@ -126,12 +126,15 @@ const char *tl_target_names(void);
  *                    multiples are copied through flat (1-d) tensor maps (pipeline pass);
  *                    off by default (PERF.md 81: illegal instructions on the H200 at
  *                    N = 2405, cause not found yet)
+ *   elide=0|1        barriers in a loop body that separate no conflicting accesses (a
+ *                    later barrier of the previous iteration already does) are removed
+ *                    (barrier-elide pass); on by default (PERF.md 87)
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows, bulkreduce, early, flatrows;
+      pdl, gatherrows, bulkreduce, early, flatrows, elide;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   short producer_regs, consumer_regs;
 };

@@ -51,6 +51,11 @@ Test(target, schedule_parse_and_format) {
   cr_assert_eq(s.handoff, 0);
   tl_schedule_format(&s, buf, sizeof buf);
   cr_assert_str_eq(buf, "handoff=0");
+  cr_assert_eq(tl_sched_get(s.elide, 1), 1);
+  cr_assert(tl_schedule_parse("elide=0", &s, err, sizeof err), "%s", err);
+  cr_assert_eq(s.elide, 0);
+  tl_schedule_format(&s, buf, sizeof buf);
+  cr_assert_str_eq(buf, "elide=0");
   cr_assert(tl_schedule_parse("occupancy=4,pdl=0", &s, err, sizeof err), "%s", err);
   cr_assert_eq(s.occupancy, 4);
   cr_assert_eq(s.pdl, 0);
