@@ -645,6 +645,10 @@ static void parse_layout(struct parser *ps) {
     expect(ps, ",");
     l.rank = (uint8_t)parse_list(ps, "order", l.order, IR_MAX_RANK);
     if (accept(ps, ",")) l.panel = (uint16_t)parse_kv(ps, "panel");
+    /* codegen splits rows into vec-element chunks and swizzles by phase: powers of two */
+    if (!l.vec || (l.vec & (l.vec - 1)) || !l.per_phase || (l.per_phase & (l.per_phase - 1)) || !l.max_phase ||
+        (l.max_phase & (l.max_phase - 1)) || (l.panel & (l.panel - 1)))
+      fail(ps, "shared layout: vec, per_phase, max_phase (at least 1) and panel must be powers of two");
   } else {
     fail(ps, "unknown layout kind '%.*s'", (int)ps->tlen, ps->ts);
   }
