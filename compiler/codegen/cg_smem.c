@@ -1079,12 +1079,11 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
 void cg_plan_lazy_loads(struct cg *g) {
   struct ir_func *f = g->f;
   g->lazy_load = ARENA_NEWN(g->arena, uint32_t, f->values.n + 1);
-  uint32_t *uses = ARENA_NEWN(g->arena, uint32_t, f->values.n + 1), *users = ARENA_NEWN(g->arena, uint32_t, f->values.n + 1);
-  ir_smem_count_uses(f, uses, users);
+  uint32_t *uses = ir_use_counts(f, g->arena);
   for (uint32_t i = 1; i < f->ops.n; i++) {
     /* smem-alloc kept the buffer alive to the dot (smem.h), so no other allocation reuses
      * its bytes in between; a write to the buffer itself still rules the load out */
-    uint32_t user = ir_smem_load_at_dot(f, i, uses, users);
+    uint32_t user = ir_smem_load_at_dot(f, i, uses);
     if (!user) continue;
     const struct ir_op *op = &f->ops.v[i];
     const struct ir_block *b = &f->blocks.v[op->block];
@@ -1095,7 +1094,7 @@ void cg_plan_lazy_loads(struct cg *g) {
       else if (id == user) break;
       else if (between) {
         const struct ir_op *w = &f->ops.v[id];
-        if ((w->code == IR_ASYNC_COPY || w->code == IR_LOCAL_STORE) && w->args[0] == op->args[0]) clobbered = true;
+        if (ir_smem_writes(f, id, op->args[0])) clobbered = true;
         if (w->nregions) clobbered = true; /* keep it simple: nothing nested in between */
       }
     }

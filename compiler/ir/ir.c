@@ -605,16 +605,16 @@ void ir_op_rewrite(struct ir_func *f, uint32_t op, ir_opcode code, const ir_val 
   o->f = 0;
 }
 
-static void count_uses(struct ir_func *f, uint32_t blk, uint32_t *counts) {
-  struct ir_block *b = &f->blocks.v[blk];
+static void count_uses(const struct ir_func *f, uint32_t blk, uint32_t *counts) {
+  const struct ir_block *b = &f->blocks.v[blk];
   for (uint32_t i = 0; i < b->ops.n; i++) {
-    struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
     for (uint32_t k = 0; k < op->nargs; k++) counts[op->args[k]]++;
     for (uint32_t r = 0; r < op->nregions; r++) count_uses(f, op->region + r, counts);
   }
 }
 
-uint32_t *ir_use_counts(struct ir_func *f, struct arena *scratch) {
+uint32_t *ir_use_counts(const struct ir_func *f, struct arena *scratch) {
   uint32_t *counts = ARENA_NEWN(scratch, uint32_t, f->values.n + 1);
   count_uses(f, IR_GRID_BLOCK, counts);
   count_uses(f, IR_BODY_BLOCK, counts);

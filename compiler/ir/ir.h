@@ -407,7 +407,7 @@ void ir_op_set_args(struct ir_func *f, uint32_t op, const ir_val *args, uint32_t
  * and unlink the old op costs O(1) this way instead of scans of the block and function. */
 void ir_op_rewrite(struct ir_func *f, uint32_t op, ir_opcode code, const ir_val *args, uint32_t nargs);
 /* Use counts of every value, recomputed on demand (an analysis, not cached state). */
-uint32_t *ir_use_counts(struct ir_func *f, struct arena *scratch);
+uint32_t *ir_use_counts(const struct ir_func *f, struct arena *scratch);
 
 /* ---- walking ---- */
 

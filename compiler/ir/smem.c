@@ -18,23 +18,22 @@ int64_t ir_smem_offset(const struct ir_func *f, uint32_t op) {
   return o->code == IR_MBAR_ALLOC ? o->i[1] : o->i[0];
 }
 
-void ir_smem_count_uses(const struct ir_func *f, uint32_t *uses, uint32_t *user) {
-  for (uint32_t u = 1; u < f->ops.n; u++) {
-    const struct ir_op *o = &f->ops.v[u];
-    if (!o->block) continue;
-    for (uint32_t k = 0; k < o->nargs; k++)
-      if (o->args[k] < f->values.n) uses[o->args[k]]++, user[o->args[k]] = u;
-  }
+bool ir_smem_writes(const struct ir_func *f, uint32_t op, ir_val buf) {
+  const struct ir_op *w = &f->ops.v[op];
+  return (w->code == IR_ASYNC_COPY || w->code == IR_LOCAL_STORE || w->code == IR_TMA_LOAD) && w->nargs && w->args[0] == buf;
 }
 
-uint32_t ir_smem_load_at_dot(const struct ir_func *f, uint32_t load, const uint32_t *uses, const uint32_t *user) {
+uint32_t ir_smem_load_at_dot(const struct ir_func *f, uint32_t load, const uint32_t *uses) {
   const struct ir_op *op = &f->ops.v[load];
-  if (!op->block || op->code != IR_LOCAL_LOAD) return 0;
+  if (!op->block || op->code != IR_LOCAL_LOAD || uses[op->res] != 1) return 0;
   const struct ir_type *rt = ir_vtype(f, op->res);
   if (f->layouts.v[rt->layout].kind != IR_LAYOUT_DOT_OP || ir_dtype_bytes((ir_dtype)rt->dtype) != 2) return 0;
-  if (uses[op->res] != 1) return 0;
-  uint32_t d = user[op->res];
-  return f->ops.v[d].code == IR_DOT && f->ops.v[d].block == op->block ? d : 0;
+  const struct ir_block *b = &f->blocks.v[op->block];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *d = &f->ops.v[b->ops.v[i]];
+    if (d->code == IR_DOT && (d->args[0] == op->res || d->args[1] == op->res)) return b->ops.v[i];
+  }
+  return 0;
 }
 
 void ir_smem_liveness(const struct ir_func *f, struct arena *a, struct ir_smem_plan *out) {
@@ -69,12 +68,11 @@ void ir_smem_liveness(const struct ir_func *f, struct arena *a, struct ir_smem_p
   /* last uses, extended to the end of every enclosing loop that started after the
    * allocation; a load that its dot may perform (ir_smem_load_at_dot) uses the buffer
    * until that dot */
-  uint32_t *uses = ARENA_NEWN(a, uint32_t, f->values.n + 1), *user = ARENA_NEWN(a, uint32_t, f->values.n + 1);
-  ir_smem_count_uses(f, uses, user);
+  uint32_t *uses = ir_use_counts(f, a);
   for (uint32_t u = 1; u < f->ops.n; u++) {
     const struct ir_op *op = &f->ops.v[u];
     if (!op->block) continue;
-    uint32_t at_dot = ir_smem_load_at_dot(f, u, uses, user);
+    uint32_t at_dot = ir_smem_load_at_dot(f, u, uses);
     for (uint32_t k = 0; k < op->nargs; k++) {
       uint32_t j = op->args[k] < f->values.n ? index[op->args[k]] : 0;
       if (!j--) continue;

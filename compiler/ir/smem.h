@@ -26,12 +26,12 @@ struct ir_smem_plan {
 
 void ir_smem_liveness(const struct ir_func *f, struct arena *a, struct ir_smem_plan *out);
 /* The dot that reads local_load `load` itself, or 0: a load of 16-bit elements into an mma
- * operand layout whose only user is a dot in the same block. Codegen may then load the
- * fragments at the dot, one k-slice at a time (cg_plan_lazy_loads), so the buffer lives to
- * the dot, not to the load. uses[v]/user[v]: each value's use count and a user (filled by
- * ir_smem_count_uses). */
-uint32_t ir_smem_load_at_dot(const struct ir_func *f, uint32_t load, const uint32_t *uses, const uint32_t *user);
-void ir_smem_count_uses(const struct ir_func *f, uint32_t *uses, uint32_t *user);
+ * operand layout whose only user (uses: ir_use_counts) is a dot in the same block. Codegen
+ * may then load the fragments at the dot, one k-slice at a time (cg_plan_lazy_loads), so
+ * the buffer lives to the dot, not to the load. */
+uint32_t ir_smem_load_at_dot(const struct ir_func *f, uint32_t load, const uint32_t *uses);
+/* Whether op writes buffer buf (local_store, async_copy or tma_load into it). */
+bool ir_smem_writes(const struct ir_func *f, uint32_t op, ir_val buf);
 /* The end of the highest allocation (bytes): the shared memory the allocations need. */
 unsigned ir_smem_top(const struct ir_smem_plan *p);
 /* The end of the highest allocation live at op (bytes); scratch may start above it. */

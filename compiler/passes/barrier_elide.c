@@ -47,7 +47,7 @@ struct body {
   struct access acc[MAX_ACC];
   uint32_t nacc;
   bool overflow;
-  const uint32_t *uses, *users;
+  const uint32_t *uses; /* ir_use_counts */
 };
 
 static bool is_buffer(const struct ir_func *f, ir_val v) {
@@ -80,6 +80,12 @@ static void add(struct body *B, ir_val obj, bool write, bool global, uint32_t fr
   B->acc[B->nacc++] = (struct access){obj, write, global, from, to};
 }
 
+/* Whether op's memory accesses outlast it: an async wgmma, a TMA copy or reduce, a cp.async. */
+static bool is_async(const struct ir_op *op) {
+  return (op->code == IR_WGMMA && op->i[1]) || op->code == IR_TMA_REDUCE || op->code == IR_TMA_LOAD ||
+         op->code == IR_ASYNC_COPY;
+}
+
 /* Where the asynchronous access of op id (at top position p) ends: the position of the op
  * that completes it, searched cyclically after p; -1 when not found. */
 static int completion(const struct body *B, uint32_t id, uint32_t p) {
@@ -104,11 +110,9 @@ static void collect_op(struct body *B, uint32_t id, uint32_t p) {
   for (uint32_t r = 0; r < op->nregions; r++) {
     const struct ir_block *rb = &f->blocks.v[op->region + r];
     for (uint32_t i = 0; i < rb->ops.n; i++) {
-      const struct ir_op *in = &f->ops.v[rb->ops.v[i]];
       /* an asynchronous op nested deeper: its completion is not tracked, so it lasts
        * the whole body */
-      bool async = (in->code == IR_WGMMA && in->i[1]) || in->code == IR_TMA_REDUCE || in->code == IR_TMA_LOAD ||
-                   in->code == IR_ASYNC_COPY;
+      bool async = is_async(&f->ops.v[rb->ops.v[i]]);
       uint32_t before = B->nacc;
       collect_op(B, rb->ops.v[i], p);
       if (async)
@@ -116,18 +120,16 @@ static void collect_op(struct body *B, uint32_t id, uint32_t p) {
     }
   }
   uint32_t to = p;
-  bool async = (op->code == IR_WGMMA && op->i[1]) || op->code == IR_TMA_REDUCE;
-  if (async) {
+  if (is_async(op)) { /* to the op that completes it (wgmma, TMA reduce); else the whole cycle */
     int c = completion(B, id, p);
     to = c < 0 ? (p + B->n - 1) % B->n : (uint32_t)c;
-    if (c < 0) p = (p + 1) % B->n; /* unknown: the whole cycle */
+    if (c < 0) p = (p + 1) % B->n;
   }
   if (op->code == IR_LOCAL_LOAD) {
-    uint32_t dot = ir_smem_load_at_dot(f, id, B->uses, B->users);
+    uint32_t dot = ir_smem_load_at_dot(f, id, B->uses);
     int dp = dot ? top_pos(B, dot) : -1;
     if (dp >= 0) to = (uint32_t)dp;
   }
-  if (op->code == IR_TMA_LOAD || op->code == IR_ASYNC_COPY) p = (p + 1) % B->n, to = (p + B->n - 1) % B->n;
   bool writes = (ir_ops[op->code].flags & OPF_WRITE) != 0;
   for (uint32_t k = 0; k < op->nargs; k++) {
     ir_val a = op->args[k];
@@ -135,9 +137,7 @@ static void collect_op(struct body *B, uint32_t id, uint32_t p) {
     if (d && f->ops.v[d].code == IR_TMA_DESC) { /* a TMA copy's tensor */
       add(B, f->ops.v[d].args[0], op->code == IR_TMA_REDUCE, true, p, to);
     } else if (is_buffer(f, a)) {
-      /* the first operand of a store, copy or TMA load is the buffer written */
-      bool w = k == 0 && (op->code == IR_LOCAL_STORE || op->code == IR_ASYNC_COPY || op->code == IR_TMA_LOAD);
-      add(B, a, w, false, p, to);
+      add(B, a, k == 0 && ir_smem_writes(f, id, a), false, p, to);
     } else if (is_tensor(f, a)) {
       add(B, a, writes && ir_op_writes_tensor(f, id, a), true, p, to);
     }
@@ -172,12 +172,12 @@ static bool writes_outside(const struct body *B, ir_val v) {
   ir_role_barrier(f, B->blk, &role, &threads);
   for (uint32_t id = 1; id < f->ops.n; id++) {
     const struct ir_op *op = &f->ops.v[id];
-    if (!op->block || top_pos(B, id) >= 0 || !op->nargs || op->args[0] != v) continue;
+    if (!op->block || !ir_smem_writes(f, id, v) || top_pos(B, id) >= 0) continue;
     if (op->code == IR_TMA_LOAD) {
       ir_role_barrier(f, op->block, &wrole, &threads);
       if (wrole != role) continue;
     }
-    if (op->code == IR_LOCAL_STORE || op->code == IR_ASYNC_COPY || op->code == IR_TMA_LOAD) return true;
+    return true;
   }
   return false;
 }
@@ -218,8 +218,8 @@ static bool removable(struct body *B, uint32_t p) {
   return true;
 }
 
-static bool elide_body(struct ir_func *f, uint32_t blk, const uint32_t *uses, const uint32_t *users) {
-  struct body B = {.f = f, .blk = blk, .uses = uses, .users = users};
+static bool elide_body(struct ir_func *f, uint32_t blk, const uint32_t *uses) {
+  struct body B = {.f = f, .blk = blk, .uses = uses};
   B.n = f->blocks.v[blk].ops.n;
   for (uint32_t p = 0; p < B.n; p++) collect_op(&B, f->blocks.v[blk].ops.v[p], p);
   if (B.overflow) return false;
@@ -235,11 +235,10 @@ static bool elide_body(struct ir_func *f, uint32_t blk, const uint32_t *uses, co
 void pass_barrier_elide(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   if (f->stage < IR_STAGE_GPU || !tl_sched_get(f->sched.elide, 1)) return;
-  uint32_t *uses = ARENA_NEWN(pc->scratch, uint32_t, f->values.n + 1), *users = ARENA_NEWN(pc->scratch, uint32_t, f->values.n + 1);
-  ir_smem_count_uses(f, uses, users);
+  uint32_t *uses = ir_use_counts(f, pc->scratch); /* erasing barriers (no operands) keeps it */
   for (uint32_t id = 1; id < f->ops.n; id++) {
     const struct ir_op *op = &f->ops.v[id];
     if (!op->block || op->code != IR_FOR || !op->nregions) continue;
-    while (elide_body(f, op->region, uses, users)) pc->changed = true;
+    while (elide_body(f, op->region, uses)) pc->changed = true;
   }
 }

@@ -18,11 +18,6 @@
 #include "passes.h"
 #include "smem.h"
 
-static bool is_write_of(const struct ir_func *f, uint32_t op, ir_val buf) {
-  const struct ir_op *w = &f->ops.v[op];
-  return (w->code == IR_ASYNC_COPY || w->code == IR_LOCAL_STORE || w->code == IR_TMA_LOAD) && w->args[0] == buf;
-}
-
 static void insert_barrier_before(struct ir_func *f, uint32_t op) {
   struct ir_block *b = &f->blocks.v[f->ops.v[op].block];
   for (uint32_t i = 1; i < b->ops.n; i++)
@@ -49,7 +44,7 @@ void pass_smem_alloc(struct pass_ctx *pc) {
       continue;
     }
     for (uint32_t u = 1; u < f->ops.n; u++)
-      if (f->ops.v[u].block && is_write_of(f, u, a->res) && (!first_write[j] || p.pos[u] < p.pos[first_write[j]]))
+      if (f->ops.v[u].block && ir_smem_writes(f, u, a->res) && (!first_write[j] || p.pos[u] < p.pos[first_write[j]]))
         first_write[j] = u;
   }
   for (uint32_t j = 0; j < p.n; j++) {

@@ -103,6 +103,11 @@ struct staged_map {
                           * 32-column slices (64-byte panels) */
 };
 
+/* The panel width (bytes) of root's buffer: 64 for a root marked narrow, else 128. */
+static int panel_bytes(const struct staged_map *sm, ir_val root) {
+  return root < sm->nroot && sm->narrow[root] ? 64 : 128;
+}
+
 /* Op a comes before op b in their common block. */
 static bool precedes(const struct ir_func *f, uint32_t a, uint32_t b) {
   const struct ir_block *blk = &f->blocks.v[f->ops.v[b].block];
@@ -126,7 +131,7 @@ static void stage(struct ir_func *f, struct staged_map *sm, uint32_t conv, uint3
   uint32_t d = ir_def_op(f, st->root);
   const struct ir_type *tt = T(f, st->root);
   struct ir_type bt = *tt;
-  bt.layout = shared_layout(f, tt, st->root < sm->nroot && sm->narrow[st->root] ? 64 : 128);
+  bt.layout = shared_layout(f, tt, panel_bytes(sm, st->root));
   ir_type_id buf_type = ir_type_intern(f, &bt);
   uint32_t blk = f->ops.v[conv].block;
   uint32_t loop = f->blocks.v[blk].parent;
@@ -238,8 +243,8 @@ static bool try_wgmma(struct ir_func *f, struct staged_map *sm, uint32_t dot) {
   if (!cb || register_renaming(f, cb)) return false;
   struct staged sb, sa;
   find_root(f, cb, &sb);
-  /* MN-major B needs whole panels: 128 bytes, or 64 for a root marked narrow */
-  if (!sb.trans && N % (sb.root < sm->nroot && sm->narrow[sb.root] ? 32 : 64)) return false;
+  /* MN-major B needs whole panels of its buffer (2-byte elements: panel_bytes / 2 columns) */
+  if (!sb.trans && N % (panel_bytes(sm, sb.root) / 2)) return false;
   bool a_regs = !ca || register_renaming(f, ca);
   if (!a_regs) {
     find_root(f, ca, &sa);
