@@ -208,6 +208,84 @@ static int64_t uniform_trips(const struct ir_func *f, const struct rt_bound *b, 
   return (ub.i - lb.i + step.i - 1) / step.i;
 }
 
+/* The iterations of the innermost loops in block blk run `mult` times (the block's own when
+ * it holds no loop: *loops stays false), each loop's trip count from the scalars that the
+ * launch and the program's coordinates decide (u); a loop whose bounds are not decided
+ * counts once, an if its heavier branch. */
+static double block_trips(const struct ir_func *f, const struct rt_bound *b, struct uniform *u, uint32_t blk,
+                          const int64_t pid[3], double mult, bool *loops) {
+  const struct ir_block *bl = &f->blocks.v[blk];
+  double total = 0;
+  *loops = false;
+  for (uint32_t i = 0; i < bl->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[bl->ops.v[i]];
+    ir_scalar a[3] = {{0}, {0}, {0}};
+    if (op->code == IR_PROGRAM_ID || op->code == IR_NUM_PROGRAMS) {
+      int ax = (int)op->i[0] & 3;
+      if (u->n == MAX_UNIFORM_VALS || ax > 2) continue;
+      u->kv[u->n] = op->res;
+      u->ks[u->n] = (ir_scalar){0};
+      u->ks[u->n++].i = op->code == IR_PROGRAM_ID ? pid[ax] : b->grid[ax];
+      continue;
+    }
+    if (op->code == IR_FOR) {
+      double n = 1;
+      struct ir_op bounds = *op;
+      bounds.nargs = 3;
+      if (op->nargs >= 3 && uniform_args(f, b, u, &bounds, a) && a[2].i > 0)
+        n = a[1].i > a[0].i ? (double)((a[1].i - a[0].i + a[2].i - 1) / a[2].i) : 0;
+      bool inner;
+      double t = block_trips(f, b, u, op->region, pid, mult * n, &inner);
+      total += t;
+      *loops = true;
+      continue;
+    }
+    if (op->nregions) {
+      double most = 0;
+      bool any = false;
+      for (uint32_t r = 0; r < op->nregions; r++) {
+        bool inner;
+        double t = block_trips(f, b, u, op->region + r, pid, mult, &inner);
+        if (inner && t > most) most = t;
+        any |= inner;
+      }
+      if (any) total += most, *loops = true;
+      continue;
+    }
+    if (uniform_args(f, b, u, op, a)) uniform_eval(f, u, op, a);
+  }
+  return *loops ? total : mult;
+}
+
+double rt_tile_trips(const struct ir_func *f, const struct rt_bound *b, const int64_t pid[3]) {
+  struct uniform u;
+  u.n = 0;
+  bool loops;
+  return block_trips(f, b, &u, IR_BODY_BLOCK, pid, 1, &loops);
+}
+
+/* Whether a loop's bounds depend on the program (through scalar ops: a causal mask's key
+ * range), at most `depth` definitions deep. */
+static bool on_program(const struct ir_func *f, ir_val v, int depth) {
+  uint32_t d = ir_def_op(f, v);
+  if (!d || depth == 0) return false;
+  const struct ir_op *op = &f->ops.v[d];
+  if (op->code == IR_PROGRAM_ID) return true;
+  if (op->nregions || !ir_type_is_scalar(ir_vtype(f, v))) return false;
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (on_program(f, op->args[k], depth - 1)) return true;
+  return false;
+}
+
+bool rt_unequal_tiles(const struct ir_func *f) {
+  for (uint32_t id = 1; id < f->ops.n; id++) {
+    const struct ir_op *op = &f->ops.v[id];
+    if (op->block && op->code == IR_FOR && op->nargs >= 2 && (on_program(f, op->args[0], 16) || on_program(f, op->args[1], 16)))
+      return true;
+  }
+  return false;
+}
+
 /* The elements from tensor x's base to its last one, inclusive (1 when it is empty); -1 when
  * a stride is negative. */
 int64_t rt_tensor_span(const struct interp_tensor *x) {
@@ -224,8 +302,9 @@ int64_t rt_tensor_span(const struct interp_tensor *x) {
 /* Fills the facts of every tensor and shape parameter of `f` from the bound arguments and
  * encodes them into key, with the conditions the launch decides (uniform_ifs) and the trip
  * count of the loops row-cache would cache (cache_loop: an op of f, or 0). */
-static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint32_t cache_loop, uint8_t *key, uint32_t cap,
+static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, const tile_kernel *k, uint8_t *key, uint32_t cap,
                            bool apply) {
+  uint32_t cache_loop = k->cache_loop;
   uint32_t n = 0;
   uint8_t taken;
   unsigned nifs = uniform_ifs(f, b, &taken, apply);
@@ -259,6 +338,15 @@ static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, uint32_t
       if (apply) p->div16 = d16, p->pow2 = p2;
       key[n++] = (uint8_t)(d16 | p2 << 1);
     }
+  }
+  if (k->unequal_tiles && n + 1 <= cap) {
+    /* the heavier of the first and the last tile (a causal kernel deals its tiles longest
+     * first, or last) */
+    int64_t first[3] = {0, 0, 0}, last[3] = {b->grid[0] - 1, b->grid[1] - 1, b->grid[2] - 1};
+    double t0 = rt_tile_trips(f, b, first), t1 = rt_tile_trips(f, b, last);
+    uint8_t lt = (t0 > t1 ? t0 : t1) > CG_WALK_MAX_TRIPS;
+    key[n++] = (uint8_t)(0x40u | lt);
+    if (apply) f->long_tiles = lt;
   }
   if (cache_loop && n + 2 <= cap) { /* last: key[0]'s high bit marks decided conditions */
     int64_t trips = uniform_trips(f, b, cache_loop);
@@ -314,7 +402,7 @@ static struct rt_spec *find_or_build_spec(tile_context *ctx, tile_kernel *k, con
   uint8_t key[64];
   /* the key first, without touching the IR: this is every launch's path, so it must cost
    * microseconds (cloning the kernel's IR here made small launches measurably slower) */
-  uint32_t klen = spec_facts(k->ir, b, k->cache_loop, key, sizeof key, false);
+  uint32_t klen = spec_facts(k->ir, b, k, key, sizeof key, false);
   for (uint32_t i = 0; i < k->specs.n; i++)
     if (k->specs.v[i].facts_len == klen && memcmp(k->specs.v[i].facts, key, klen) == 0) {
       *st = TILE_OK;
@@ -839,7 +927,7 @@ static tile_status fold_decided(tile_context *ctx, struct ir_func *f, const uint
 static tile_status specialize(tile_kernel *k, const struct rt_bound *b, struct arena *scratch, struct ir_func **f,
                               uint8_t facts[64], uint32_t *nf) {
   *f = ir_func_clone(k->ir, scratch);
-  *nf = spec_facts(*f, b, k->cache_loop, facts, 64, true);
+  *nf = spec_facts(*f, b, k, facts, 64, true);
   return fold_decided(k->ctx, *f, facts, *nf, scratch);
 }
 
@@ -896,7 +984,7 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   }
   /* a new specialization: facts go on a clone so the generic IR stays untouched */
   struct ir_func *f = ir_func_clone(k->ir, &scratch);
-  out->facts_len = spec_facts(f, b, k->cache_loop, out->facts, sizeof out->facts, true);
+  out->facts_len = spec_facts(f, b, k, out->facts, sizeof out->facts, true);
   const char *key = NULL;
   if (t->cache_dir && t->cache_dir[0]) {
     key = module_key(k, t, out->facts, out->facts_len, &scratch);
@@ -1043,7 +1131,7 @@ static tile_status load_spec(tile_context *ctx, tile_kernel *k, const struct rt_
 
 tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, const struct rt_artifact *a) {
   uint8_t key[64];
-  uint32_t klen = spec_facts(k->ir, b, k->cache_loop, key, sizeof key, false);
+  uint32_t klen = spec_facts(k->ir, b, k, key, sizeof key, false);
   for (uint32_t i = 0; i < k->specs.n; i++)
     if (k->specs.v[i].facts_len == klen && memcmp(k->specs.v[i].facts, key, klen) == 0) return TILE_OK;
   if (klen != a->facts_len || memcmp(key, a->facts, klen) != 0)

@@ -33,6 +33,8 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--dtype", default="bf16", choices=("f16", "bf16"))
     p.add_argument("--causal", default="0,1")
+    p.add_argument("--batch", type=int, default=0, help="B (default: bench_attention's perf_batch)")
+    p.add_argument("--heads", type=int, default=0, help="H (default: bench_attention's PERF_HEADS)")
     args = p.parse_args()
     import torch
     import torch.nn.functional as F
@@ -53,7 +55,7 @@ def main():
     for D in (int(x) for x in args.d.split(",")):
         for N in (int(x) for x in args.n.split(",")):
             for causal in (c == "1" for c in args.causal.split(",")):
-                B, H = ba.perf_batch(N), ba.PERF_HEADS
+                B, H = args.batch or ba.perf_batch(N), args.heads or ba.PERF_HEADS
                 g = torch.Generator(device="cuda").manual_seed(N * 31 + D)
                 q, k, v = (torch.randn((B, H, N, D), dtype=tdt[0], device="cuda", generator=g) for _ in range(3))
                 o = torch.empty_like(q)

@@ -33,6 +33,12 @@ enum { CG_MAX_TMAPS = 8 };
  * 62, 65); with fewer tiles per program the static order cannot even out tiles whose work
  * repeats with a block index (a causal mask's), with more the walk's imbalance grows */
 enum { CG_FEW_WAVES = 8, CG_WALK_MIN_WAVES = 4 };
+/* ...and only for tiles of at most CG_WALK_MAX_TRIPS steps (the long_tiles fact): the walk
+ * saves a tile's fixed cost, which longer tiles amortize themselves, while its static order
+ * loses the hardware's dynamic start of each tile (PERF.md 91: attention forward hd128
+ * causal at 8 and 16 key blocks per tile gains from the walk, at 32 loses; the fused
+ * backward at 32-64 query blocks per tile loses 7-9%) */
+enum { CG_WALK_MAX_TRIPS = 16 };
 
 struct cg_result {
   const char *text; /* LLVM IR or PTX, NUL-terminated, in the caller's arena */

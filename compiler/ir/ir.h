@@ -235,6 +235,9 @@ struct ir_func {
                                   * complete and lets the next one launch early */
   uint16_t cache_trips;          /* a specialization fact: the trip count of the loops whose
                                   * re-read slices row-cache keeps in shared memory (0: none) */
+  bool long_tiles;               /* a specialization fact: the heaviest of the first and last
+                                  * tiles runs more than CG_WALK_MAX_TRIPS iterations of its
+                                  * innermost loops (the persistent pass: no walk) */
   VEC(struct ir_type) types;     /* [0] unused */
   VEC(struct ir_value) values;   /* [0] unused */
   VEC(struct ir_op) ops;         /* [0] unused */

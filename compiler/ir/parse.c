@@ -775,6 +775,7 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
     if (t < 1 || t > 65535) fail(ps, "cache_trips=%lld out of range (1..65535)", (long long)t);
     f->cache_trips = (uint16_t)t;
   }
+  if (accept(ps, "long_tiles")) f->long_tiles = true;
   for (int fact = 0; fact < 2; fact++) { /* div16(%M, ...) pow2(%P, ...) */
     if (!accept(ps, fact ? "pow2" : "div16")) continue;
     expect(ps, "(");

@@ -27,7 +27,8 @@
  *   - the function is marked persistent: the runtime launches as many programs as fit on
  *     the device at once (at most the number of tiles), along x; persistent=2 (heavy tiles
  *     of unequal work) only when the tiles are 4 to 8 waves of those programs (or at most
- *     one), one program per tile otherwise (each walks one tile).
+ *     one), one program per tile otherwise (each walks one tile); such a kernel whose launch's
+ *     longest tile runs many steps (the long_tiles fact, cg.h) is left as it is.
  *
  *   %pid = program_id {axis=0}                       %nt = <grid sizes multiplied>
  *   %m0 = ... %pid ...                               warp_specialize producer {
@@ -308,6 +309,11 @@ static bool make_persistent(struct pass_ctx *pc) {
   for (uint32_t l = 0; l < nrings; l++)
     for (int k = 0; k < 2; k++) unequal |= depends_on_program(f, f->ops.v[loops[l]].args[k], dep);
   bool few_waves = unequal && f->sched.persistent != 1 && iteration_flops(f, f->ops.v[ws].region + 1) > LIGHT_FLOPS;
+  /* ...and not at all when the launch's longest tile runs many steps (the long_tiles fact,
+   * cg.h: CG_WALK_MAX_TRIPS): a plain grid, one program per tile started by the hardware,
+   * measured 7-9% faster there than the walk and than persistent code launched one program
+   * per tile (PERF.md 91) */
+  if (few_waves && f->long_tiles) return false;
   /* the program-dependent scalar prefix */
   uint32_t prefix[MAX_PREFIX], np = 0;
   for (uint32_t i = 0; i < body->ops.n && body->ops.v[i] != ws; i++) {

@@ -180,19 +180,24 @@ Test(spec, memory_bound_rows_ask_for_four_programs) {
 
 /* attention_bwd_fused at head dim 128 (bf16), B=1, H=HKV=2, N=NK=n; LSE with the given strides
  * (NULL: contiguous). */
-static struct rt_artifact build_bwd_fused(tile_context *ctx, tile_kernel *k, int64_t n, const int64_t *lse_strides) {
+static struct rt_artifact build_bwd_fused_d(tile_context *ctx, tile_kernel *k, int64_t n, int64_t D,
+                                           const int64_t *lse_strides) {
   const int64_t B = 1, H = 2;
-  tile_arg a[10] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
+  tile_arg a[10] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, D}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, D}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, D}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, D}, NULL),
                     tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, n}, lse_strides),
                     tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){B, H, n}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, 128}, NULL),
-                    tile_arg_tensor(mem, TILE_F32, 4, (int64_t[]){B, H, n, 128}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, D}, NULL),
+                    tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){B, H, n, D}, NULL),
+                    tile_arg_tensor(mem, TILE_F32, 4, (int64_t[]){B, H, n, D}, NULL),
                     tile_arg_float(0.088)};
   return build(ctx, k, a, 10);
+}
+
+static struct rt_artifact build_bwd_fused(tile_context *ctx, tile_kernel *k, int64_t n, const int64_t *lse_strides) {
+  return build_bwd_fused_d(ctx, k, n, 128, lse_strides);
 }
 
 /* Register tiles written to swizzled shared memory (PERF.md 79): the fused backward at head
@@ -360,6 +365,44 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
   /* off by default (PERF.md 63): no candidate, no trip count in the key */
   k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 2);
   cr_expect(k->cache_loop == 0, "row-cache is on by default");
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
+/* Heavy tiles of unequal work are walked by persistent programs only when the longest runs
+ * few steps (the long_tiles fact, CG_WALK_MAX_TRIPS; PERF.md 91): the causal fused backward
+ * at hd64 deals its longest key block first, N / 64 query blocks, so N = 1024 (16 steps)
+ * is persistent(few) and N = 4096 (64) a plain grid, two specializations; the forward's
+ * hd128 causal row blocks likewise (8 key blocks at N = 1024, 32 at N = 4096). */
+Test(spec, long_tiles_are_not_walked) {
+  tile_context *ctx = NULL;
+  tile_define d[3] = {{"T", "bf16"}, {"D", "64"}, {"CAUSAL", "true"}};
+  tile_kernel *k = compile_sm90a(&ctx, "attention_bwd.tile", "attention_bwd_fused", d, 3);
+  struct rt_artifact s = build_bwd_fused_d(ctx, k, 1024, 64, NULL), l = build_bwd_fused_d(ctx, k, 4096, 64, NULL);
+  cr_expect_eq(s.code.persistent, 2, "16 steps: persistent=%d", (int)s.code.persistent);
+  cr_expect_eq(l.code.persistent, 0, "64 steps: persistent=%d", (int)l.code.persistent);
+  cr_expect(!same_key(&s, &l), "long_tiles is not in the specialization key");
+  rt_artifact_free(&s);
+  rt_artifact_free(&l);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+  tile_define f[3] = {{"T", "bf16"}, {"D", "128"}, {"CAUSAL", "true"}};
+  k = compile_sm90a(&ctx, "attention.tile", "attention", f, 3);
+  int64_t persistent[2];
+  for (int i = 0; i < 2; i++) {
+    int64_t n = i ? 4096 : 1024;
+    tile_arg a[6] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 128}, NULL),
+                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 128}, NULL),
+                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 128}, NULL),
+                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 128}, NULL),
+                     tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){1, 4, n}, NULL),
+                     tile_arg_float(0.088)};
+    struct rt_artifact art = build(ctx, k, a, 6);
+    persistent[i] = art.code.persistent;
+    rt_artifact_free(&art);
+  }
+  cr_expect_eq(persistent[0], 2, "forward, 8 key blocks: persistent=%d", (int)persistent[0]);
+  cr_expect_eq(persistent[1], 0, "forward, 32 key blocks: persistent=%d", (int)persistent[1]);
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
