@@ -369,7 +369,7 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
   if (k->target && tl_sched_get(k->sched.rowcache, 0)) k->cache_loop = ir_row_cache_find(k->ir, NULL, &nloads);
   /* tiles of unequal work: whether the longest runs many steps decides the persistent walk
    * (the long_tiles fact; persistent=1 walks regardless) */
-  if (k->target && tl_sched_get(k->sched.persistent, 2) == 2) k->unequal_tiles = rt_unequal_tiles(k->ir);
+  if (k->target && tl_sched_get(k->sched.persistent, 2) == 2) k->unequal_tiles = pass_long_tiles_matter(k->ir, &k->arena);
   describe_kernel(k, fr.info, fr.defines, fr.ndefines);
   return TILE_OK;
 }

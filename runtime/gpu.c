@@ -264,28 +264,6 @@ double rt_tile_trips(const struct ir_func *f, const struct rt_bound *b, const in
   return block_trips(f, b, &u, IR_BODY_BLOCK, pid, 1, &loops);
 }
 
-/* Whether a loop's bounds depend on the program (through scalar ops: a causal mask's key
- * range), at most `depth` definitions deep. */
-static bool on_program(const struct ir_func *f, ir_val v, int depth) {
-  uint32_t d = ir_def_op(f, v);
-  if (!d || depth == 0) return false;
-  const struct ir_op *op = &f->ops.v[d];
-  if (op->code == IR_PROGRAM_ID) return true;
-  if (op->nregions || !ir_type_is_scalar(ir_vtype(f, v))) return false;
-  for (uint32_t k = 0; k < op->nargs; k++)
-    if (on_program(f, op->args[k], depth - 1)) return true;
-  return false;
-}
-
-bool rt_unequal_tiles(const struct ir_func *f) {
-  for (uint32_t id = 1; id < f->ops.n; id++) {
-    const struct ir_op *op = &f->ops.v[id];
-    if (op->block && op->code == IR_FOR && op->nargs >= 2 && (on_program(f, op->args[0], 16) || on_program(f, op->args[1], 16)))
-      return true;
-  }
-  return false;
-}
-
 /* The elements from tensor x's base to its last one, inclusive (1 when it is empty); -1 when
  * a stride is negative. */
 int64_t rt_tensor_span(const struct interp_tensor *x) {

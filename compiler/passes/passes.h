@@ -79,6 +79,12 @@ uint16_t pass_shared_layout(struct ir_func *f, const struct ir_type *t);
  * f->cache_trips. */
 uint32_t ir_row_cache_find(const struct ir_func *f, uint32_t *loads, uint32_t *nloads);
 
+/* Whether generic IR f has a loop whose bounds depend on the program and whose body's
+ * products pass the persistent pass's light work per iteration (persistent.c): the kernels
+ * whose persistent form depends on the long_tiles fact, which the runtime therefore adds to
+ * their specialization key (and no other kernel's). */
+bool pass_long_tiles_matter(const struct ir_func *f, struct arena *scratch);
+
 /* Runs a comma-separated list of pass names (tilec opt). Unknown names are errors. */
 bool pass_run_list(const char *list, struct ir_func *f, struct pass_options *o, struct strbuf *err);
 

@@ -281,6 +281,26 @@ static int64_t iteration_flops(const struct ir_func *f, uint32_t region) {
   return most;
 }
 
+bool pass_long_tiles_matter(const struct ir_func *f, struct arena *scratch) {
+  uint8_t *dep = ARENA_NEWN(scratch, uint8_t, f->values.n + 1);
+  for (uint32_t id = 1; id < f->ops.n; id++) {
+    const struct ir_op *op = &f->ops.v[id];
+    if (!op->block || op->code != IR_FOR || op->nargs < 3) continue;
+    if (!depends_on_program((struct ir_func *)f, op->args[0], dep) && !depends_on_program((struct ir_func *)f, op->args[1], dep))
+      continue;
+    const struct ir_block *b = &f->blocks.v[op->region];
+    int64_t w = 0;
+    for (uint32_t i = 0; i < b->ops.n; i++) {
+      const struct ir_op *d = &f->ops.v[b->ops.v[i]];
+      if (d->code != IR_DOT) continue;
+      const struct ir_type *a = ir_vtype(f, d->args[0]), *c = ir_vtype(f, d->res);
+      if (a->rank == 2 && c->rank == 2) w += 2 * (int64_t)c->dims[0] * c->dims[1] * a->dims[1];
+    }
+    if (w > LIGHT_FLOPS) return true;
+  }
+  return false;
+}
+
 static bool make_persistent(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   struct ir_block *body = &f->blocks.v[IR_BODY_BLOCK];

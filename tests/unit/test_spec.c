@@ -405,6 +405,26 @@ Test(spec, long_tiles_are_not_walked) {
   cr_expect_eq(persistent[1], 0, "forward, 32 key blocks: persistent=%d", (int)persistent[1]);
   tile_kernel_release(k);
   tile_context_destroy(ctx);
+  /* hd64's key blocks are light (walked whatever their number): no fact, one specialization */
+  tile_define h64[3] = {{"T", "bf16"}, {"D", "64"}, {"CAUSAL", "true"}};
+  k = compile_sm90a(&ctx, "attention.tile", "attention", h64, 3);
+  struct rt_artifact arts[2];
+  for (int i = 0; i < 2; i++) {
+    int64_t n = i ? 4096 : 1024;
+    tile_arg a[6] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 64}, NULL),
+                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 64}, NULL),
+                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 64}, NULL),
+                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 64}, NULL),
+                     tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){1, 4, n}, NULL),
+                     tile_arg_float(0.125)};
+    arts[i] = build(ctx, k, a, 6);
+  }
+  cr_expect(same_key(&arts[0], &arts[1]), "hd64's light tiles got a long_tiles fact");
+  cr_expect_eq(arts[1].code.persistent, 1, "hd64 causal at 64 key blocks: persistent=%d", (int)arts[1].code.persistent);
+  rt_artifact_free(&arts[0]);
+  rt_artifact_free(&arts[1]);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
 }
 
 /* Persistent grids: as many programs as fit (never more than the tiles); heavy tiles of
