@@ -146,6 +146,16 @@ static unsigned uniform_ifs(struct ir_func *f, const struct rt_bound *b, uint8_t
   return nifs;
 }
 
+/* The trip count of for op `op` when u and the launch decide its bounds, 1 otherwise. */
+static double loop_trips(const struct ir_func *f, const struct rt_bound *b, const struct uniform *u,
+                         const struct ir_op *op) {
+  ir_scalar a[3] = {{0}, {0}, {0}};
+  struct ir_op bounds = *op;
+  bounds.nargs = 3;
+  if (op->nargs < 3 || !uniform_args(f, b, u, &bounds, a) || a[2].i <= 0) return 1;
+  return a[1].i > a[0].i ? (double)((a[1].i - a[0].i + a[2].i - 1) / a[2].i) : 0;
+}
+
 /* Adds to e the global bytes that block blk's loads and gathers read when run `trips`
  * times (loops with bounds the launch decides run their trip count; others once; both
  * branches of an if count), and the largest tile any op there produces. */
@@ -166,12 +176,7 @@ static void estimate_block(const struct ir_func *f, const struct rt_bound *b, st
       e->load_bytes += trips * (double)ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype);
     }
     if (op->code == IR_FOR) {
-      double n = 1;
-      struct ir_op bounds = *op;
-      bounds.nargs = 3;
-      if (op->nargs >= 3 && uniform_args(f, b, u, &bounds, a) && a[2].i > 0)
-        n = a[1].i > a[0].i ? (double)((a[1].i - a[0].i + a[2].i - 1) / a[2].i) : 0;
-      estimate_block(f, b, u, op->region, trips * n, e);
+      estimate_block(f, b, u, op->region, trips * loop_trips(f, b, u, op), e);
       continue;
     }
     for (uint32_t r = 0; r < op->nregions; r++) estimate_block(f, b, u, op->region + r, trips, e);
@@ -229,13 +234,8 @@ static double block_trips(const struct ir_func *f, const struct rt_bound *b, str
       continue;
     }
     if (op->code == IR_FOR) {
-      double n = 1;
-      struct ir_op bounds = *op;
-      bounds.nargs = 3;
-      if (op->nargs >= 3 && uniform_args(f, b, u, &bounds, a) && a[2].i > 0)
-        n = a[1].i > a[0].i ? (double)((a[1].i - a[0].i + a[2].i - 1) / a[2].i) : 0;
       bool inner;
-      double t = block_trips(f, b, u, op->region, pid, mult * n, &inner);
+      double t = block_trips(f, b, u, op->region, pid, mult * loop_trips(f, b, u, op), &inner);
       total += t;
       *loops = true;
       continue;

@@ -3,6 +3,7 @@
  * is folded into the specialization, so the PTX holds only the branch taken; the two
  * outcomes are two specializations with different keys. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fixture.h"
@@ -369,6 +370,31 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
   tile_context_destroy(ctx);
 }
 
+/* lib/attention.tile's causal forward at head dim D built for N = 1024 and N = 4096 (B=1,
+ * H=4): each one's code.persistent, and whether their specialization keys are the same. */
+static bool build_causal_forward(int64_t D, int persistent[2]) {
+  tile_context *ctx = NULL;
+  char dtext[8];
+  snprintf(dtext, sizeof dtext, "%d", (int)D);
+  tile_define d[3] = {{"T", "bf16"}, {"D", dtext}, {"CAUSAL", "true"}};
+  tile_kernel *k = compile_sm90a(&ctx, "attention.tile", "attention", d, 3);
+  struct rt_artifact art[2];
+  for (int i = 0; i < 2; i++) {
+    int64_t n = i ? 4096 : 1024, x[4] = {1, 4, n, D};
+    tile_arg a[6] = {tile_arg_tensor(mem, TILE_BF16, 4, x, NULL), tile_arg_tensor(mem, TILE_BF16, 4, x, NULL),
+                     tile_arg_tensor(mem, TILE_BF16, 4, x, NULL), tile_arg_tensor(mem, TILE_BF16, 4, x, NULL),
+                     tile_arg_tensor(mem, TILE_F32, 3, x, NULL), tile_arg_float(0.088)};
+    art[i] = build(ctx, k, a, 6);
+    persistent[i] = art[i].code.persistent;
+  }
+  bool same = same_key(&art[0], &art[1]);
+  rt_artifact_free(&art[0]);
+  rt_artifact_free(&art[1]);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+  return same;
+}
+
 /* Heavy tiles of unequal work are walked by persistent programs only when the longest runs
  * few steps (the long_tiles fact, CG_WALK_MAX_TRIPS; PERF.md 91): the causal fused backward
  * at hd64 deals its longest key block first, N / 64 query blocks, so N = 1024 (16 steps)
@@ -386,45 +412,14 @@ Test(spec, long_tiles_are_not_walked) {
   rt_artifact_free(&l);
   tile_kernel_release(k);
   tile_context_destroy(ctx);
-  tile_define f[3] = {{"T", "bf16"}, {"D", "128"}, {"CAUSAL", "true"}};
-  k = compile_sm90a(&ctx, "attention.tile", "attention", f, 3);
-  int64_t persistent[2];
-  for (int i = 0; i < 2; i++) {
-    int64_t n = i ? 4096 : 1024;
-    tile_arg a[6] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 128}, NULL),
-                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 128}, NULL),
-                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 128}, NULL),
-                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 128}, NULL),
-                     tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){1, 4, n}, NULL),
-                     tile_arg_float(0.088)};
-    struct rt_artifact art = build(ctx, k, a, 6);
-    persistent[i] = art.code.persistent;
-    rt_artifact_free(&art);
-  }
-  cr_expect_eq(persistent[0], 2, "forward, 8 key blocks: persistent=%d", (int)persistent[0]);
-  cr_expect_eq(persistent[1], 0, "forward, 32 key blocks: persistent=%d", (int)persistent[1]);
-  tile_kernel_release(k);
-  tile_context_destroy(ctx);
-  /* hd64's key blocks are light (walked whatever their number): no fact, one specialization */
-  tile_define h64[3] = {{"T", "bf16"}, {"D", "64"}, {"CAUSAL", "true"}};
-  k = compile_sm90a(&ctx, "attention.tile", "attention", h64, 3);
-  struct rt_artifact arts[2];
-  for (int i = 0; i < 2; i++) {
-    int64_t n = i ? 4096 : 1024;
-    tile_arg a[6] = {tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 64}, NULL),
-                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 64}, NULL),
-                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 64}, NULL),
-                     tile_arg_tensor(mem, TILE_BF16, 4, (int64_t[]){1, 4, n, 64}, NULL),
-                     tile_arg_tensor(mem, TILE_F32, 3, (int64_t[]){1, 4, n}, NULL),
-                     tile_arg_float(0.125)};
-    arts[i] = build(ctx, k, a, 6);
-  }
-  cr_expect(same_key(&arts[0], &arts[1]), "hd64's light tiles got a long_tiles fact");
-  cr_expect_eq(arts[1].code.persistent, 1, "hd64 causal at 64 key blocks: persistent=%d", (int)arts[1].code.persistent);
-  rt_artifact_free(&arts[0]);
-  rt_artifact_free(&arts[1]);
-  tile_kernel_release(k);
-  tile_context_destroy(ctx);
+  /* the forward, causal: hd128's key blocks are heavy (8 at N = 1024 walked, 32 at 4096 not);
+   * hd64's light (walked whatever their number): no fact, one specialization */
+  int p128[2], p64[2];
+  cr_expect(!build_causal_forward(128, p128), "forward hd128: long_tiles is not in the key");
+  cr_expect_eq(p128[0], 2, "forward, 8 key blocks: persistent=%d", p128[0]);
+  cr_expect_eq(p128[1], 0, "forward, 32 key blocks: persistent=%d", p128[1]);
+  cr_expect(build_causal_forward(64, p64), "hd64's light tiles got a long_tiles fact");
+  cr_expect_eq(p64[1], 1, "hd64 causal at 64 key blocks: persistent=%d", p64[1]);
 }
 
 /* Persistent grids: as many programs as fit (never more than the tiles); heavy tiles of
