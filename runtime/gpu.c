@@ -252,7 +252,8 @@ static double block_trips(const struct ir_func *f, const struct rt_bound *b, str
       if (any) total += most, *loops = true;
       continue;
     }
-    if (uniform_args(f, b, u, op, a)) uniform_eval(f, u, op, a);
+    /* only scalars can decide a bound: tile ops are not looked up */
+    if (op->nres == 1 && ir_type_is_scalar(ir_vtype(f, op->res)) && uniform_args(f, b, u, op, a)) uniform_eval(f, u, op, a);
   }
   return *loops ? total : mult;
 }
