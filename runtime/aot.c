@@ -20,7 +20,11 @@
  * tests/cli/aot.sh compares the two launches through the fake driver.
  *
  * Limits (reported as TILE_UNSUPPORTED): grids computed with float operations, and f16,
- * bf16 or fp8 scalar parameters (the launcher would have to round them). */
+ * bf16 or fp8 scalar parameters (the launcher would have to round them). Not reported: the
+ * code assumes short tiles (no long_tiles fact, which the JIT evaluates per launch from the
+ * tiles' trip counts), so a causal kernel with heavy tiles of more than CG_WALK_MAX_TRIPS
+ * steps keeps the persistent walk at 4 to 8 waves where the JIT launches a plain grid
+ * (PERF.md 91: 7-9% slower there). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
