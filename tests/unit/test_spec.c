@@ -370,6 +370,36 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
   tile_context_destroy(ctx);
 }
 
+/* rt_tile_trips on the generic IR: the causal fused backward (B=1, H=2, N = NK = 1024, BM =
+ * 64, BN = 128, longest first) runs 16 query blocks in its first tile (key block 0) and 2 in
+ * its last (key block 7: queries 896-1023); an empty grid evaluates without faulting. */
+Test(spec, tile_trips_follow_the_program) {
+  tile_context *ctx = NULL;
+  tile_define d[3] = {{"T", "bf16"}, {"D", "64"}, {"CAUSAL", "true"}};
+  tile_kernel *k = compile_sm90a(&ctx, "attention_bwd.tile", "attention_bwd_fused", d, 3);
+  for (int empty = 0; empty < 2; empty++) {
+    const int64_t B = empty ? 0 : 1, H = 2, n = 1024, D = 64;
+    int64_t x[4] = {B, H, n, D};
+    tile_arg a[10] = {tile_arg_tensor(mem, TILE_BF16, 4, x, NULL), tile_arg_tensor(mem, TILE_BF16, 4, x, NULL),
+                      tile_arg_tensor(mem, TILE_BF16, 4, x, NULL), tile_arg_tensor(mem, TILE_BF16, 4, x, NULL),
+                      tile_arg_tensor(mem, TILE_F32, 3, x, NULL),  tile_arg_tensor(mem, TILE_F32, 3, x, NULL),
+                      tile_arg_tensor(mem, TILE_BF16, 4, x, NULL), tile_arg_tensor(mem, TILE_BF16, 4, x, NULL),
+                      tile_arg_tensor(mem, TILE_F32, 4, x, NULL),  tile_arg_float(0.088)};
+    TEST_ARENA(ar);
+    struct rt_bound b;
+    cr_assert_eq(rt_bind_args(ctx, k, a, 10, &ar, &b), TILE_OK, "%s", tile_errmsg(ctx));
+    int64_t first[3] = {0, 0, 0}, last[3] = {b.grid[0] - 1, b.grid[1] - 1, b.grid[2] - 1};
+    double t0 = rt_tile_trips(k->ir, &b, first), t1 = rt_tile_trips(k->ir, &b, last);
+    if (!empty) {
+      cr_expect(t0 == 16, "first tile: %g steps", t0);
+      cr_expect(t1 == 2, "last tile: %g steps", t1);
+    }
+    arena_free(&ar);
+  }
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
 /* lib/attention.tile's causal forward at head dim D built for N = 1024 and N = 4096 (B=1,
  * H=4): each one's code.persistent, and whether their specialization keys are the same. */
 static bool build_causal_forward(int64_t D, int persistent[2]) {
