@@ -674,6 +674,9 @@ Test(lib_softmax, large_inputs) {
 
 /* ---- layernorm and rmsnorm -------------------------------------------------------------- */
 
+/* The inputs of run_norm: uniform in [offset - 1, offset + 1]. */
+static float norm_offset;
+
 static void run_norm(tile_context *ctx, struct rng *r, bool layer, const char *T, const char *cfg,
                      int M, int N) {
   tile_dtype dt = dtype_of(T);
@@ -689,7 +692,7 @@ static void run_norm(tile_context *ctx, struct rng *r, bool layer, const char *T
   tb_init(&Y, dt, (size_t)M * N);
   tb_init(&Mean, TILE_F32, (size_t)M);
   tb_init(&Rstd, TILE_F32, (size_t)M);
-  tb_random(&X, r);
+  tb_random_range(&X, r, norm_offset - 1.0f, norm_offset + 1.0f);
   tb_random(&W, r);
   tb_random(&Bv, r);
   tb_poison(&Y);
@@ -767,6 +770,22 @@ static void run_norm_all(bool layer, const char *name) {
 }
 
 Test(lib_layernorm, shapes_and_dtypes) { run_norm_all(true, "lib_layernorm/shapes_and_dtypes"); }
+
+/* Rows far from zero (mean 30, spread 1): the looped form's one pass for both statistics
+ * sums x - x[0], whose variance keeps its digits; E[x^2] - E[x]^2 in f32 would lose about
+ * four of them (900 against 1/3) and miss Rstd's 2e-5 by 10x. */
+Test(lib_layernorm, rows_far_from_zero) {
+  struct rng r;
+  rng_seed(&r, rng_test_seed("lib_layernorm/rows_far_from_zero"));
+  tile_context *ctx = new_ctx();
+  norm_offset = 30.0f;
+  run_norm(ctx, &r, true, "f32", NULL, 3, 3000);
+  run_norm(ctx, &r, true, "f32", "BN=64,NW=2", 5, 257);
+  run_norm(ctx, &r, true, "f32", "BN=256,NW=8", 3, 1000);
+  run_norm(ctx, &r, true, "f32", NULL, 7, 100);
+  norm_offset = 0.0f;
+  tile_context_destroy(ctx);
+}
 Test(lib_rmsnorm, shapes_and_dtypes) { run_norm_all(false, "lib_rmsnorm/shapes_and_dtypes"); }
 
 /* ---- attention -------------------------------------------------------------------------- */
