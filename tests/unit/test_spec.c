@@ -23,12 +23,16 @@ static bool same_key(const struct rt_artifact *a, const struct rt_artifact *b) {
   return a->facts_len == b->facts_len && memcmp(a->facts, b->facts, a->facts_len) == 0;
 }
 
-/* The sm_90a specialization of k for arguments a[0..n) (nothing is launched). */
+/* The target the kernels below are compiled and built for (a test may switch it). */
+static const char *arch = "sm_90a";
+
+/* The specialization of k for arguments a[0..n) (nothing is launched). */
 static struct rt_artifact build(tile_context *ctx, tile_kernel *k, const tile_arg *a, unsigned n) {
   TEST_ARENA(ar);
   struct rt_bound b;
   cr_assert_eq(rt_bind_args(ctx, k, a, n, &ar, &b), TILE_OK, "%s", tile_errmsg(ctx));
-  struct rt_gpu_target t = {.arch = "sm_90a", .smem_optin = 232448};
+  struct rt_gpu_target t = {.smem_optin = 232448};
+  snprintf(t.arch, sizeof t.arch, "%s", arch);
   struct rt_artifact art;
   cr_assert_eq(rt_gpu_build(k, &b, &t, &art), TILE_OK, "%s", tile_errmsg(ctx));
   arena_free(&ar);
@@ -50,7 +54,7 @@ static tile_kernel *compile_sched(tile_context **ctx, const char *file, const ch
   char path[1024];
   test_lib_path(path, sizeof path, file);
   tile_compile_options co = {.kernel = kernel, .defines = d, .ndefines = nd, .device = TILE_DEVICE_CUDA,
-                             .arch = "sm_90a", .flags = TILE_FIXED_CONFIG, .schedule = schedule};
+                             .arch = arch, .flags = TILE_FIXED_CONFIG, .schedule = schedule};
   tile_kernel *k = NULL;
   cr_assert_eq(tile_compile_file(*ctx, path, &co, &k), TILE_OK, "%s", tile_errmsg(*ctx));
   return k;
@@ -450,6 +454,20 @@ Test(spec, long_tiles_are_not_walked) {
   cr_expect_eq(p128[1], 0, "forward, 32 key blocks: persistent=%d", p128[1]);
   cr_expect(build_causal_forward(64, p64), "hd64's light tiles got a long_tiles fact");
   cr_expect_eq(p64[1], 1, "hd64 causal at 64 key blocks: persistent=%d", p64[1]);
+  /* without warp roles (sm_80) nothing is persistent: the backward's heavy steps get no
+   * fact either, one specialization for 8 steps (N = 256) and 128 (N = 4096) */
+  arch = "sm_80";
+  tile_define d128[3] = {{"T", "bf16"}, {"D", "128"}, {"CAUSAL", "true"}};
+  k = compile_sm90a(&ctx, "attention_bwd.tile", "attention_bwd_fused", d128, 3);
+  s = build_bwd_fused_d(ctx, k, 256, 128, NULL); /* 8 query blocks of 32: short */
+  l = build_bwd_fused_d(ctx, k, 4096, 128, NULL);
+  cr_expect(same_key(&s, &l), "sm_80 got a long_tiles fact");
+  cr_expect(!s.code.persistent && !l.code.persistent, "sm_80 persistent: %d %d", s.code.persistent, l.code.persistent);
+  rt_artifact_free(&s);
+  rt_artifact_free(&l);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+  arch = "sm_90a";
 }
 
 /* Persistent grids: as many programs as fit (never more than the tiles); heavy tiles of
