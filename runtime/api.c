@@ -370,7 +370,7 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
   /* tiles of unequal work: whether the longest runs many steps decides the persistent walk
    * (the long_tiles fact; persistent=1 walks regardless; only targets with warp roles) */
   if (k->target && tl_has(k->target, TL_FEAT_SETMAXNREG) && tl_sched_get(k->sched.persistent, 2) == 2)
-    k->unequal_tiles = pass_long_tiles_matter(k->ir, &k->arena); /* (persistence needs warp roles) */
+    k->long_tiles_matter = pass_long_tiles_matter(k->ir, &k->arena);
   describe_kernel(k, fr.info, fr.defines, fr.ndefines);
   return TILE_OK;
 }

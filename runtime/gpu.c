@@ -318,7 +318,7 @@ static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, const ti
       key[n++] = (uint8_t)(d16 | p2 << 1);
     }
   }
-  if (k->unequal_tiles && n + 1 <= cap) {
+  if (k->long_tiles_matter && n + 1 <= cap) {
     /* the heavier of the first and the last tile (a causal kernel deals its tiles longest
      * first, or last) */
     int64_t first[3] = {0, 0, 0}, last[3] = {b->grid[0] - 1, b->grid[1] - 1, b->grid[2] - 1};

@@ -150,7 +150,7 @@ struct tile_kernel {
   const char *filename;
   struct ir_func *ir;     /* generic IR after the machine-independent pipeline */
   uint32_t cache_loop;    /* ir's loop whose trip count is a fact (row-cache; 0: none) */
-  bool unequal_tiles;     /* pass_long_tiles_matter: the long_tiles fact joins each launch's
+  bool long_tiles_matter; /* pass_long_tiles_matter: the long_tiles fact joins each launch's
                            * key (rt_tile_trips) */
   tile_param_info *params; /* user-visible parameters (tensors and scalars) */
   uint32_t *param_ir;     /* user parameter i -> index in ir->params */
@@ -208,7 +208,6 @@ uint64_t rt_persistent_programs(uint64_t tiles, uint64_t slots, int persistent);
 /* The iterations of f's innermost loops in the program at grid coordinates pid[] (loops
  * whose bounds the launch and pid[] do not decide count once; an if, its heavier branch). */
 double rt_tile_trips(const struct ir_func *f, const struct rt_bound *b, const int64_t pid[3]);
-
 
 /* Loads the driver and opens the device once; false (with the message set) if unavailable. */
 bool rt_cuda_ready(tile_context *ctx);

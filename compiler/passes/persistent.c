@@ -48,7 +48,7 @@ enum { LIGHT_FLOPS = 1 << 22 };
 
 /* Whether scalar op `id` depends (through pure operands defined at the top level) on the
  * program's identity. dep[] caches per value. */
-static bool depends_on_program(struct ir_func *f, ir_val v, uint8_t *dep) {
+static bool depends_on_program(const struct ir_func *f, ir_val v, uint8_t *dep) {
   if (dep[v]) return dep[v] == 2;
   dep[v] = 1;
   uint32_t d = ir_def_op(f, v);
@@ -259,23 +259,31 @@ static bool wrap_role(struct pass_ctx *pc, uint32_t region, ir_val ntiles, const
   return true;
 }
 
-/* The Tensor Core work of one iteration of the heaviest top-level loop of a role region:
- * 2 * M * N * K per wgmma of its body. */
+/* The Tensor Core work of one iteration of loop body bb: 2 * M * N * K per product (dot in
+ * generic IR, wgmma in GPU IR) at its top level. */
+static int64_t body_flops(const struct ir_func *f, uint32_t bb) {
+  const struct ir_block *b = &f->blocks.v[bb];
+  int64_t w = 0;
+  for (uint32_t j = 0; j < b->ops.n; j++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[j]];
+    if (op->code != IR_WGMMA && op->code != IR_DOT) continue;
+    const struct ir_type *c = ir_vtype(f, op->res), *a = ir_vtype(f, op->args[0]);
+    if (c->rank != 2 || a->rank < 2) continue;
+    bool mn_major = op->code == IR_WGMMA && (op->i[0] & 1); /* a's buffer holds [K, M] */
+    int64_t k = mn_major ? a->dims[a->rank - 2] : a->dims[a->rank - 1];
+    w += 2 * (int64_t)c->dims[0] * c->dims[1] * k;
+  }
+  return w;
+}
+
+/* The Tensor Core work of one iteration of the heaviest top-level loop of a role region. */
 static int64_t iteration_flops(const struct ir_func *f, uint32_t region) {
   const struct ir_block *rb = &f->blocks.v[region];
   int64_t most = 0;
   for (uint32_t i = 0; i < rb->ops.n; i++) {
     const struct ir_op *lp = &f->ops.v[rb->ops.v[i]];
     if (lp->code != IR_FOR) continue;
-    const struct ir_block *bb = &f->blocks.v[lp->region];
-    int64_t w = 0;
-    for (uint32_t j = 0; j < bb->ops.n; j++) {
-      const struct ir_op *op = &f->ops.v[bb->ops.v[j]];
-      if (op->code != IR_WGMMA) continue;
-      const struct ir_type *c = ir_vtype(f, op->res), *a = ir_vtype(f, op->args[0]);
-      int64_t k = (op->i[0] & 1) ? a->dims[a->rank - 2] : a->dims[a->rank - 1];
-      w += 2 * (int64_t)c->dims[0] * c->dims[1] * k;
-    }
+    int64_t w = body_flops(f, lp->region);
     if (w > most) most = w;
   }
   return most;
@@ -286,17 +294,9 @@ bool pass_long_tiles_matter(const struct ir_func *f, struct arena *scratch) {
   for (uint32_t id = 1; id < f->ops.n; id++) {
     const struct ir_op *op = &f->ops.v[id];
     if (!op->block || op->code != IR_FOR || op->nargs < 3) continue;
-    if (!depends_on_program((struct ir_func *)f, op->args[0], dep) && !depends_on_program((struct ir_func *)f, op->args[1], dep))
-      continue;
-    const struct ir_block *b = &f->blocks.v[op->region];
-    int64_t w = 0;
-    for (uint32_t i = 0; i < b->ops.n; i++) {
-      const struct ir_op *d = &f->ops.v[b->ops.v[i]];
-      if (d->code != IR_DOT) continue;
-      const struct ir_type *a = ir_vtype(f, d->args[0]), *c = ir_vtype(f, d->res);
-      if (a->rank == 2 && c->rank == 2) w += 2 * (int64_t)c->dims[0] * c->dims[1] * a->dims[1];
-    }
-    if (w > LIGHT_FLOPS) return true;
+    if ((depends_on_program(f, op->args[0], dep) || depends_on_program(f, op->args[1], dep)) &&
+        body_flops(f, op->region) > LIGHT_FLOPS)
+      return true;
   }
   return false;
 }
