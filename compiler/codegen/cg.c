@@ -212,11 +212,14 @@ void cg_thread_coords(struct cg *g, const struct ll *l, LLVMValueRef *coord) {
  * same value, which ptxas then knows to be the same in every lane, so that what derives
  * from it alone (a warp's wgmma descriptors) goes to uniform registers instead of one
  * register per thread each (attention_bwd_fused kept dQ's B descriptors in registers and
- * spilled them, PERF.md 79). Not in mma.sync kernels: their registers measured no better
- * and some spilled (tests/cli/ptxas.sh). */
+ * spilled them, PERF.md 79). Only in kernels with wgmma ops: in mma.sync kernels the
+ * registers measured no better and some spilled (tests/cli/ptxas.sh), and in kernels
+ * without products the opaque warp index keeps LLVM from folding each element's offset
+ * into one base address (softmax at 4096 x 50257: 45 -> 88 registers, 45% -> 34% of the
+ * copy; PERF.md 96). */
 static LLVMValueRef warp_index(struct cg *g, LLVMValueRef tid) {
   LLVMValueRef w = LLVMBuildLShr(g->b, tid, cg_i32(g, 5), "warp");
-  if (!ir_func_wgmma(g->f)) return w;
+  if (!g->has_wgmma) return w;
   LLVMValueRef args[4] = {cg_i32(g, -1), w, cg_i32(g, 0), cg_i32(g, 31)};
   return cg_intrinsic(g, "llvm.nvvm.shfl.sync.idx.i32", NULL, 0, args, 4);
 }
@@ -1127,6 +1130,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   if (f->grid_dep)
     cg_asm(g, LLVMVoidTypeInContext(g->ctx), "griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;",
            "~{memory}", NULL, 0, true);
+  for (uint32_t i = 1; i < f->ops.n && !g->has_wgmma; i++) g->has_wgmma = f->ops.v[i].block && f->ops.v[i].code == IR_WGMMA;
   LLVMValueRef tid = sreg(g, "tid.x");
   g->role_tid = tid;
   g->leader = LLVMBuildICmp(g->b, LLVMIntEQ, tid, cg_i32(g, 0), "leader");

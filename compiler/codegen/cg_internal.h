@@ -39,6 +39,7 @@ struct cg {
   struct arena *arena;
   struct strbuf *err;
   bool failed;
+  bool has_wgmma; /* the function has wgmma ops (warp_index) */
   const struct tl_target *target;
   double t0;
   LLVMContextRef ctx;
