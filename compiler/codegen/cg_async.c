@@ -97,22 +97,6 @@ void cg_gen_mbar_expect_tx(struct cg *g, const struct ir_op *op) {
   end_if(g, cont);
 }
 
-/* align_shift %T, %i... {bytes}: (address of T[i...] mod bytes) / element size. */
-void cg_gen_align_shift(struct cg *g, const struct ir_op *op) {
-  const struct ir_type *tt = ir_vtype(g->f, op->args[0]);
-  const struct cg_tensor *t = &g->tensors[ir_param_of(g->f, op->args[0]) - g->f->params.v];
-  int eb = ir_dtype_bytes((ir_dtype)tt->dtype);
-  LLVMValueRef off = cg_i64(g, 0);
-  for (int d = 0; d < tt->rank; d++) {
-    LLVMValueRef i = cg_scalar_i32(g, op->args[1 + d]);
-    if (g->failed) return;
-    off = LLVMBuildAdd(g->b, off, LLVMBuildMul(g->b, LLVMBuildSExt(g->b, i, g->i64, ""), t->stride[d], ""), "");
-  }
-  LLVMValueRef a = LLVMBuildAdd(g->b, LLVMBuildPtrToInt(g->b, t->ptr, g->i64, ""), LLVMBuildMul(g->b, off, cg_i64(g, eb), ""), "");
-  a = LLVMBuildTrunc(g->b, LLVMBuildAnd(g->b, a, cg_i64(g, op->i[0] - 1), ""), g->i32, "");
-  cg_new_val(g, op->res, 1)->r[0] = LLVMBuildUDiv(g->b, a, cg_i32(g, eb), "");
-}
-
 void cg_gen_tma_desc(struct cg *g, const struct ir_op *op) {
   uint32_t id = (uint32_t)(op - g->f->ops.v);
   cg_new_val(g, op->res, 1)->r[0] = g->desc_param[id];

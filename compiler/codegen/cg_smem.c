@@ -456,16 +456,12 @@ void cg_gen_local_load(struct cg *g, const struct ir_op *op) {
   /* generic: element by element */
   LLVMTypeRef et = cg_reg_type(g, (ir_dtype)rt->dtype);
   LLVMTypeRef it = LLVMIntTypeInContext(g->ctx, (unsigned)(s.eb * 8));
-  /* a shift (elements further along the row, any alignment): element by element */
-  LLVMValueRef shift = op->nargs > 2 ? LLVMBuildMul(g->b, cg_scalar_i32(g, op->args[2]), cg_i32(g, s.eb), "") : NULL;
-  int run = op->i[0] || shift ? 1 : access_run(&s, &l, rt->rank);
+  int run = op->i[0] ? 1 : access_run(&s, &l, rt->rank);
   struct reg_access ra;
   reg_access_init(g, &ra, &s, &l, rt->rank, op->i[0] != 0);
   for (uint32_t r = 0; r < out->n; r += (uint32_t)run) {
     LLVMTypeRef lt = run > 1 ? LLVMVectorType(it, (unsigned)run) : it;
-    LLVMValueRef p = reg_access_ptr(g, &ra, slot, r);
-    if (shift) p = LLVMBuildGEP2(g->b, g->i8, p, &shift, 1, "");
-    LLVMValueRef w = LLVMBuildLoad2(g->b, lt, p, "");
+    LLVMValueRef w = LLVMBuildLoad2(g->b, lt, reg_access_ptr(g, &ra, slot, r), "");
     LLVMSetAlignment(w, (unsigned)(s.eb * run));
     for (int k = 0; k < run; k++) {
       LLVMValueRef v = run > 1 ? LLVMBuildExtractElement(g->b, w, cg_i32(g, k), "") : w;

@@ -502,32 +502,9 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
       bad(v, id, "a buffer is a rank-2 or rank-3 tile with a shared layout");
     break;
   case IR_LOCAL_STORE:
+  case IR_LOCAL_LOAD:
     check_buffer(v, id, op->args[0], op->args[1]);
     break;
-  case IR_LOCAL_LOAD: {
-    if (op->nargs != 2 && op->nargs != 3) {
-      bad(v, id, "local_load takes a buffer, a slot and an optional shift");
-      break;
-    }
-    if (!check_buffer(v, id, op->args[0], op->args[1]) || op->nargs == 2) break;
-    const struct ir_type *bt = vt(v, op->args[0]);
-    if (!is_int_scalar(vt(v, op->args[2]))) bad(v, id, "the shift is not an integer scalar");
-    if (bt->rank != 3 || bt->dims[1] != 1 || r->rank != 1 || op->i[0])
-      bad(v, id, "a shifted local_load reads a 1-d tile from a buffer of one-row slots");
-    break;
-  }
-  case IR_ALIGN_SHIFT: {
-    const struct ir_type *t = op->nargs ? vt(v, op->args[0]) : NULL;
-    if (!t || t->kind != IR_TY_TENSOR || !ir_param_of(f, op->args[0]) || op->nargs != 1u + (uint32_t)t->rank) {
-      bad(v, id, "align_shift takes a tensor parameter and one index per dimension");
-      break;
-    }
-    for (uint32_t k = 1; k < op->nargs; k++)
-      if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "index %u is not an integer scalar", k - 1);
-    if (!ir_type_is_scalar(r) || r->dtype != DT_I32) bad(v, id, "align_shift gives an i32");
-    if (op->i[0] != 16) bad(v, id, "bytes=%lld (16 only)", (long long)op->i[0]);
-    break;
-  }
   case IR_ASYNC_COPY: {
     if (op->nargs < 3) {
       bad(v, id, "async_copy takes a buffer, a slot, a tensor parameter and one index per tensor dimension");

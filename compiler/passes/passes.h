@@ -69,11 +69,6 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
  * shared buffer of type buf (pipeline_loops.c): false when TMA cannot do that copy. */
 bool pass_tma_box(struct ir_func *f, ir_val t, uint64_t mask, const struct ir_type *buf, struct ir_type *box);
 
-/* The elements of the 1-d slice of tensor t at idx (the last index sliced, n elements) that
- * lie inside t, as a bool tile of tile type tt's shape built at b (none when tt is 0); with
- * whole, also the scalar "every element inside" (pipeline_loops.c). */
-ir_val pass_row_inside(struct ir_builder *b, ir_val t, const ir_val *idx, int n, ir_type_id tt, ir_val *whole);
-
 /* The swizzled shared layout of a 2-d buffer for tile type t (smem_stage.c): 16-byte units
  * XORed with the row's phase, 128-byte panels for longer rows (wgmma's and TMA's forms). */
 uint16_t pass_shared_layout(struct ir_func *f, const struct ir_type *t);

@@ -649,63 +649,47 @@ static int auto_stages(const struct ir_func *f, const struct loop_info *L) {
  * last stride, a 16-byte aligned base and the span31 fact); its box runs on past the row's
  * end, so the consumers select the fill where an index lies outside the tensor. Behind
  * flatrows=1: a row that starts off a 16-byte boundary makes the copy an illegal
- * instruction (PERF.md 81, 97); row-cache's shifted copies (align_shift) are the remedy.
+ * instruction (PERF.md 81, 97).
  *
  *   %l = load %LSE[%b, %h, %m0] {mask=4}     =>   barrier; async_copy %buf, 0, %LSE[..] {mask=4}
  *                                                 async_commit; async_wait; barrier
  *                                                 %l = local_load %buf, 0
  *                                                 [flat: %l' = select %inside, %l, 0]        */
 
-/* The elements of the 1-d slice of tensor t at idx[0..rank) (the last index sliced, n
- * elements) that lie inside t, as a bool tile of tile type tt's shape in front of b's
- * position (none when tt is 0); with whole, also a scalar: every index of the slice lies
- * inside. */
-ir_val pass_row_inside(struct ir_builder *b, ir_val t, const ir_val *idx, int n, ir_type_id tt, ir_val *whole) {
-  struct ir_func *f = b->f;
-  const struct ir_type *tv = ir_vtype(f, t);
-  int rank = tv->rank;
-  ir_type_id i32 = ir_type_scalar(f, DT_I32);
-  ir_val dims[IR_MAX_RANK];
-  for (int d = 0; d < rank; d++)
-    dims[d] = IR_DIM_IS_SYM(tv->dims[d]) ? IR_DIM_SYM_VALUE(tv->dims[d]) : ir_const_int(b, i32, tv->dims[d]);
-  /* the dropped dimensions' indices: one scalar condition */
-  ir_val ok = 0;
-  for (int d = 0; d < rank - 1; d++) {
-    ir_val c = ir_binary(b, IR_AND, ir_binary(b, IR_GE, idx[d], ir_const_int(b, i32, 0)),
-                         ir_binary(b, IR_LT, idx[d], dims[d]));
-    ok = ok ? ir_binary(b, IR_AND, ok, c) : c;
-  }
-  ir_val start = idx[rank - 1];
-  if (whole) { /* start >= 0 and start + n <= size */
-    ir_val end = ir_binary(b, IR_ADD, start, ir_const_int(b, i32, n));
-    ir_val w = ir_binary(b, IR_AND, ir_binary(b, IR_GE, start, ir_const_int(b, i32, 0)), ir_binary(b, IR_LE, end, dims[rank - 1]));
-    *whole = ok ? ir_binary(b, IR_AND, ok, w) : w;
-  }
-  if (!tt) return 0;
-  /* the row's: start + arange(n) within [0, size) */
-  struct ir_type it = *ir_type(f, tt), bt = it;
-  it.dtype = DT_I32;
-  bt.dtype = DT_BOOL;
-  ir_type_id iti = ir_type_intern(f, &it), bti = ir_type_intern(f, &bt);
-  ir_val col = ir_build1(b, IR_ARANGE, iti, NULL, 0);
-  col = ir_binary(b, IR_ADD, col, ir_build1(b, IR_SPLAT, iti, &start, 1));
-  ir_val in = ir_binary(b, IR_AND, ir_binary(b, IR_GE, col, ir_const_int(b, iti, 0)),
-                        ir_binary(b, IR_LT, col, ir_build1(b, IR_SPLAT, iti, &dims[rank - 1], 1)));
-  if (ok) in = ir_binary(b, IR_AND, in, ir_build1(b, IR_SPLAT, bti, &ok, 1));
-  return in;
-}
-
-/* After flat-copied local_load `id` (the row of tensor t at idx[0..rank), the last sliced):
- * its uses read `inside ? value : 0`, inside = every index within t. */
+/* After flat-copied local_load `id` (the row of `n` elements of tensor t at idx[0..rank),
+ * the last sliced): its uses read `inside ? value : 0`, inside = every index within t. */
 static void mask_flat_row(struct ir_func *f, uint32_t id, ir_val t, const ir_val *idx) {
+  const struct ir_type *tt = ir_vtype(f, t);
+  int rank = tt->rank;
   ir_val l = f->ops.v[id].res;
+  struct ir_type vt = *ir_vtype(f, l);
   uint32_t blk = f->ops.v[id].block;
   struct ir_builder b;
   ir_builder_before(&b, f, f->blocks.v[blk].ops.v[ir_op_index(f, id) + 1]);
   b.loc = f->ops.v[id].loc;
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  ir_val dims[IR_MAX_RANK];
+  for (int d = 0; d < rank; d++)
+    dims[d] = IR_DIM_IS_SYM(tt->dims[d]) ? IR_DIM_SYM_VALUE(tt->dims[d]) : ir_const_int(&b, i32, tt->dims[d]);
+  /* the dropped dimensions' indices: one scalar condition */
+  ir_val ok = 0;
+  for (int d = 0; d < rank - 1; d++) {
+    ir_val c = ir_binary(&b, IR_AND, ir_binary(&b, IR_GE, idx[d], ir_const_int(&b, i32, 0)),
+                         ir_binary(&b, IR_LT, idx[d], dims[d]));
+    ok = ok ? ir_binary(&b, IR_AND, ok, c) : c;
+  }
+  /* the row's: start + arange(n) within [0, size) */
+  struct ir_type it = vt, bt = vt;
+  it.dtype = DT_I32;
+  bt.dtype = DT_BOOL;
+  ir_type_id iti = ir_type_intern(f, &it), bti = ir_type_intern(f, &bt);
+  ir_val col = ir_build1(&b, IR_ARANGE, iti, NULL, 0);
+  col = ir_binary(&b, IR_ADD, col, ir_build1(&b, IR_SPLAT, iti, &idx[rank - 1], 1));
+  ir_val in = ir_binary(&b, IR_AND, ir_binary(&b, IR_GE, col, ir_const_int(&b, iti, 0)),
+                        ir_binary(&b, IR_LT, col, ir_build1(&b, IR_SPLAT, iti, &dims[rank - 1], 1)));
+  if (ok) in = ir_binary(&b, IR_AND, in, ir_build1(&b, IR_SPLAT, bti, &ok, 1));
   ir_type_id lt = f->values.v[l].type;
-  ir_val in = pass_row_inside(&b, t, idx, ir_type(f, lt)->dims[0], lt, NULL);
-  ir_val zero = ir_dtype_is_float((ir_dtype)ir_type(f, lt)->dtype) ? ir_const_float(&b, lt, 0.0) : ir_const_int(&b, lt, 0);
+  ir_val zero = ir_dtype_is_float((ir_dtype)vt.dtype) ? ir_const_float(&b, lt, 0.0) : ir_const_int(&b, lt, 0);
   ir_val sa[3] = {in, l, zero};
   ir_val sel = ir_build1(&b, IR_SELECT, lt, sa, 3);
   ir_replace_uses(f, l, sel);

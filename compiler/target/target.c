@@ -57,7 +57,7 @@ static const struct {
                    SCHED_FLAG(wait),    SCHED_FLAG(gather),   SCHED_FLAG(prefetch), SCHED_FLAG(overlap),
                    SCHED_FLAG(pingpong), SCHED_FLAG(handoff), SCHED_FLAG(once),     SCHED_FLAG(tileturns),
                    SCHED_FLAG(rowcache), SCHED_FLAG(pdl),      SCHED_FLAG(gatherrows),
-                   SCHED_FLAG(bulkreduce), SCHED_FLAG(early), SCHED_FLAG(flatrows), SCHED_FLAG(elide), SCHED_FLAG(rowtma)};
+                   SCHED_FLAG(bulkreduce), SCHED_FLAG(early), SCHED_FLAG(flatrows), SCHED_FLAG(elide)};
 #undef SCHED_FLAG
 enum { NSCHED_FLAGS = sizeof sched_flags / sizeof sched_flags[0] };
 
@@ -69,7 +69,7 @@ static signed char flag_value(const struct tl_schedule *s, unsigned i) {
 void tl_schedule_default(struct tl_schedule *s) {
   memset(s, 0, sizeof *s); /* padding too: schedules are compared and hashed bytewise */
   for (unsigned i = 0; i < NSCHED_FLAGS; i++) *sched_flag(s, i) = -1;
-  s->occupancy = s->rowprogs = -1;
+  s->occupancy = -1;
   s->producer_regs = s->consumer_regs = -1;
 }
 
@@ -77,15 +77,6 @@ static bool parse_flag(const char *v, signed char *out) {
   if (strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0) *out = 0;
   else if (strcmp(v, "1") == 0 || strcmp(v, "on") == 0 || strcmp(v, "true") == 0) *out = 1;
   else return false;
-  return true;
-}
-
-/* A whole number in lo..hi. */
-static bool parse_count(const char *v, long lo, long hi, signed char *out) {
-  char *end;
-  long o = strtol(v, &end, 10);
-  if (!*v || *end || o < lo || o > hi) return false;
-  *out = (signed char)o;
   return true;
 }
 
@@ -124,20 +115,23 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
       while (f < NSCHED_FLAGS && strcmp(k, sched_flags[f].name) != 0) f++;
       if (f < NSCHED_FLAGS) ok = parse_flag(v, sched_flag(s, f));
       else if (strcmp(k, "regs") == 0) ok = parse_regs(v, &s->producer_regs, &s->consumer_regs);
-      else if (strcmp(k, "occupancy") == 0) ok = parse_count(v, 1, 32, &s->occupancy);
-      else if (strcmp(k, "rowprogs") == 0) ok = parse_count(v, 2, 8, &s->rowprogs);
+      else if (strcmp(k, "occupancy") == 0) {
+        char *end;
+        long o = strtol(v, &end, 10);
+        ok = *v && !*end && o >= 1 && o <= 32;
+        if (ok) s->occupancy = (signed char)o;
+      }
       else {
         int m = snprintf(err, errlen, "schedule: unknown option '%s' (known: ", k);
         for (unsigned i = 0; i < NSCHED_FLAGS && m > 0 && (size_t)m < errlen; i++)
           m += snprintf(err + m, errlen - (size_t)m, "%s, ", sched_flags[i].name);
-        if (m > 0 && (size_t)m < errlen) snprintf(err + m, errlen - (size_t)m, "occupancy, rowprogs, regs)");
+        if (m > 0 && (size_t)m < errlen) snprintf(err + m, errlen - (size_t)m, "occupancy, regs)");
         return false;
       }
       if (!ok) {
         snprintf(err, errlen, "schedule: bad value '%s' for '%s'%s", v, k,
                  strcmp(k, "regs") == 0        ? " (expected P/C, multiples of 8 in 24..256)"
                  : strcmp(k, "occupancy") == 0 ? " (expected 1..32)"
-                 : strcmp(k, "rowprogs") == 0  ? " (expected 2..8)"
                                                : " (expected 0 or 1)");
         return false;
       }
@@ -159,7 +153,6 @@ void tl_schedule_format(const struct tl_schedule *s, char *buf, size_t len) {
     if (v >= 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%s%s=%d", n ? "," : "", sched_flags[i].name, v);
   }
   if (s->occupancy > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%soccupancy=%d", n ? "," : "", s->occupancy);
-  if (s->rowprogs > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%srowprogs=%d", n ? "," : "", s->rowprogs);
   if (s->producer_regs > 0 && n < len)
     snprintf(buf + n, len - n, "%sregs=%d/%d", n ? "," : "", s->producer_regs, s->consumer_regs);
 }

@@ -127,26 +127,18 @@ const char *tl_target_names(void);
  *                    off by default (PERF.md 81: illegal instructions on the H200 at
  *                    N = 2405; the cause, found in PERF.md 97: a TMA copy's innermost
  *                    coordinate must be 16-byte aligned, and a row at h * 2405 is not;
- *                    the row cache's shifted copies show the way round it)
+ *                    branch exp/rowtma starts such copies at the boundary in front of the
+ *                    row and reads them shifted)
  *   elide=0|1        barriers in a loop body that separate no conflicting accesses (a
  *                    later barrier of the previous iteration already does) are removed
  *                    (barrier-elide pass); on by default (PERF.md 87)
- *   rowtma=0|1       1: the row cache is filled by TMA on targets that have it (one thread
- *                    issues every chunk's copies at once, the first loop waits for each;
- *                    rows off 16 bytes through flat maps, read shifted); off by default
- *                    (PERF.md 97: slower than the threads' fill for rmsnorm and layernorm,
- *                    the boxes of at most 256 elements)
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
- *   rowprogs=N       the row cache takes at most 1/N of the shared memory (N programs per
- *                    multiprocessor, 2..8; 2 by default); chunks of a longer row past what
- *                    fits are read from the tensor again
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowtma;
+      pdl, gatherrows, bulkreduce, early, flatrows, elide;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
-  signed char rowprogs;  /* programs per multiprocessor the row cache leaves room for (2..8) */
   short producer_regs, consumer_regs;
 };
 

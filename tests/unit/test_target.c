@@ -61,11 +61,6 @@ Test(target, schedule_parse_and_format) {
   cr_assert_eq(s.pdl, 0);
   tl_schedule_format(&s, buf, sizeof buf);
   cr_assert_str_eq(buf, "pdl=0,occupancy=4");
-  cr_assert(tl_schedule_parse("rowprogs=3,rowtma=1,rowcache=1", &s, err, sizeof err), "%s", err);
-  cr_assert_eq(s.rowprogs, 3);
-  cr_assert_eq(s.rowtma, 1);
-  tl_schedule_format(&s, buf, sizeof buf);
-  cr_assert_str_eq(buf, "rowcache=1,rowtma=1,rowprogs=3");
   cr_assert(tl_schedule_parse("ws=0,persistent=on,gather=0,regs=24/240", &s, err, sizeof err), "%s", err);
   cr_assert_eq(s.ws, 0);
   cr_assert_eq(s.persistent, 1);
@@ -92,8 +87,6 @@ Test(target, schedule_errors) {
   cr_assert(!tl_schedule_parse("occupancy=0", &s, err, sizeof err));
   cr_assert(strstr(err, "expected 1..32"), "%s", err);
   cr_assert(!tl_schedule_parse("occupancy=4x", &s, err, sizeof err));
-  cr_assert(!tl_schedule_parse("rowprogs=1", &s, err, sizeof err));
-  cr_assert(strstr(err, "expected 2..8"), "%s", err);
   cr_assert(!tl_schedule_parse("ws", &s, err, sizeof err));
   cr_assert(strstr(err, "expected key=value"), "%s", err);
   cr_assert(!tl_schedule_parse("ws=0,,tma=0", &s, err, sizeof err));

@@ -1,4 +1,5 @@
-"""rowcache_tma.py - the row cache filled by TMA (PERF.md 96): ragged rows against PyTorch
+"""rowcache_tma.py - the row cache filled by TMA (PERF.md 96-98; the rowtma and rowprogs
+options and the two-row prefetch live on branch exp/rowtma, run this there): ragged rows against PyTorch
 with rowcache=1 (flat maps for rows off 16 bytes), then the vocabulary rows, default against
 rowcache=1 at several tile configurations, in one process. argv: sections (check, vocab,
 softmax3; all by default)."""
