@@ -62,4 +62,10 @@ if "walk" in only:  # PERF.md 98: rows per program, the next row's copies in fli
                 be.rows(kind, 4096, 50257, dt, path=walk, schedule="rowcache=1,rowtma=1", BN=bn, NW=nw, P=132)
         be.rows(kind, 4096, 50257, torch.float16, path=walk, BN=2048, NW=16, P=132)
         be.rows(kind, 4096, 50264, torch.float16, path=walk, schedule="rowcache=1,rowtma=1", BN=2048, NW=16, P=132)
+if "midrows" in only:  # the threads' fill (rowcache=1, main) against the defaults across row lengths
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (4096, 50257), (2048, 100003)):
+            be.rows(kind, m, n, torch.float16)
+            be.rows(kind, m, n, torch.float16, schedule="rowcache=1", BN=2048, NW=16)
+            be.rows(kind, m, n, torch.float16, BN=2048, NW=16)
 print("rows ok: %d/%d" % (sum(be.ROWS), len(be.ROWS)))
