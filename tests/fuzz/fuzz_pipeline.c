@@ -102,14 +102,20 @@ static void check(tile_status st, const char *arch, const char *out, size_t len,
  * took 9 s). Calibration (native compile times): that attention 14800 + 5200 (10 s), with
  * two warps 7400 + 1300 (2.7 s); the lib kernels' largest configurations at most 9400 + 1300
  * (attention D=256, BM=BN=128, 1.9 s), GEMM 256x256x128 3100 + 1300, softmax BN=4096 on one
- * warp 4500 + 320; two 256x256 accumulators on 4 warps 6000 + 5200 (5 s, skipped). */
+ * warp 4500 + 320; two 256x256 accumulators on 4 warps 6000 + 5200 (5 s, skipped). A
+ * pipelined loop copies its loads `stages` times over (the prologue's copies are one basic
+ * block, and a copy of an unaligned tile is several instructions per element): each load
+ * counts four times more per stage of the deepest loop. A 64x256 bf16 B tile copied
+ * element by element (an unaligned column start) on two warps with stages=16 took LLVM's
+ * PTX emission 177 s natively (a CI fuzz timeout, 2026-12-03): 4 x 15 x 272 by that term;
+ * a GEMM 128x256x64 on 8 warps with 3 stages adds 4 x 2 x 96. */
 enum { MAX_COST = 11000 };
 
 static double llvm_cost(const char *ir, size_t n) {
   enum { MAXV = 1 << 16 };
   static int32_t lastdim[MAXV]; /* numbered value -> the last dimension of its tile type */
-  double cost = 0, maxregs = 0;
-  int warps = 0;
+  double cost = 0, maxregs = 0, loads = 0;
+  int warps = 0, stages = 1;
   const char *end = ir + n;
   for (const char *line = ir; line < end;) {
     const char *eol = memchr(line, '\n', (size_t)(end - line));
@@ -122,6 +128,11 @@ static double llvm_cost(const char *ir, size_t n) {
       if (w + 6 < eol) warps = atoi(w + 6);
       if (warps < 1 || warps > 32) warps = 0;
     }
+    for (const char *q = p; q + 7 <= eol; q++) /* "for ... {stages=S" */
+      if (memcmp(q, "stages=", 7) == 0) {
+        int st = atoi(q + 7);
+        if (st > stages && st <= 64) stages = st;
+      }
     /* "%N = op args : tile<AxBx...xT>" */
     const char *ty = NULL;
     for (const char *q = p; q + 7 <= eol; q++)
@@ -142,6 +153,9 @@ static double llvm_cost(const char *ir, size_t n) {
       double threads = 32.0 * warps, regs = numel * (wide ? 2 : 1) / threads;
       cost += regs;
       if (regs > maxregs) maxregs = regs;
+      const char *o = p;
+      while (o + 8 <= eol && memcmp(o, " = load ", 8) != 0) o++;
+      if (o + 8 <= eol) loads += regs;
       if (e > p + 1 && v >= 0 && v < MAXV && rank) lastdim[v] = (int32_t)dims[rank - 1];
       const char *op = p;
       while (op + 8 <= eol && memcmp(op, " = ", 3) != 0) op++;
@@ -152,7 +166,7 @@ static double llvm_cost(const char *ir, size_t n) {
     }
     line = eol + 1;
   }
-  return cost + maxregs * maxregs / 50;
+  return cost + 4 * loads * (stages - 1) + maxregs * maxregs / 50;
 }
 
 
