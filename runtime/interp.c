@@ -541,6 +541,15 @@ static void exec_op(struct frame *fr, uint32_t id) {
   case IR_ATOMIC:
     exec_indexed(fr, op);
     return;
+  case IR_ALIGN_SHIFT: { /* the host address of the element, as the GPU's */
+    const struct interp_tensor *t = &fr->args[f->values.v[op->args[0]].index].tensor;
+    int64_t off = 0;
+    for (int d = 0; d < t->rank; d++) off += V(fr, op->args[1 + d])[0].i * t->strides[d];
+    int eb = ir_dtype_bytes((ir_dtype)t->dtype);
+    uintptr_t a = (uintptr_t)t->data + (uintptr_t)(off * eb);
+    V(fr, op->res)[0].i = (int64_t)(a % (uintptr_t)op->i[0]) / eb;
+    return;
+  }
   case IR_FOR:
     exec_for(fr, op);
     return;

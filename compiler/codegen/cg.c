@@ -911,6 +911,9 @@ static void gen_op_at(struct cg *g, uint32_t id) {
   case IR_MBAR_EXPECT_TX:
     cg_gen_mbar_expect_tx(g, op);
     return;
+  case IR_ALIGN_SHIFT:
+    cg_gen_align_shift(g, op);
+    return;
   case IR_TMA_DESC:
     cg_gen_tma_desc(g, op);
     return;

@@ -157,6 +157,7 @@ void cg_gen_mbar_alloc(struct cg *g, const struct ir_op *op);
 void cg_gen_mbar_wait(struct cg *g, const struct ir_op *op);
 void cg_gen_mbar_arrive(struct cg *g, const struct ir_op *op);
 void cg_gen_mbar_expect_tx(struct cg *g, const struct ir_op *op);
+void cg_gen_align_shift(struct cg *g, const struct ir_op *op);
 void cg_gen_tma_desc(struct cg *g, const struct ir_op *op);
 void cg_gen_tma_load(struct cg *g, const struct ir_op *op);
 void cg_gen_tma_reduce(struct cg *g, const struct ir_op *op);

@@ -101,6 +101,7 @@ struct access {
   int vec;                /* elements per access */
   bool straddle;          /* a vector may straddle the edge (the size is not a multiple of vec) */
   bool inside;            /* the whole tile is known to be in bounds: no predicates */
+  bool probe;             /* vectors only where the tile's first element is 16-byte aligned at run time */
 };
 
 static LLVMValueRef dim_size(struct cg *g, const struct ir_type *tt, int d) {
@@ -160,8 +161,10 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, cons
     if (x->tdim[d] == last && last >= 0) D = d;
   if (D < 0 || !x->param->facts.stride1[D] || eb > 8 || x->dt == DT_BOOL) return true;
   int v = cg_contiguous_run(&x->l, vt->rank, eb);
-  if (v == 1 || !ir_facts_allow_vector(x->param, tt, D, v * eb)) return true;
-  if (divisibility(g, op->args[1 + D], 0) % v) return true;
+  /* align: row-align placed the slice's first element at a 16-byte boundary (IR.md) */
+  bool placed = op->i[1] >= v * eb && x->param->facts.align >= v * eb;
+  if (v == 1 || (!placed && !ir_facts_allow_vector(x->param, tt, D, v * eb))) return true;
+  if (!placed && divisibility(g, op->args[1 + D], 0) % v) return true;
   if (IR_DIM_IS_SYM(tt->dims[D])) {
     const struct ir_param *sp = ir_param_of(f, IR_DIM_SYM_VALUE(tt->dims[D]));
     x->straddle = !sp || !sp->div16 || 16 % v;
@@ -169,7 +172,26 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, cons
     x->straddle = tt->dims[D] % v != 0;
   }
   x->vec = v;
+  x->probe = placed && op->i[2];
   return true;
+}
+
+/* Starts `if (the tile's first element is 16-byte aligned) {vectors} else {elements}` for
+ * an access with probe=1 (row-align: another tensor's row expected to agree with the one
+ * the loop was aligned to): the builder is left in the vector block; returns the element
+ * block and sets *join. The test is the same in every thread. */
+static LLVMBasicBlockRef probe_branch(struct cg *g, struct access *x, LLVMBasicBlockRef *join) {
+  LLVMValueRef o = cg_i64(g, 0);
+  for (int d = 0; d < x->rank; d++) o = LLVMBuildAdd(g->b, o, LLVMBuildMul(g->b, x->start[d], x->t->stride[d], ""), "");
+  LLVMValueRef byte_off = LLVMBuildMul(g->b, o, cg_i64(g, ir_dtype_bytes(x->dt)), "");
+  LLVMValueRef a = LLVMBuildPtrToInt(g->b, LLVMBuildGEP2(g->b, g->i8, x->t->ptr, &byte_off, 1, ""), g->i64, "");
+  LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, a, cg_i64(g, 15), ""), cg_i64(g, 0), "");
+  LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.aligned");
+  LLVMBasicBlockRef elem = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.unaligned");
+  *join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.probed");
+  LLVMBuildCondBr(g->b, ok, vec, elem);
+  LLVMPositionBuilderAtEnd(g->b, vec);
+  return elem;
 }
 
 /* Whether each of this thread's vectors of x is wholly inside or wholly outside the tensor
@@ -373,6 +395,27 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
   struct access x = *xp;
   LLVMBasicBlockRef elem = NULL, join = NULL, ends[2];
   LLVMValueRef *vregs = outr;
+  if (x.probe && x.vec > 1) { /* both forms, joined */
+    elem = probe_branch(g, &x, &join);
+    x.probe = false;
+    vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
+    LLVMValueRef *sregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
+    load_regs(g, &x, fill_bits, vregs);
+    ends[0] = LLVMGetInsertBlock(g->b);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, elem);
+    x.vec = 1;
+    load_regs(g, &x, fill_bits, sregs);
+    ends[1] = LLVMGetInsertBlock(g->b);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+    for (uint32_t r = 0; r < x.nregs; r++) {
+      outr[r] = LLVMBuildPhi(g->b, LLVMTypeOf(vregs[r]), "");
+      LLVMValueRef vals[2] = {vregs[r], sregs[r]};
+      LLVMAddIncoming(outr[r], vals, ends, 2);
+    }
+    return;
+  }
   if (x.inside) x.straddle = false; /* a tile inside has no vector across the edge */
   if (x.vec > 1 && x.straddle) {
     elem = straddle_branch(g, &x, &join);
@@ -413,6 +456,18 @@ static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs, LLVM
   struct access x = *xp;
   int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
   if (x.inside) x.straddle = false;
+  if (x.probe && x.vec > 1) {
+    LLVMBasicBlockRef join, elem = probe_branch(g, &x, &join);
+    x.probe = false;
+    store_regs(g, &x, regs, pred);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, elem);
+    x.vec = 1;
+    store_regs(g, &x, regs, pred);
+    LLVMBuildBr(g->b, join);
+    LLVMPositionBuilderAtEnd(g->b, join);
+    return;
+  }
   if (x.vec > 1 && x.straddle) {
     LLVMBasicBlockRef join, elem = straddle_branch(g, &x, &join);
     x.straddle = false;
@@ -1000,4 +1055,20 @@ void cg_gen_atomic(struct cg *g, const struct ir_op *op) {
     }
     out->r[r] = cg_smem_load_elem(g, x.dt, idx, 0);
   }
+}
+
+/* align_shift %T, %i... {bytes}: (address of T[i...] mod bytes) / element size. */
+void cg_gen_align_shift(struct cg *g, const struct ir_op *op) {
+  const struct ir_type *tt = ir_vtype(g->f, op->args[0]);
+  const struct cg_tensor *t = &g->tensors[ir_param_of(g->f, op->args[0]) - g->f->params.v];
+  int eb = ir_dtype_bytes((ir_dtype)tt->dtype);
+  LLVMValueRef off = cg_i64(g, 0);
+  for (int d = 0; d < tt->rank; d++) {
+    LLVMValueRef i = cg_scalar_i32(g, op->args[1 + d]);
+    if (g->failed) return;
+    off = LLVMBuildAdd(g->b, off, LLVMBuildMul(g->b, LLVMBuildSExt(g->b, i, g->i64, ""), t->stride[d], ""), "");
+  }
+  LLVMValueRef a = LLVMBuildAdd(g->b, LLVMBuildPtrToInt(g->b, t->ptr, g->i64, ""), LLVMBuildMul(g->b, off, cg_i64(g, eb), ""), "");
+  a = LLVMBuildTrunc(g->b, LLVMBuildAnd(g->b, a, cg_i64(g, op->i[0] - 1), ""), g->i32, "");
+  cg_new_val(g, op->res, 1)->r[0] = LLVMBuildUDiv(g->b, a, cg_i32(g, eb), "");
 }

@@ -247,6 +247,9 @@ static void check_memory(struct verifier *v, uint32_t id) {
     return;
   }
   if (tile->dtype != t->dtype) bad(v, id, "tile element type differs from the tensor's");
+  if (op->i[1] && (op->i[1] != 16 || tile->rank != 1 || !(mask >> (t->rank - 1) & 1)))
+    bad(v, id, "align=%lld: only 16, for a 1-d slice of the last dimension", (long long)op->i[1]);
+  if (op->i[2] && (op->i[2] != 1 || !op->i[1])) bad(v, id, "probe=%lld: only 1, with align", (long long)op->i[2]);
   if (pred) check_predicate(v, id, vt(v, op->args[op->nargs - 2]), tile);
   if (op->code == IR_STORE) {
     struct ir_param *p = ir_param_of(v->f, op->args[0]);
@@ -939,6 +942,18 @@ static void check_op_types(struct verifier *v, uint32_t id) {
           bad(v, id, "operand %d of a Tensor Core dot must have layout dot_op<op=%d, parent=#%u, kwidth=%d>", k, k,
               r->layout, kw);
       }
+    break;
+  }
+  case IR_ALIGN_SHIFT: {
+    const struct ir_type *t = op->nargs ? vt(v, op->args[0]) : NULL;
+    if (!t || t->kind != IR_TY_TENSOR || !ir_param_of(v->f, op->args[0]) || op->nargs != 1u + (uint32_t)t->rank) {
+      bad(v, id, "align_shift takes a tensor parameter and one index per dimension");
+      break;
+    }
+    for (uint32_t k = 1; k < op->nargs; k++)
+      if (!is_int_scalar(vt(v, op->args[k]))) bad(v, id, "index %u is not an integer scalar", k - 1);
+    if (!ir_type_is_scalar(vt(v, op->res)) || vt(v, op->res)->dtype != DT_I32) bad(v, id, "align_shift gives an i32");
+    if (op->i[0] != 16) bad(v, id, "bytes=%lld (16 only)", (long long)op->i[0]);
     break;
   }
   case IR_LOAD: case IR_STORE:

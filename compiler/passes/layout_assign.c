@@ -67,7 +67,7 @@ static uint16_t default_layout(struct assign *A, const struct ir_type *t) {
  * staging into shared memory has its own copy paths). */
 static bool scalar_only(struct assign *A, const struct ir_op *op) {
   const struct ir_param *p = ir_param_of(A->f, op->args[0]);
-  if (!p) return false;
+  if (!p || op->i[1] >= 16) return false; /* align: placed at a 16-byte boundary (row-align) */
   const struct ir_type *tt = T(A, op->args[0]);
   int D = -1; /* the tile's last dimension in the tensor: the highest sliced one */
   for (int d = 0; d < tt->rank; d++)

@@ -132,12 +132,15 @@ const char *tl_target_names(void);
  *   elide=0|1        barriers in a loop body that separate no conflicting accesses (a
  *                    later barrier of the previous iteration already does) are removed
  *                    (barrier-elide pass); on by default (PERF.md 87)
+ *   rowalign=0|1     a loop over a row's chunks whose rows lie off 16 bytes starts at the
+ *                    16-byte boundary in front of the row, so that its loads and stores are
+ *                    16-byte vectors (row-align pass); on by default (PERF.md 100)
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows, bulkreduce, early, flatrows, elide;
+      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   short producer_regs, consumer_regs;
 };

@@ -1,0 +1,320 @@
+/* row_align.c - a loop over a row's chunks starts at the 16-byte boundary in front of the row.
+ *
+ * A row kernel written the obvious way walks its row in chunks, `for c in range(0, N, BN)`,
+ * loading X[row, c : +BN] and storing Y[row, c : +BN]. When the row length is not a multiple
+ * of 16 bytes (a vocabulary row of 50257 f16) row r starts r * N elements past the base,
+ * off the 16-byte boundary for most rows, so the tensor's facts allow no vector accesses:
+ * every element is its own load with its own bounds test (some 8 instructions per element,
+ * PERF.md 69 and 71), and the kernel is bound by issue, not by DRAM. The chunks themselves
+ * are arbitrary: started p elements earlier, where p is how far the row's first element lies
+ * past its 16-byte boundary (align_shift), every chunk is 16-byte aligned. The elements in
+ * front of the row are outside the tensor, so they load `fill` and are not written, as the
+ * elements past the row's end in its last chunk already do.
+ *
+ * Needs: generic IR with the tensors' facts (before layout, which then gives the aligned
+ * loads 16-byte vectors per thread instead of one element).
+ *
+ * Guarantees: a loop `for %c = 0 to %U step S` whose body is straight-line elementwise work,
+ * reductions and 1-d loads and stores along a tensor's contiguous last dimension, where
+ *   - %c appears only as the last index of those accesses, each of a tensor whose last
+ *     dimension is %U (so elements before 0 and from %U on are outside every one of them),
+ *     with the other indices fixed for the loop and the slice S long;
+ *   - at least one access is of a tensor whose other strides are not known to be 16-byte
+ *     multiples (its rows may start off 16 bytes), and every store is;
+ *   - either nothing is carried (the iterations are independent: each computes from its
+ *     own elements), or nothing is stored and every carried value is a tile whose lanes
+ *     are only combined by full reductions after the loop (directly or through elementwise
+ *     ops with other such lanes or lane-independent values), and one iteration over
+ *     elements that all read `fill` leaves each carried tile at its initial value (checked
+ *     by evaluating the body on those constants: softmax's running maximum and sum,
+ *     -inf and 0, pass; anything the evaluation cannot decide keeps the loop as it is);
+ * becomes
+ *     %p = align_shift %X, %row, 0 {bytes=16}        the first such access's row
+ *     for %c = 0 - %p to %U step S {
+ *       ... the same body; the accesses of that row {align=16}, those of other tensors'
+ *       rows {align=16, probe=1}: codegen tests at run time whether their row agrees
+ *       (Y's rows with X's, when both are contiguous with one row length: the output of a
+ *       row kernel) and takes element accesses where it does not
+ *     }
+ * The lanes of a carried tile see other elements than before (a chunk's lane j holds
+ * element c - p + j), which a full reduction does not see, up to the order of a
+ * floating-point sum. Loops over the same row get the same start (one value after CSE), so
+ * row-cache still finds them. The schedule option rowalign=0 turns the pass off. */
+#include <math.h>
+#include <string.h>
+
+#include "eval.h"
+#include "passes.h"
+
+enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16 };
+
+/* The last dimension of op's tensor when op is a 1-d load or store along it at index iv,
+ * S elements long, with its other indices defined outside body and the dimension's size ub;
+ * -1 otherwise. */
+static int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv, ir_val ub, int64_t S, uint32_t body) {
+  if (op->code != IR_LOAD && op->code != IR_STORE) return -1;
+  const struct ir_param *p = ir_param_of(f, op->args[0]);
+  const struct ir_type *tt = ir_vtype(f, op->args[0]);
+  if (!p || tt->kind != IR_TY_TENSOR || tt->rank < 1) return -1;
+  int D = tt->rank - 1;
+  uint32_t want = 1u + (uint32_t)tt->rank + (op->code == IR_STORE);
+  if (op->nargs != want || (uint64_t)op->i[0] != 1ull << D || op->args[1 + D] != iv) return -1;
+  const struct ir_type *vt = ir_vtype(f, op->code == IR_LOAD ? op->res : op->args[op->nargs - 1]);
+  if (vt->rank != 1 || vt->dims[0] != S || !p->facts.stride1[D]) return -1;
+  int eb = ir_dtype_bytes((ir_dtype)tt->dtype);
+  if (tt->dtype == DT_BOOL || eb > 8 || 16 % eb || (S * eb) % 16) return -1;
+  for (int d = 0; d < D; d++)
+    if (ir_defined_within(f, op->args[1 + d], body)) return -1;
+  int64_t n;
+  if (IR_DIM_IS_SYM(tt->dims[D]) ? IR_DIM_SYM_VALUE(tt->dims[D]) != ub
+                                 : !ir_value_const_int(f, ub, &n) || n != tt->dims[D])
+    return -1;
+  return D;
+}
+
+/* Whether op's rows may start off 16 bytes: its tensor's base is 16-byte aligned but a
+ * stride in front of the last dimension is not known to be a multiple of 16 bytes. */
+static bool rows_off(const struct ir_func *f, const struct ir_op *op) {
+  const struct ir_param *p = ir_param_of(f, op->args[0]);
+  const struct ir_type *tt = ir_vtype(f, op->args[0]);
+  return p->facts.align >= 16 && tt->rank >= 2 && !ir_facts_allow_vector(p, tt, tt->rank - 1, 16);
+}
+
+/* Whether v holds the same value in every lane: a constant or a splat of a scalar. */
+static bool lane_uniform(const struct ir_func *f, ir_val v) {
+  if (ir_type_is_scalar(ir_vtype(f, v))) return true;
+  uint32_t d = ir_def_op(f, v);
+  return d && (f->ops.v[d].code == IR_CONST || f->ops.v[d].code == IR_SPLAT);
+}
+
+/* Whether tile a's lanes come from `loop`'s carried tiles only: one of its results, or an
+ * elementwise op of such lanes and lane-uniform values. */
+static bool from_carried(const struct ir_func *f, ir_val a, uint32_t loop, int depth) {
+  const struct ir_op *lp = &f->ops.v[loop];
+  if (a >= lp->res && a < lp->res + lp->nres) return true;
+  if (lane_uniform(f, a)) return true;
+  uint32_t d = ir_def_op(f, a);
+  if (!d || depth > DERIVED_DEPTH || !(ir_ops[f->ops.v[d].code].flags & OPF_ELEM)) return false;
+  const struct ir_op *op = &f->ops.v[d];
+  for (uint32_t k = 0; k < op->nargs; k++)
+    if (!from_carried(f, op->args[k], loop, depth + 1)) return false;
+  return true;
+}
+
+/* Whether every use of v (a loop's carried tile, or an elementwise op of such lanes) ends
+ * in a full reduction, through elementwise ops whose other tile operands are lane-uniform
+ * or themselves such values (`loop`'s results). */
+static bool reduced_only(const struct ir_func *f, ir_val v, uint32_t loop, int depth) {
+  if (depth > DERIVED_DEPTH) return false;
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block || i == loop) continue;
+    bool uses = false;
+    for (uint32_t k = 0; k < op->nargs; k++) uses |= op->args[k] == v;
+    if (!uses) continue;
+    if ((op->code == IR_REDUCE_SUM || op->code == IR_REDUCE_MAX || op->code == IR_REDUCE_MIN) &&
+        ir_vtype(f, op->args[0])->rank == 1)
+      continue;
+    if (!(ir_ops[op->code].flags & OPF_ELEM) || op->nres != 1) return false;
+    for (uint32_t k = 0; k < op->nargs; k++)
+      if (!from_carried(f, op->args[k], loop, 0)) return false;
+    if (!reduced_only(f, op->res, loop, depth + 1)) return false;
+  }
+  return true;
+}
+
+/* One iteration of loop's body over elements that all read `fill`, from the carried tiles'
+ * initial values: true when every carried tile comes out at its initial value and every
+ * reduction in the body reduces its identity there. Values the evaluation cannot know
+ * (loads elsewhere, scalars computed outside) make it false. */
+static bool fill_keeps_carried(struct ir_func *f, uint32_t loop, ir_val iv, ir_val ub, int64_t S, struct arena *a) {
+  const struct ir_op *lp = &f->ops.v[loop];
+  const struct ir_block *body = &f->blocks.v[lp->region];
+  bool *known = ARENA_NEWN(a, bool, f->values.n + 1);
+  ir_scalar *val = ARENA_NEWN(a, ir_scalar, f->values.n + 1);
+  memset(known, 0, sizeof *known * (f->values.n + 1));
+  for (uint32_t k = 0; k < lp->nres; k++) {
+    ir_val init = lp->args[3 + k], arg = body->args + 1 + k;
+    ir_dtype dt = (ir_dtype)ir_vtype(f, init)->dtype;
+    double x;
+    int64_t n;
+    if (ir_dtype_is_float(dt) && ir_value_const_float(f, init, &x)) val[arg].f = x, known[arg] = true;
+    else if (!ir_dtype_is_float(dt) && ir_value_const_int(f, init, &n)) val[arg].i = n, known[arg] = true;
+  }
+  /* constants defined in front of the loop (hoisted, merged) */
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block || op->code != IR_CONST || ir_defined_within(f, op->res, lp->region)) continue;
+    ir_dtype dt = (ir_dtype)ir_vtype(f, op->res)->dtype;
+    double x;
+    int64_t n;
+    if (ir_dtype_is_float(dt) && ir_value_const_float(f, op->res, &x)) val[op->res].f = x, known[op->res] = true;
+    else if (!ir_dtype_is_float(dt) && ir_value_const_int(f, op->res, &n)) val[op->res].i = n, known[op->res] = true;
+  }
+  for (uint32_t i = 0; i < body->ops.n; i++) {
+    uint32_t id = body->ops.v[i];
+    const struct ir_op *op = &f->ops.v[id];
+    ir_val r = op->nres ? op->res : 0;
+    ir_dtype rdt = r ? (ir_dtype)ir_vtype(f, r)->dtype : DT_NONE;
+    switch (op->code) {
+    case IR_CONST: {
+      double x;
+      int64_t n;
+      if (ir_dtype_is_float(rdt) && ir_value_const_float(f, r, &x)) val[r].f = x, known[r] = true;
+      else if (!ir_dtype_is_float(rdt) && ir_value_const_int(f, r, &n)) val[r].i = n, known[r] = true;
+      break;
+    }
+    case IR_SPLAT:
+    case IR_BROADCAST:
+      if (known[op->args[0]]) val[r] = val[op->args[0]], known[r] = true;
+      break;
+    case IR_LOAD:
+      if (row_access(f, op, iv, ub, S, lp->region) >= 0) {
+        ir_dtype tdt = (ir_dtype)ir_vtype(f, op->args[0])->dtype;
+        if (ir_dtype_is_float(tdt)) val[r].f = ir_round_float(tdt, op->f);
+        else val[r].i = ir_wrap_int(tdt, (int64_t)op->f);
+        known[r] = true;
+      }
+      break;
+    case IR_REDUCE_SUM:
+    case IR_REDUCE_MAX:
+    case IR_REDUCE_MIN: {
+      ir_val x = op->args[0];
+      ir_dtype dt = (ir_dtype)ir_vtype(f, x)->dtype;
+      if (!known[x] || !ir_dtype_is_float(dt)) return false;
+      double want = op->code == IR_REDUCE_SUM ? 0.0 : op->code == IR_REDUCE_MAX ? -INFINITY : INFINITY;
+      if (val[x].f != want) return false;
+      break; /* the result (a partial reduction) stays unknown */
+    }
+    case IR_CAST:
+      if (known[op->args[0]]) {
+        val[r] = ir_eval_cast((ir_dtype)ir_vtype(f, op->args[0])->dtype, rdt, val[op->args[0]]);
+        known[r] = true;
+      }
+      break;
+    case IR_SELECT:
+      if (known[op->args[0]] && known[op->args[1]] && known[op->args[2]])
+        val[r] = val[op->args[0]].i ? val[op->args[1]] : val[op->args[2]], known[r] = true;
+      break;
+    default:
+      if ((ir_ops[op->code].flags & OPF_ELEM) && op->nres == 1 && op->nargs <= 2) {
+        ir_scalar args[2];
+        bool all = true;
+        for (uint32_t k = 0; k < op->nargs; k++) all &= known[op->args[k]], args[k] = val[op->args[k]];
+        if (all && ir_eval_elem((ir_opcode)op->code, (ir_dtype)ir_vtype(f, op->args[0])->dtype, args, &val[r]))
+          known[r] = true;
+      }
+      break;
+    }
+  }
+  const struct ir_op *y = &f->ops.v[VEC_LAST(body->ops)];
+  for (uint32_t k = 0; k < lp->nres; k++) {
+    ir_val arg = body->args + 1 + k, out = y->args[k];
+    ir_dtype dt = (ir_dtype)ir_vtype(f, arg)->dtype;
+    if (!known[arg] || !known[out]) return false;
+    if (ir_dtype_is_float(dt) ? !(val[out].f == val[arg].f && signbit(val[out].f) == signbit(val[arg].f))
+                              : val[out].i != val[arg].i)
+      return false;
+  }
+  return true;
+}
+
+/* Whether loop qualifies (see the top); fills its accesses of rows off 16 bytes. */
+static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_t *ngroup, struct arena *a) {
+  const struct ir_op *lp = &f->ops.v[loop];
+  int64_t lb, S;
+  if (lp->nargs < 3 || !ir_value_const_int(f, lp->args[0], &lb) || lb != 0 ||
+      !ir_value_const_int(f, lp->args[2], &S) || S <= 0 || ir_vtype(f, lp->args[0])->dtype != DT_I32)
+    return false;
+  const struct ir_block *body = &f->blocks.v[lp->region];
+  ir_val iv = body->args, ub = lp->args[1];
+  bool stores = false;
+  *ngroup = 0;
+  for (uint32_t i = 0; i < body->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[body->ops.v[i]];
+    uint16_t c = op->code;
+    if (op->nregions) return false;
+    if (c == IR_LOAD || c == IR_STORE) {
+      bool at_iv = false;
+      for (uint32_t k = 1; k < op->nargs; k++) at_iv |= op->args[k] == iv;
+      if (at_iv || c == IR_STORE) {
+        if (row_access(f, op, iv, ub, S, lp->region) < 0) return false;
+        bool off = rows_off(f, op);
+        if (c == IR_STORE && !off) return false; /* it would lose its vectors */
+        if (off) {
+          if (*ngroup == MAX_GROUP) return false;
+          group[(*ngroup)++] = body->ops.v[i];
+        }
+        stores |= c == IR_STORE;
+      } else {
+        for (uint32_t k = 1; k < op->nargs; k++)
+          if (ir_defined_within(f, op->args[k], lp->region)) return false;
+      }
+      continue;
+    }
+    if (!(ir_ops[c].flags & OPF_ELEM) && c != IR_CONST && c != IR_SPLAT && c != IR_REDUCE_SUM &&
+        c != IR_REDUCE_MAX && c != IR_REDUCE_MIN && c != IR_YIELD)
+      return false;
+    for (uint32_t k = 0; k < op->nargs; k++)
+      if (op->args[k] == iv) return false;
+  }
+  if (*ngroup == 0) return false;
+  if (lp->nres == 0) return true;
+  if (stores) return false;
+  for (uint32_t k = 0; k < lp->nres; k++)
+    if (ir_type_is_scalar(ir_vtype(f, lp->res + k)) || !reduced_only(f, lp->res + k, loop, 0)) return false;
+  return fill_keeps_carried(f, loop, iv, ub, S, a);
+}
+
+/* align_shift of op's tensor at its row (the last index 0). */
+static ir_val shift_of(struct ir_builder *b, const struct ir_op *op, ir_val zero) {
+  struct ir_func *f = b->f;
+  int rank = ir_vtype(f, op->args[0])->rank;
+  ir_val args[1 + IR_MAX_RANK];
+  args[0] = op->args[0];
+  for (int d = 0; d < rank; d++) args[1 + d] = d == rank - 1 ? zero : op->args[1 + d];
+  ir_val s = ir_build1(b, IR_ALIGN_SHIFT, ir_type_scalar(f, DT_I32), args, 1u + (uint32_t)rank);
+  f->ops.v[ir_def_op(f, s)].i[0] = 16;
+  return s;
+}
+
+/* Whether accesses x and y have the same tensor and row indices. */
+static bool same_row(const struct ir_func *f, const struct ir_op *x, const struct ir_op *y) {
+  int rank = ir_vtype(f, x->args[0])->rank;
+  if (x->args[0] != y->args[0]) return false;
+  for (int d = 0; d < rank - 1; d++)
+    if (x->args[1 + d] != y->args[1 + d]) return false;
+  return true;
+}
+
+static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, uint32_t ngroup) {
+  struct ir_builder b;
+  ir_builder_before(&b, f, loop);
+  b.loc = f->ops.v[loop].loc;
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  ir_val zero = ir_const_int(&b, i32, 0);
+  ir_val lb = ir_binary(&b, IR_SUB, zero, shift_of(&b, &f->ops.v[group[0]], zero));
+  const struct ir_op *lp = &f->ops.v[loop];
+  ir_val *args = ARENA_NEWN(f->arena, ir_val, lp->nargs + 1);
+  memcpy(args, lp->args, sizeof *args * lp->nargs);
+  args[0] = lb;
+  ir_op_set_args(f, loop, args, lp->nargs);
+  for (uint32_t g = 0; g < ngroup; g++) {
+    struct ir_op *op = &f->ops.v[group[g]];
+    op->i[1] = 16;
+    op->i[2] = !same_row(f, &f->ops.v[group[0]], op); /* another row: aligned only if it agrees */
+  }
+}
+
+void pass_row_align(struct pass_ctx *pc) {
+  struct ir_func *f = pc->f;
+  if (!tl_sched_get(f->sched.rowalign, 1)) return;
+  uint32_t loops[MAX_LOOPS], n = 0;
+  ir_block_collect(f, IR_BODY_BLOCK, IR_FOR, loops, &n, MAX_LOOPS);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t group[MAX_GROUP], ngroup;
+    if (!f->ops.v[loops[i]].block || !qualifies(f, loops[i], group, &ngroup, pc->scratch)) continue;
+    align_loop(f, loops[i], group, ngroup);
+    pc->changed = true;
+  }
+}

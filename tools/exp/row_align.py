@@ -1,0 +1,105 @@
+"""row_align.py - the row-align pass (PERF.md 100): loops over rows that lie off 16 bytes
+start at the 16-byte boundary in front of the row. Sections (argv; all by default):
+  check  ragged rows against PyTorch (f16, bf16, f32; softmax, rmsnorm, layernorm), with
+         the output (and the input) as views off the allocation's 16-byte boundary, so that
+         both the aligned loop and the loop kept for rows whose tensors disagree run
+  vocab  4096 x 50257 at the defaults against rowalign=0, and a few tile configurations
+  mid    other row lengths off 16 bytes, and 8192 x 8192 (unchanged: rows on 16 bytes)"""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import bench_examples as be  # noqa: E402
+
+import tile  # noqa: E402
+
+ROOT = be.ROOT
+only = set(sys.argv[1:]) or {"check", "vocab", "mid"}
+torch.manual_seed(0)
+
+
+def offset_view(m, n, dt, off):
+    """An m x n tensor whose first element lies `off` elements past a fresh allocation."""
+    if off == 0:
+        return torch.empty(m, n, device="cuda", dtype=dt)
+    return torch.empty(m * n + off, device="cuda", dtype=dt)[off:].view(m, n)
+
+
+def check(kind, m, n, dt, xoff=0, yoff=0, schedule=None, **defs):
+    x = offset_view(m, n, dt, xoff)
+    x.copy_(torch.randn(m, n, device="cuda", dtype=torch.float32) * 3 + 1)
+    y = offset_view(m, n, dt, yoff)
+    w = torch.randn(n, device="cuda", dtype=dt)
+    bias = torch.randn(n, device="cuda", dtype=dt)
+    s1 = torch.empty(m, device="cuda", dtype=torch.float32)
+    s2 = torch.empty(m, device="cuda", dtype=torch.float32)
+    tname = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}[dt]
+    k = tile.compile(os.path.join(ROOT, "lib", kind + ".tile"), kernel=kind, defines=dict(T=tname, **defs),
+                     schedule=schedule)
+    xf = x.float()
+    if kind == "softmax":
+        k(x, y)
+        want, stat_err = F.softmax(xf, dim=-1), 0.0
+    elif kind == "rmsnorm":
+        k(x, w, y, s1, eps=1e-5)
+        rstd = torch.rsqrt(xf.pow(2).mean(-1) + 1e-5)
+        want = xf * rstd[:, None] * w.float()
+        stat_err = ((s1 - rstd).abs() / rstd).max().item()
+    else:
+        k(x, w, bias, y, s1, s2, eps=1e-5)
+        mean, var = xf.mean(-1), xf.var(-1, unbiased=False)
+        rstd = torch.rsqrt(var + 1e-5)
+        want = (xf - mean[:, None]) * rstd[:, None] * w.float() + bias.float()
+        stat_err = max(((s1 - mean).abs() / mean.abs().clamp_min(1)).max().item(),
+                       ((s2 - rstd).abs() / rstd).max().item())
+    torch.cuda.synchronize()
+    err = max(((y.float() - want).abs().max() / want.abs().max()).item(), stat_err)
+    tol = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.float32: 1e-4}[dt]
+    cfg = ",".join(["%s=%s" % kv for kv in defs.items()] + ([schedule] if schedule else [])) or "default"
+    be.row("%s %dx%d %s x+%d y+%d %s" % (kind, m, n, str(dt)[6:], xoff, yoff, cfg), 1.0, 1.0, err, tol,
+           k.config())
+
+
+print("%-44s %9s %9s %8s" % ("case", "ours ms", "torch ms", "ratio"))
+if "check" in only:
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for dt in (torch.float16, torch.bfloat16, torch.float32):
+            for m, n in ((7, 4097), (33, 50257), (5, 20003), (3, 50264), (2, 1025), (4, 1031), (1, 100003)):
+                check(kind, m, n, dt)
+            check(kind, 9, 50257, dt, yoff=1)        # Y's rows disagree with X's: the loop as it was
+            check(kind, 9, 50257, dt, xoff=3, yoff=3)  # both off the allocation's boundary
+            check(kind, 9, 33333, dt, BN=4096, NW=8)
+            check(kind, 9, 2049, dt, BN=256, NW=2)
+            check(kind, 6, 50257, dt, schedule="rowalign=0")
+            check(kind, 9, 50257, dt, schedule="rowcache=1", BN=2048, NW=16)
+            check(kind, 5, 50257, dt, yoff=5, schedule="rowcache=1", BN=2048, NW=16)
+if "vocab" in only:
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for dt in (torch.float16, torch.bfloat16):
+            be.rows(kind, 4096, 50257, dt)
+            be.rows(kind, 4096, 50257, dt, schedule="rowalign=0")
+            if dt == torch.float16:
+                for bn, nw in ((1024, 8), (2048, 8), (2048, 16), (4096, 16), (512, 4)):
+                    be.rows(kind, 4096, 50257, dt, BN=bn, NW=nw)
+if "cache" in only:  # not run by default: row-align with the row cache
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        be.rows(kind, 4096, 50257, torch.float16)
+        for bn, nw in ((1024, 8), (2048, 8), (2048, 16), (4096, 16), (1024, 16)):
+            be.rows(kind, 4096, 50257, torch.float16, schedule="rowcache=1", BN=bn, NW=nw)
+if "knobs" in only:  # not run by default
+    for kind in ("softmax", "rmsnorm"):
+        for sched in ("prefetch=1", "occupancy=8", "occupancy=12"):
+            be.rows(kind, 4096, 50257, torch.float16, schedule=sched)
+        for bn, nw in ((2048, 4), (4096, 8), (8192, 16), (1024, 2), (2048, 2)):
+            be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
+            be.rows(kind, 4096, 50257, torch.float16, schedule="prefetch=1", BN=bn, NW=nw)
+if "mid" in only:
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
+            be.rows(kind, m, n, torch.float16)
+            be.rows(kind, m, n, torch.float16, schedule="rowalign=0")
+        be.rows(kind, 8192, 8192, torch.float16)
+print("rows ok: %d/%d" % (sum(be.ROWS), len(be.ROWS)))
