@@ -84,11 +84,35 @@ if "vocab" in only:
             if dt == torch.float16:
                 for bn, nw in ((1024, 8), (2048, 8), (2048, 16), (4096, 16), (512, 4)):
                     be.rows(kind, 4096, 50257, dt, BN=bn, NW=nw)
+if "noshiftw" in only:  # TILE_RA_NOW experiment: loops with other loads at the variable kept
+    print("TILE_RA_NOW=%s" % os.environ.get("TILE_RA_NOW", ""))
+    for kind in ("rmsnorm", "layernorm"):
+        for m, n in ((4096, 50257), (16384, 4097), (8192, 16385)):
+            be.rows(kind, m, n, torch.float16)
+            be.rows(kind, m, n, torch.float16, schedule="rowalign=0")
+if "variants" in only:  # not run by default: lib/softmax.tile against other forms
+    one = os.path.join(ROOT, "tools", "exp", "softmax_1exp.tile")
+    three = os.path.join(ROOT, "tools", "exp", "softmax3.tile")
+    for m, n in ((33, 50257), (7, 4097), (3, 100003)):
+        for dt in (torch.float16, torch.bfloat16):
+            be.rows("softmax", m, n, dt, path=one)
+    for dt in (torch.float16, torch.bfloat16):
+        be.rows("softmax", 4096, 50257, dt)
+        for bn, nw in ((1024, 4), (2048, 8), (4096, 16), (2048, 4), (1024, 8)):
+            be.rows("softmax", 4096, 50257, dt, path=one, BN=bn, NW=nw)
+    for bn, nw in ((1024, 4), (2048, 8), (4096, 16)):
+        be.rows("softmax", 4096, 50257, torch.float16, path=three, BN=bn, NW=nw)
 if "cache" in only:  # not run by default: row-align with the row cache
     for kind in ("softmax", "rmsnorm", "layernorm"):
         be.rows(kind, 4096, 50257, torch.float16)
         for bn, nw in ((1024, 8), (2048, 8), (2048, 16), (4096, 16), (1024, 16)):
             be.rows(kind, 4096, 50257, torch.float16, schedule="rowcache=1", BN=bn, NW=nw)
+if "hint" in only:  # not run by default: L2 eviction hints (TILE_HINT, an experiment in cg_mem.c)
+    print("TILE_HINT=%s" % os.environ.get("TILE_HINT", ""))
+    for kind in ("softmax", "rmsnorm"):
+        be.rows(kind, 4096, 50257, torch.float16)
+        for bn, nw in ((2048, 8), (4096, 16), (8192, 16)):
+            be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
 if "knobs" in only:  # not run by default
     for kind in ("softmax", "rmsnorm"):
         for sched in ("prefetch=1", "occupancy=8", "occupancy=12"):
