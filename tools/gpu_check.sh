@@ -375,6 +375,8 @@ for k in softmax layernorm rmsnorm; do
   tk "$k.tile" "$k" T=f32,NW=1 M=7,N=33 "$sc"
   tk "$k.tile" "$k" T=bf16,BN=128,NW=8 M=1000,N=4095 "$sc"
   tk "$k.tile" "$k" T=f16,BN=8192,NW=16 M=7,N=8192 "$sc"  # one pass over a long row
+  tk "$k.tile" "$k" T=f16,BN=256 M=9,N=2049 "$sc"         # rows off 16 bytes: loops from the boundary (row-align)
+  tk "$k.tile" "$k" T=bf16,BN=512,NW=2 M=5,N=3001 "$sc"
   TK_TAG=" prefetch=1" tk "$k.tile" "$k" T=f32,BN=64 M=33,N=1000 "$sc" --schedule=prefetch=1
 done
 
@@ -577,6 +579,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck linear.tile swiglu T=f16 M=300,N=264,K=520 ""  # two products sharing the X buffer
     memcheck gemm.tile bmm T=f16 BATCH=2,M=129,N=72,K=200 "" # 3-d TMA
     memcheck softmax.tile softmax T=f16 M=7,N=4095 ""
+    memcheck rmsnorm.tile rmsnorm T=bf16,BN=512 M=5,N=3001 "eps=1e-5" # row-align: the first chunk starts in front of the row
     memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
     memcheck rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"
     memcheck attention.tile attention T=f16,CAUSAL=true,HAS_LSE=true B=1,H=2,HKV=1,N=33,NK=100 "$SC"

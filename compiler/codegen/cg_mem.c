@@ -393,12 +393,15 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
 
 static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, LLVMValueRef *outr) {
   struct access x = *xp;
-  LLVMBasicBlockRef elem = NULL, join = NULL, ends[2];
-  LLVMValueRef *vregs = outr;
-  if (x.probe && x.vec > 1) { /* both forms, joined */
-    elem = probe_branch(g, &x, &join);
-    x.probe = false;
-    vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
+  if (x.inside) x.straddle = false; /* a tile inside has no vector across the edge */
+  if (x.vec > 1 && (x.probe || x.straddle)) {
+    /* vectors where the run-time test holds (the tile on 16 bytes, then this thread's
+     * vectors whole), elements elsewhere; the two joined */
+    LLVMBasicBlockRef join, ends[2];
+    LLVMBasicBlockRef elem = x.probe ? probe_branch(g, &x, &join) : straddle_branch(g, &x, &join);
+    if (x.probe) x.probe = false;
+    else x.straddle = false;
+    LLVMValueRef *vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
     LLVMValueRef *sregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
     load_regs(g, &x, fill_bits, vregs);
     ends[0] = LLVMGetInsertBlock(g->b);
@@ -416,36 +419,18 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
     }
     return;
   }
-  if (x.inside) x.straddle = false; /* a tile inside has no vector across the edge */
-  if (x.vec > 1 && x.straddle) {
-    elem = straddle_branch(g, &x, &join);
-    vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
-  }
   if (x.vec > 1) {
     for (uint32_t r0 = 0; r0 < x.nregs; r0 += (uint32_t)x.vec) {
       LLVMValueRef off, inb;
       element_address(g, &x, r0, &off, &inb);
-      load_vec(g, x.dt, x.vec, address(g, &x, off), inb, fill_bits, vregs + r0);
+      load_vec(g, x.dt, x.vec, address(g, &x, off), inb, fill_bits, outr + r0);
     }
-    if (!elem) return;
-    ends[0] = LLVMGetInsertBlock(g->b);
-    LLVMBuildBr(g->b, join);
-    LLVMPositionBuilderAtEnd(g->b, elem);
+    return;
   }
-  LLVMValueRef *sregs = elem ? ARENA_NEWN(g->arena, LLVMValueRef, x.nregs) : outr;
   for (uint32_t r = 0; r < x.nregs; r++) {
     LLVMValueRef off, inb;
     element_address(g, &x, r, &off, &inb);
-    sregs[r] = load_elem(g, x.dt, address(g, &x, off), inb, fill_bits);
-  }
-  if (!elem) return;
-  ends[1] = LLVMGetInsertBlock(g->b);
-  LLVMBuildBr(g->b, join);
-  LLVMPositionBuilderAtEnd(g->b, join);
-  for (uint32_t r = 0; r < x.nregs; r++) {
-    outr[r] = LLVMBuildPhi(g->b, LLVMTypeOf(vregs[r]), "");
-    LLVMValueRef vals[2] = {vregs[r], sregs[r]};
-    LLVMAddIncoming(outr[r], vals, ends, 2);
+    outr[r] = load_elem(g, x.dt, address(g, &x, off), inb, fill_bits);
   }
 }
 
@@ -456,21 +441,12 @@ static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs, LLVM
   struct access x = *xp;
   int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
   if (x.inside) x.straddle = false;
-  if (x.probe && x.vec > 1) {
-    LLVMBasicBlockRef join, elem = probe_branch(g, &x, &join);
-    x.probe = false;
-    store_regs(g, &x, regs, pred);
-    LLVMBuildBr(g->b, join);
-    LLVMPositionBuilderAtEnd(g->b, elem);
-    x.vec = 1;
-    store_regs(g, &x, regs, pred);
-    LLVMBuildBr(g->b, join);
-    LLVMPositionBuilderAtEnd(g->b, join);
-    return;
-  }
-  if (x.vec > 1 && x.straddle) {
-    LLVMBasicBlockRef join, elem = straddle_branch(g, &x, &join);
-    x.straddle = false;
+  if (x.vec > 1 && (x.probe || x.straddle)) {
+    /* vectors where the run-time test holds (the tile on 16 bytes, then this thread's
+     * vectors whole), elements elsewhere */
+    LLVMBasicBlockRef join, elem = x.probe ? probe_branch(g, &x, &join) : straddle_branch(g, &x, &join);
+    if (x.probe) x.probe = false;
+    else x.straddle = false;
     store_regs(g, &x, regs, pred);
     LLVMBuildBr(g->b, join);
     LLVMPositionBuilderAtEnd(g->b, elem);

@@ -557,6 +557,8 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
     if (!r || f->values.v[op->args[4]].type != f->values.v[op->res].type || r->rank != 2 || r->dtype != DT_F32 ||
         !r->layout || r->layout >= f->layouts.n || f->layouts.v[r->layout].kind != IR_LAYOUT_MMA)
       bad(v, id, "the accumulator and the result must be one rank-2 f32 tile type in an mma layout");
+    else if (f->layouts.v[r->layout].instr[0] != 64)
+      bad(v, id, "the accumulator's mma layout has m=%d instructions, not wgmma's 64", f->layouts.v[r->layout].instr[0]);
     if (op->i[1] && f->sched.wgmma == 0) bad(v, id, "async wgmma although the schedule forbids wgmma");
     break;
   }
