@@ -75,6 +75,17 @@ static int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv
   return D;
 }
 
+/* Whether op is `add (splat iv), arange` (either order): the chunk's column indices. */
+static bool column_index(const struct ir_func *f, const struct ir_op *op, ir_val iv) {
+  if (op->code != IR_ADD || op->nargs != 2) return false;
+  for (int k = 0; k < 2; k++) {
+    uint32_t a = ir_def_op(f, op->args[k]), b = ir_def_op(f, op->args[1 - k]);
+    if (a && b && f->ops.v[a].code == IR_SPLAT && f->ops.v[a].args[0] == iv && f->ops.v[b].code == IR_ARANGE)
+      return true;
+  }
+  return false;
+}
+
 /* Whether op's rows may start off 16 bytes: its tensor's base is 16-byte aligned but a
  * stride in front of the last dimension is not known to be a multiple of 16 bytes. */
 static bool rows_off(const struct ir_func *f, const struct ir_op *op) {
@@ -134,8 +145,11 @@ static bool fill_keeps_carried(struct ir_func *f, uint32_t loop, ir_val iv, ir_v
   const struct ir_op *lp = &f->ops.v[loop];
   const struct ir_block *body = &f->blocks.v[lp->region];
   bool *known = ARENA_NEWN(a, bool, f->values.n + 1);
+  bool *at_ub = ARENA_NEWN(a, bool, f->values.n + 1); /* the lane holds the loop bound */
   ir_scalar *val = ARENA_NEWN(a, ir_scalar, f->values.n + 1);
   memset(known, 0, sizeof *known * (f->values.n + 1));
+  memset(at_ub, 0, sizeof *at_ub * (f->values.n + 1));
+  at_ub[ub] = true;
   for (uint32_t k = 0; k < lp->nres; k++) {
     ir_val init = lp->args[3 + k], arg = body->args + 1 + k;
     ir_dtype dt = (ir_dtype)ir_vtype(f, init)->dtype;
@@ -170,7 +184,27 @@ static bool fill_keeps_carried(struct ir_func *f, uint32_t loop, ir_val iv, ir_v
     case IR_SPLAT:
     case IR_BROADCAST:
       if (known[op->args[0]]) val[r] = val[op->args[0]], known[r] = true;
+      at_ub[r] = at_ub[op->args[0]];
       break;
+    case IR_SELECT:
+      if (known[op->args[0]]) {
+        ir_val pick = val[op->args[0]].i ? op->args[1] : op->args[2];
+        val[r] = val[pick], known[r] = known[pick], at_ub[r] = at_ub[pick];
+      }
+      break;
+    case IR_LT: case IR_LE: case IR_GT: case IR_GE: case IR_EQ: case IR_NE:
+      if (at_ub[op->args[0]] && at_ub[op->args[1]]) { /* the bound against itself */
+        val[r].i = op->code == IR_LE || op->code == IR_GE || op->code == IR_EQ;
+        known[r] = true;
+        break;
+      }
+      goto elementwise;
+    case IR_ADD:
+      if (column_index(f, op, iv)) { /* row-align clamps the lanes in front of the row to the bound */
+        at_ub[r] = true;
+        break;
+      }
+      goto elementwise;
     case IR_LOAD:
       if (row_access(f, op, iv, ub, S, lp->region) >= 0) {
         ir_dtype tdt = (ir_dtype)ir_vtype(f, op->args[0])->dtype;
@@ -195,11 +229,8 @@ static bool fill_keeps_carried(struct ir_func *f, uint32_t loop, ir_val iv, ir_v
         known[r] = true;
       }
       break;
-    case IR_SELECT:
-      if (known[op->args[0]] && known[op->args[1]] && known[op->args[2]])
-        val[r] = val[op->args[0]].i ? val[op->args[1]] : val[op->args[2]], known[r] = true;
-      break;
     default:
+    elementwise:
       if ((ir_ops[op->code].flags & OPF_ELEM) && op->nres == 1 && op->nargs <= 2) {
         ir_scalar args[2];
         bool all = true;
@@ -258,9 +289,17 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
       }
       continue;
     }
-    if (!(ir_ops[c].flags & OPF_ELEM) && c != IR_CONST && c != IR_SPLAT && c != IR_REDUCE_SUM &&
+    if (!(ir_ops[c].flags & OPF_ELEM) && c != IR_CONST && c != IR_SPLAT && c != IR_ARANGE && c != IR_REDUCE_SUM &&
         c != IR_REDUCE_MAX && c != IR_REDUCE_MIN && c != IR_YIELD)
       return false;
+    if (c == IR_SPLAT && op->args[0] == iv) { /* only into column indices (c + arange(BN)) */
+      for (uint32_t j = 0; j < body->ops.n; j++) {
+        const struct ir_op *u = &f->ops.v[body->ops.v[j]];
+        for (uint32_t k = 0; k < u->nargs; k++)
+          if (u->args[k] == op->res && !column_index(f, u, iv)) return false;
+      }
+      continue;
+    }
     for (uint32_t k = 0; k < op->nargs; k++)
       if (op->args[k] == iv) return false;
   }
@@ -314,6 +353,30 @@ static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, 
     struct ir_op *op = &f->ops.v[group[g]];
     op->i[1] = 16;
     op->i[2] = !same_row(f, &f->ops.v[group[0]], op); /* another row: aligned only if it agrees */
+  }
+  /* column indices c + arange(BN): the lanes in front of the row (negative) are given the
+   * bound instead, so that they look like the lanes past its end, which the body already
+   * masks (`c + arange(BN) < N`); in the loop as written no index is negative */
+  uint32_t body = f->ops.v[loop].region;
+  ir_val iv = f->blocks.v[body].args, ub = f->ops.v[loop].args[1];
+  for (uint32_t i = 0; i < f->blocks.v[body].ops.n; i++) {
+    uint32_t id = f->blocks.v[body].ops.v[i];
+    if (!column_index(f, &f->ops.v[id], iv)) continue;
+    ir_val col = f->ops.v[id].res;
+    uint32_t next = ir_op_next(f, id);
+    struct ir_builder cb;
+    if (next) ir_builder_before(&cb, f, next);
+    else ir_builder_at_end(&cb, f, body);
+    cb.loc = f->ops.v[id].loc;
+    ir_type_id t = f->values.v[col].type;
+    ir_val neg = ir_binary(&cb, IR_LT, col, ir_const_int(&cb, t, 0));
+    ir_val sel[3] = {neg, ir_build1(&cb, IR_SPLAT, t, &ub, 1), col};
+    ir_val clamped = ir_build1(&cb, IR_SELECT, t, sel, 3);
+    ir_replace_uses(f, col, clamped);
+    ir_val back[2] = {col, f->ops.v[ir_def_op(f, neg)].args[1]};
+    ir_op_set_args(f, ir_def_op(f, neg), back, 2);
+    ir_op_set_args(f, ir_def_op(f, clamped), sel, 3);
+    i += 4; /* past the ops just made */
   }
 }
 
