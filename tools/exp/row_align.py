@@ -90,6 +90,12 @@ if "noshiftw" in only:  # TILE_RA_NOW experiment: loops with other loads at the 
         for m, n in ((4096, 50257), (16384, 4097), (8192, 16385)):
             be.rows(kind, m, n, torch.float16)
             be.rows(kind, m, n, torch.float16, schedule="rowalign=0")
+if "wide" in only:  # not run by default: wider chunks and more warps for the looped rows
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n in ((4096, 50257), (16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003), (4096, 50264)):
+            be.rows(kind, m, n, torch.float16)
+            be.rows(kind, m, n, torch.float16, BN=4096, NW=16)
+            be.rows(kind, m, n, torch.float16, BN=2048, NW=8)
 if "variants" in only:  # not run by default: lib/softmax.tile against other forms
     one = os.path.join(ROOT, "tools", "exp", "softmax_1exp.tile")
     three = os.path.join(ROOT, "tools", "exp", "softmax3.tile")
