@@ -176,7 +176,14 @@ static void estimate_block(const struct ir_func *f, const struct rt_bound *b, st
       e->load_bytes += trips * (double)ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype);
     }
     if (op->code == IR_FOR) {
-      estimate_block(f, b, u, op->region, trips * loop_trips(f, b, u, op), e);
+      ir_scalar lim[3] = {{0}, {0}, {0}};
+      struct ir_op bounds = *op;
+      bounds.nargs = 3;
+      double n = loop_trips(f, b, u, op);
+      if (op->nargs >= 3 && uniform_args(f, b, u, &bounds, lim) && lim[2].i > 0 && n > 0 &&
+          (e->min_trips == 0 || (int64_t)n < e->min_trips))
+        e->min_trips = (int64_t)n;
+      estimate_block(f, b, u, op->region, trips * n, e);
       continue;
     }
     for (uint32_t r = 0; r < op->nregions; r++) estimate_block(f, b, u, op->region + r, trips, e);

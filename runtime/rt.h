@@ -289,6 +289,7 @@ tile_status rt_gpu_adopt(tile_context *ctx, tile_kernel *k, const struct rt_boun
 struct rt_estimate {
   double load_bytes;
   int64_t largest_tile;
+  int64_t min_trips; /* the fewest trips of a loop whose bounds the launch decides (0: none) */
   int warps;
   unsigned decided, taken;
   unsigned smem;

@@ -1642,6 +1642,55 @@ static bool deepen(struct autocfg *A, int64_t programs, int64_t big) {
   return changed;
 }
 
+/* Step 5 of TILE_AUTOCONFIG, for kernels without products whose launch walks a loop of at
+ * least 16 chunks (the looped form of a row kernel, 4096 x 50257): wider chunks on more
+ * warps, one or two parameters raised together, the widest tile that keeps the branches the
+ * launch takes, at most the elements per thread of the current configuration and at least 8
+ * chunks per loop. Measured on the H200 (PERF.md 101, f16, % of the copy): at 4096 x 50257
+ * softmax / rmsnorm / layernorm 52 / 53 / 43 -> 54 / 56 / 46 (4096 on 16 warps instead of
+ * 1024 on 4), at 8192 x 16385 54 / 55 / 48 -> 58 / 67 / 52 (2048 on 8); rows of 5 chunks
+ * (4097) lose with wider ones and keep the defaults. */
+static bool wider_chunks(struct autocfg *A, int64_t programs, int64_t big) {
+  struct tuner *T = A->T;
+  if (largest_product(A->k->ir)) return false;
+  struct rt_estimate e0, e;
+  tile_kernel *k0 = autocfg_compile(A, -1, NULL);
+  bool ok = autocfg_measure(A, k0, programs, big, false, &e0);
+  rt_kernel_release(k0);
+  if (!ok || e0.min_trips < 16 || e0.warps <= 0) return false;
+  int64_t per_thread = e0.largest_tile / (32 * (int64_t)e0.warps), best_tile = e0.largest_tile;
+  int b1 = -1, b2 = -1;
+  const char *v1 = NULL, *v2 = NULL;
+  for (uint32_t t1 = 0; t1 < T->ntuned; t1++) {
+    const struct tparam *p1 = &T->p[T->tuned[t1]];
+    if (!is_integer(A->vals[t1])) continue;
+    const char *save = A->vals[t1];
+    for (uint32_t c1 = 0; c1 < p1->ncand; c1++) {
+      if (!is_integer(p1->cand[c1]) || strtoll(p1->cand[c1], NULL, 10) <= strtoll(save, NULL, 10)) continue;
+      A->vals[t1] = p1->cand[c1];
+      for (int t2 = -1; t2 < (int)T->ntuned; t2++) { /* -1: t1 alone */
+        if (t2 >= 0 && ((uint32_t)t2 <= t1 || !is_integer(A->vals[t2]))) continue;
+        const struct tparam *p2 = t2 >= 0 ? &T->p[T->tuned[t2]] : NULL;
+        for (uint32_t c2 = 0; c2 < (p2 ? p2->ncand : 1); c2++) {
+          const char *w = p2 ? p2->cand[c2] : NULL;
+          if (p2 && (!is_integer(w) || strtoll(w, NULL, 10) <= strtoll(A->vals[t2], NULL, 10))) continue;
+          tile_kernel *kc = autocfg_compile(A, t2, w);
+          ok = autocfg_measure(A, kc, programs, big, false, &e);
+          rt_kernel_release(kc);
+          if (ok && e.decided == e0.decided && e.taken == e0.taken && e.min_trips >= 8 && e.warps > 0 &&
+              e.largest_tile <= per_thread * 32 * e.warps && e.largest_tile > best_tile)
+            best_tile = e.largest_tile, b1 = (int)t1, v1 = p1->cand[c1], b2 = t2, v2 = w;
+        }
+      }
+    }
+    A->vals[t1] = save;
+  }
+  if (b1 < 0) return false;
+  A->vals[b1] = v1;
+  if (b2 >= 0) A->vals[b2] = v2;
+  return true;
+}
+
 void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bound *b, const tile_arg *args, int sms,
                           struct arena *a, tile_define **defs, unsigned *n) {
   *defs = NULL;
@@ -1724,6 +1773,7 @@ void rt_autoconfig_choose(tile_context *ctx, tile_kernel *k, const struct rt_bou
    *    latency, so its pipeline deepens into the shared memory it has to itself */
   if (k->target && cur <= sms && deepen(&A, cur, big)) changed = true;
   if (k->target && fewest_bytes(&A, cur, big)) changed = true;
+  if (k->target && wider_chunks(&A, cur, big)) changed = true;
   if (A.nomem) arena_oom(a); /* not a choice to remember */
   if (changed) *defs = autocfg_defines(&A, -1, NULL, n);
 }

@@ -140,8 +140,10 @@ Test(autoconfig, one_wave_grids_deepen_their_pipelines) {
 
 /* Row kernels with a one-pass branch (`if N <= BN`): the row width takes the value that
  * reads each row once where a candidate holds it within 64 elements per thread (8192 on 4
- * warps); rows longer than every candidate (a 50257-word vocabulary) and rows the default
- * already holds keep the defaults. */
+ * warps); rows the default already holds keep the defaults. Rows longer than that, walked
+ * in at least 16 chunks, take wider chunks on more warps with the same 8 elements per thread
+ * and at least 8 chunks (wider_chunks: 4096 on 16 warps for a 50257-word vocabulary, 2048
+ * on 8 at 16385); a row of 5 chunks (4097) keeps the defaults. */
 Test(autoconfig, one_pass_rows_where_a_width_holds_them) {
   tile_context *ctx = new_context();
   struct {
@@ -152,10 +154,13 @@ Test(autoconfig, one_pass_rows_where_a_width_holds_them) {
       {"softmax.tile", "softmax", 8192, 8192, "BN=8192,NW=4"},
       {"softmax.tile", "softmax", 4096, 2000, "BN=2048,NW=4"},
       {"softmax.tile", "softmax", 4096, 1000, ""},
-      {"softmax.tile", "softmax", 4096, 50257, ""},
+      {"softmax.tile", "softmax", 4096, 50257, "BN=4096,NW=16"},
+      {"rmsnorm.tile", "rmsnorm", 4096, 50257, "BN=4096,NW=16"},
+      {"layernorm.tile", "layernorm", 8192, 16385, "BN=2048,NW=8"},
+      {"softmax.tile", "softmax", 16384, 4097, ""},
       {"rmsnorm.tile", "rmsnorm", 8192, 8192, "BN=8192,NW=4"},
       {"layernorm.tile", "layernorm", 8192, 4096, "BN=4096,NW=4"},
-      {"softmax.tile", "softmax", 4096, 16384, ""}, /* 16384 on 4 warps: 128 elements per thread */
+      {"softmax.tile", "softmax", 4096, 16384, "BN=2048,NW=8"}, /* one pass: 128 elements per thread on 4 warps */
   };
   tile_define d = {"T", "f16"};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
