@@ -228,8 +228,10 @@ enum tile_compile_flags {
                                  tiles: 32 programs), the warp count shrinking with them; a
                                  grid of at most one program per multiprocessor then deepens
                                  its pipeline (longer K steps, more stages) into the shared
-                                 memory. The default configuration runs where its grid fills
-                                 half the device or more. CPU: no effect. */
+                                 memory; a row read once where a width holds it, and long
+                                 rows walked in chunks get wider chunks on more warps. The
+                                 default configuration runs where its grid fills half the
+                                 device or more. CPU: no effect. */
   TILE_FIXED_CONFIG = 1u << 6, /* CUDA: every launch runs the configuration the kernel was
                                  compiled with (no TILE_AUTOCONFIG choice). */
   TILE_NO_REPACK = 1u << 4,   /* CUDA: never copy unaligned dot operands to aligned scratch
