@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fp16.h"
 #include "ref.h"
 #include "test_seed.h"
 #include "testfiles.h"
@@ -1113,5 +1114,81 @@ Test(api, bench_cpu) {
   free(y);
   free(rs);
   tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
+/* row-align (PERF.md 100) changes where a row's loops start, and with it which lanes hold
+ * which elements and which lanes read fill: the golden IR before and after the pass, both
+ * run by the interpreter on the same ragged f16 rows (the tensors' host addresses, so
+ * align_shift differs from row to row; X at an odd element past the allocation, Y too),
+ * must agree with each other and with a float reference of the statistics. */
+static void run_rows_ir(tile_context *ctx, const char *file, int M, int N, uint16_t *x, uint16_t *w, uint16_t *b,
+                        uint16_t *y, float *s1, float *s2) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/golden/ir/row-align/%s", test_source_dir(), file);
+  char *src = read_text(path, NULL);
+  cr_assert_not_null(src, "%s", path);
+  tile_kernel *k = compile_src(ctx, file, src, TILE_SOURCE_IR);
+  int64_t xs[2] = {M, N}, ws[1] = {N}, ms[1] = {M};
+  tile_arg a[7];
+  unsigned n = 0;
+  a[n++] = tile_arg_tensor(x, TILE_F16, 2, xs, NULL);
+  if (w) a[n++] = tile_arg_tensor(w, TILE_F16, 1, ws, NULL);
+  if (b) a[n++] = tile_arg_tensor(b, TILE_F16, 1, ws, NULL);
+  a[n++] = tile_arg_tensor(y, TILE_F16, 2, xs, NULL);
+  if (s1) a[n++] = tile_arg_tensor(s1, TILE_F32, 1, ms, NULL);
+  if (s2) a[n++] = tile_arg_tensor(s2, TILE_F32, 1, ms, NULL);
+  if (w) a[n++] = tile_arg_float(1e-5f);
+  cr_assert_eq(tile_launch(ctx, k, a, n, NULL), TILE_OK, "%s: %s", file, tile_errmsg(ctx));
+  tile_kernel_release(k);
+  free(src);
+}
+
+Test(api, row_aligned_ir_computes_what_the_kernel_does) {
+  struct rng r;
+  rng_seed(&r, rng_test_seed("api/row_aligned_ir_computes_what_the_kernel_does"));
+  tile_context *ctx = new_ctx();
+  static const char *const kinds[] = {"softmax", "rmsnorm", "layernorm"};
+  static const int shapes[][2] = {{3, 1025}, {5, 3001}, {2, 4095}, {1, 2049}};
+  for (size_t kk = 0; kk < 3; kk++)
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+      int M = shapes[sh][0], N = shapes[sh][1];
+      size_t e = (size_t)M * N;
+      uint16_t *xa = calloc(e + 8, 2), *wv = calloc((size_t)N, 2), *bv = calloc((size_t)N, 2);
+      uint16_t *ya = calloc(e + 8, 2), *yb = calloc(e + 8, 2);
+      float s[4][64];
+      cr_assert(xa && wv && bv && ya && yb && M <= 64);
+      uint16_t *x = xa + 1 + sh % 3, *y0 = ya + 3, *y1 = yb + 3; /* off the allocations' 16 bytes */
+      for (size_t i = 0; i < e; i++) x[i] = tl_f32_to_f16(rng_uniform(&r, -4, 4) + 2.0f);
+      for (int i = 0; i < N; i++) wv[i] = tl_f32_to_f16(rng_uniform(&r, 0.5f, 1.5f)), bv[i] = tl_f32_to_f16(rng_uniform(&r, -1, 1));
+      bool norm = kk > 0, ln = kk == 2;
+      char before[64], after[64];
+      snprintf(before, sizeof before, "%s_unaligned.ir", kinds[kk]);
+      snprintf(after, sizeof after, "%s_unaligned.out", kinds[kk]);
+      run_rows_ir(ctx, before, M, N, x, norm ? wv : NULL, ln ? bv : NULL, y0, norm ? s[0] : NULL, ln ? s[1] : NULL);
+      run_rows_ir(ctx, after, M, N, x, norm ? wv : NULL, ln ? bv : NULL, y1, norm ? s[2] : NULL, ln ? s[3] : NULL);
+      double worst = 0, stat = 0;
+      for (size_t i = 0; i < e; i++) {
+        double d = fabs((double)tl_f16_to_f32(y0[i]) - tl_f16_to_f32(y1[i]));
+        double m = fmax(fabs((double)tl_f16_to_f32(y0[i])), 1e-3);
+        if (d / m > worst) worst = d / m;
+      }
+      for (int i = 0; i < M && norm; i++) { /* the statistics against a float reference of the row */
+        double sum = 0, sq = 0;
+        for (int j = 0; j < N; j++) {
+          double v = tl_f16_to_f32(x[(size_t)i * N + j]);
+          sum += v, sq += v * v;
+        }
+        double mean = sum / N, var = sq / N - mean * mean;
+        double rstd = ln ? 1 / sqrt(var + 1e-5) : 1 / sqrt(sq / N + 1e-5);
+        double got = ln ? s[3][i] : s[2][i];
+        stat = fmax(stat, fabs(got - rstd) / rstd);
+        if (ln) stat = fmax(stat, fabs(s[2][i] - mean) / fmax(fabs(mean), 1.0));
+      }
+      /* f16 outputs: an ulp or two where the summation order changed (2^-10 each) */
+      cr_expect(worst <= 4e-3, "%s %dx%d: row-aligned IR differs by %.3g (relative)", kinds[kk], M, N, worst);
+      cr_expect(stat <= 1e-4, "%s %dx%d: statistics off by %.3g", kinds[kk], M, N, stat);
+      free(xa), free(wv), free(bv), free(ya), free(yb);
+    }
   tile_context_destroy(ctx);
 }
