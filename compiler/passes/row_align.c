@@ -18,7 +18,9 @@
  * reductions and 1-d loads and stores along a tensor's contiguous last dimension, where
  *   - %c appears only as the last index of those accesses, each of a tensor whose last
  *     dimension is %U (so elements before 0 and from %U on are outside every one of them),
- *     with the other indices fixed for the loop and the slice S long;
+ *     with the other indices fixed for the loop and the slice S long, and in column
+ *     indices `c + arange(S)` (a mask `c + arange(BN) < N`), whose lanes in front of the
+ *     row are given %U in the shifted loop so that they look like those past its end;
  *   - at least one access is of a tensor whose other strides are not known to be 16-byte
  *     multiples (its rows may start off 16 bytes), every store is, and such accesses
  *     outnumber the other loads at %c (a norm's weights, which start off their boundary
@@ -54,7 +56,6 @@ enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16 };
  * S elements long, with its other indices defined outside body and the dimension's size ub;
  * -1 otherwise. */
 static int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv, ir_val ub, int64_t S, uint32_t body) {
-  /* ub 0: any size along the last dimension */
   if (op->code != IR_LOAD && op->code != IR_STORE) return -1;
   const struct ir_param *p = ir_param_of(f, op->args[0]);
   const struct ir_type *tt = ir_vtype(f, op->args[0]);
@@ -69,8 +70,8 @@ static int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv
   for (int d = 0; d < D; d++)
     if (ir_defined_within(f, op->args[1 + d], body)) return -1;
   int64_t n;
-  if (ub && (IR_DIM_IS_SYM(tt->dims[D]) ? IR_DIM_SYM_VALUE(tt->dims[D]) != ub
-                                        : !ir_value_const_int(f, ub, &n) || n != tt->dims[D]))
+  if (IR_DIM_IS_SYM(tt->dims[D]) ? IR_DIM_SYM_VALUE(tt->dims[D]) != ub
+                                 : !ir_value_const_int(f, ub, &n) || n != tt->dims[D])
     return -1;
   return D;
 }
