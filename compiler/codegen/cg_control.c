@@ -80,7 +80,10 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   cg_gen_region(g, op->region);
   if (g->failed) return;
   const struct ir_op *y = &g->f->ops.v[VEC_LAST(body_blk->ops)];
-  LLVMValueRef next = LLVMBuildAdd(g->b, iv, step, "");
+  /* bounds of 32 bits or less: iv + step stays far inside the 64-bit range (nsw), which lets
+   * LLVM see a loop counting down as a recurrence too (row-reverse's loops: otherwise every
+   * element of the element form takes its own 64-bit offset) */
+  LLVMValueRef next = LLVMGetIntTypeWidth(ivt) <= 32 ? LLVMBuildNSWAdd(g->b, iv, step, "") : LLVMBuildAdd(g->b, iv, step, "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
   LLVMBuildBr(g->b, header);
   LLVMAddIncoming(iv, &lb, &pre, 1);

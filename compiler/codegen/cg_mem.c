@@ -122,6 +122,21 @@ int cg_contiguous_run(const struct ll *l, int rank, int eb) {
   return v;
 }
 
+/* Index v as i64: a loop's variable is its 64-bit counter (cg_gen_for: the register is its
+ * truncation, equal to it in every iteration), so that LLVM sees the loop's addresses as
+ * recurrences, whichever way the loop counts (row-reverse's loops count down); any other
+ * index is sign-extended. */
+static LLVMValueRef index64(struct cg *g, ir_val v, LLVMValueRef r) {
+  const struct ir_value *val = &g->f->values.v[v];
+  if (val->kind == IR_VAL_BLOCKARG && val->index == 0) {
+    uint32_t owner = g->f->blocks.v[val->def].parent;
+    if (owner && g->f->ops.v[owner].code == IR_FOR && LLVMIsATruncInst(r) &&
+        LLVMTypeOf(LLVMGetOperand(r, 0)) == g->i64)
+      return LLVMGetOperand(r, 0);
+  }
+  return LLVMBuildSExt(g->b, r, g->i64, "");
+}
+
 static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, const struct ll *layout,
                          struct access *x) {
   struct ir_func *f = g->f;
@@ -138,7 +153,7 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, cons
     x->tdim[d] = (x->mask >> d & 1) ? j++ : -1;
     struct cgval *s = cg_val(g, op->args[1 + d]);
     if (g->failed) return false;
-    x->start[d] = LLVMBuildSExt(g->b, s->r[0], g->i64, "");
+    x->start[d] = index64(g, op->args[1 + d], s->r[0]);
     x->size[d] = dim_size(g, tt, d);
   }
   const struct ir_type *vt = ir_vtype(f, tile);

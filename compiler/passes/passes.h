@@ -28,6 +28,13 @@ struct pass_ctx {
 #include "passes.def"
 #undef PASS
 
+/* row_align.c, also used by row_reverse.c: the last dimension of op's tensor when op is a
+ * 1-d load or store along it at index iv, S elements long, its other indices defined
+ * outside block body and the dimension's size ub (-1 otherwise); whether two accesses have
+ * the same tensor and row indices. */
+int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv, ir_val ub, int64_t S, uint32_t body);
+bool same_row(const struct ir_func *f, const struct ir_op *x, const struct ir_op *y);
+
 const char *pass_name(enum pass_id p);
 const char *pass_doc(enum pass_id p);
 enum pass_id pass_from_name(const char *name); /* PASS_NONE if unknown */

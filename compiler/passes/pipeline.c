@@ -93,6 +93,8 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
   f->sched = *sched;
   /* before layout, which gives the loads it aligns 16-byte vectors per thread */
   if (!pass_run(PASS_ROW_ALIGN, f, o, err)) return false;
+  /* after row-align, which aligns the loops as written; before layout (scalar ops only) */
+  if (!pass_run(PASS_ROW_REVERSE, f, o, err)) return false;
   /* layout assignment needs the generic pipeline's output: constants folded and dead
    * values gone, so no layout (and no conversion) is spent on them. */
   if (!pass_run(PASS_LAYOUT, f, o, err)) return false;

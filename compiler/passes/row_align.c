@@ -55,7 +55,7 @@ enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16 };
 /* The last dimension of op's tensor when op is a 1-d load or store along it at index iv,
  * S elements long, with its other indices defined outside body and the dimension's size ub;
  * -1 otherwise. */
-static int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv, ir_val ub, int64_t S, uint32_t body) {
+int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv, ir_val ub, int64_t S, uint32_t body) {
   if (op->code != IR_LOAD && op->code != IR_STORE) return -1;
   const struct ir_param *p = ir_param_of(f, op->args[0]);
   const struct ir_type *tt = ir_vtype(f, op->args[0]);
@@ -330,7 +330,7 @@ static ir_val shift_of(struct ir_builder *b, const struct ir_op *op, ir_val zero
 }
 
 /* Whether accesses x and y have the same tensor and row indices. */
-static bool same_row(const struct ir_func *f, const struct ir_op *x, const struct ir_op *y) {
+bool same_row(const struct ir_func *f, const struct ir_op *x, const struct ir_op *y) {
   int rank = ir_vtype(f, x->args[0])->rank;
   if (x->args[0] != y->args[0]) return false;
   for (int d = 0; d < rank - 1; d++)

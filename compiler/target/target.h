@@ -135,12 +135,15 @@ const char *tl_target_names(void);
  *   rowalign=0|1     a loop over a row's chunks whose rows lie off 16 bytes starts at the
  *                    16-byte boundary in front of the row, so that its loads and stores are
  *                    16-byte vectors (row-align pass); on by default (PERF.md 100)
+ *   rowrev=0|1       a loop over a row's chunks that reads a row an earlier loop read walks
+ *                    it from its last chunk, whose reuse distance is then the shortest
+ *                    (row-reverse pass); on by default (PERF.md 102)
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign;
+      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   short producer_regs, consumer_regs;
 };

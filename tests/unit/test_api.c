@@ -1118,14 +1118,16 @@ Test(api, bench_cpu) {
 }
 
 /* row-align (PERF.md 100) changes where a row's loops start, and with it which lanes hold
- * which elements and which lanes read fill: the golden IR before and after the pass, both
+ * which elements and which lanes read fill; row-reverse (PERF.md 102) walks the output
+ * loops from their last chunk: the golden IR before and after row-align, and after both,
  * run by the interpreter on the same ragged f16 rows (the tensors' host addresses, so
  * align_shift differs from row to row; X at an odd element past the allocation, Y too),
- * must agree with each other and with a float reference of the statistics. */
+ * must agree with each other and with a float reference of the statistics. file is
+ * relative to tests/golden/ir. */
 static void run_rows_ir(tile_context *ctx, const char *file, int M, int N, uint16_t *x, uint16_t *w, uint16_t *b,
                         uint16_t *y, float *s1, float *s2) {
   char path[1024];
-  snprintf(path, sizeof path, "%s/tests/golden/ir/row-align/%s", test_source_dir(), file);
+  snprintf(path, sizeof path, "%s/tests/golden/ir/%s", test_source_dir(), file);
   char *src = read_text(path, NULL);
   cr_assert_not_null(src, "%s", path);
   tile_kernel *k = compile_src(ctx, file, src, TILE_SOURCE_IR);
@@ -1155,40 +1157,44 @@ Test(api, row_aligned_ir_computes_what_the_kernel_does) {
       int M = shapes[sh][0], N = shapes[sh][1];
       size_t e = (size_t)M * N;
       uint16_t *xa = calloc(e + 8, 2), *wv = calloc((size_t)N, 2), *bv = calloc((size_t)N, 2);
-      uint16_t *ya = calloc(e + 8, 2), *yb = calloc(e + 8, 2);
-      float s[4][64];
-      cr_assert(xa && wv && bv && ya && yb && M <= 64);
-      uint16_t *x = xa + 1 + sh % 3, *y0 = ya + 3, *y1 = yb + 3; /* off the allocations' 16 bytes */
+      uint16_t *ya = calloc(e + 8, 2), *yb = calloc(e + 8, 2), *yc = calloc(e + 8, 2);
+      float s[6][64];
+      cr_assert(xa && wv && bv && ya && yb && yc && M <= 64);
+      uint16_t *x = xa + 1 + sh % 3, *y[3] = {ya + 3, yb + 3, yc + 3}; /* off the allocations' 16 bytes */
       for (size_t i = 0; i < e; i++) x[i] = tl_f32_to_f16(rng_uniform(&r, -4, 4) + 2.0f);
       for (int i = 0; i < N; i++) wv[i] = tl_f32_to_f16(rng_uniform(&r, 0.5f, 1.5f)), bv[i] = tl_f32_to_f16(rng_uniform(&r, -1, 1));
       bool norm = kk > 0, ln = kk == 2;
-      char before[64], after[64];
-      snprintf(before, sizeof before, "%s_unaligned.ir", kinds[kk]);
-      snprintf(after, sizeof after, "%s_unaligned.out", kinds[kk]);
-      run_rows_ir(ctx, before, M, N, x, norm ? wv : NULL, ln ? bv : NULL, y0, norm ? s[0] : NULL, ln ? s[1] : NULL);
-      run_rows_ir(ctx, after, M, N, x, norm ? wv : NULL, ln ? bv : NULL, y1, norm ? s[2] : NULL, ln ? s[3] : NULL);
-      double worst = 0, stat = 0;
-      for (size_t i = 0; i < e; i++) {
-        double d = fabs((double)tl_f16_to_f32(y0[i]) - tl_f16_to_f32(y1[i]));
-        double m = fmax(fabs((double)tl_f16_to_f32(y0[i])), 1e-3);
-        if (d / m > worst) worst = d / m;
+      static const char *const dirs[] = {"row-align", "row-align", "row-reverse"}, *const exts[] = {"ir", "out", "out"};
+      char forms[3][64];
+      for (int v = 0; v < 3; v++) {
+        snprintf(forms[v], sizeof forms[v], "%s/%s_unaligned.%s", dirs[v], kinds[kk], exts[v]);
+        run_rows_ir(ctx, forms[v], M, N, x, norm ? wv : NULL, ln ? bv : NULL, y[v], norm ? s[2 * v] : NULL,
+                    ln ? s[2 * v + 1] : NULL);
       }
-      for (int i = 0; i < M && norm; i++) { /* the statistics against a float reference of the row */
-        double sum = 0, sq = 0;
-        for (int j = 0; j < N; j++) {
-          double v = tl_f16_to_f32(x[(size_t)i * N + j]);
-          sum += v, sq += v * v;
+      for (int v = 1; v < 3; v++) {
+        double worst = 0, stat = 0;
+        for (size_t i = 0; i < e; i++) {
+          double d = fabs((double)tl_f16_to_f32(y[0][i]) - tl_f16_to_f32(y[v][i]));
+          double m = fmax(fabs((double)tl_f16_to_f32(y[0][i])), 1e-3);
+          if (d / m > worst) worst = d / m;
         }
-        double mean = sum / N, var = sq / N - mean * mean;
-        double rstd = ln ? 1 / sqrt(var + 1e-5) : 1 / sqrt(sq / N + 1e-5);
-        double got = ln ? s[3][i] : s[2][i];
-        stat = fmax(stat, fabs(got - rstd) / rstd);
-        if (ln) stat = fmax(stat, fabs(s[2][i] - mean) / fmax(fabs(mean), 1.0));
+        for (int i = 0; i < M && norm; i++) { /* the statistics against a float reference of the row */
+          double sum = 0, sq = 0;
+          for (int j = 0; j < N; j++) {
+            double xv = tl_f16_to_f32(x[(size_t)i * N + j]);
+            sum += xv, sq += xv * xv;
+          }
+          double mean = sum / N, var = sq / N - mean * mean;
+          double rstd = ln ? 1 / sqrt(var + 1e-5) : 1 / sqrt(sq / N + 1e-5);
+          double got = ln ? s[2 * v + 1][i] : s[2 * v][i];
+          stat = fmax(stat, fabs(got - rstd) / rstd);
+          if (ln) stat = fmax(stat, fabs(s[2 * v][i] - mean) / fmax(fabs(mean), 1.0));
+        }
+        /* f16 outputs: an ulp or two where the summation order changed (2^-10 each) */
+        cr_expect(worst <= 4e-3, "%s %dx%d: %s differs by %.3g (relative)", kinds[kk], M, N, forms[v], worst);
+        cr_expect(stat <= 1e-4, "%s %dx%d: %s: statistics off by %.3g", kinds[kk], M, N, forms[v], stat);
       }
-      /* f16 outputs: an ulp or two where the summation order changed (2^-10 each) */
-      cr_expect(worst <= 4e-3, "%s %dx%d: row-aligned IR differs by %.3g (relative)", kinds[kk], M, N, worst);
-      cr_expect(stat <= 1e-4, "%s %dx%d: statistics off by %.3g", kinds[kk], M, N, stat);
-      free(xa), free(wv), free(bv), free(ya), free(yb);
+      free(xa), free(wv), free(bv), free(ya), free(yb), free(yc);
     }
   tile_context_destroy(ctx);
 }

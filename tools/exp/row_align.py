@@ -4,7 +4,8 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
          the output (and the input) as views off the allocation's 16-byte boundary, so that
          both the aligned loop and the loop kept for rows whose tensors disagree run
   vocab  4096 x 50257 at the defaults against rowalign=0, and a few tile configurations
-  mid    other row lengths off 16 bytes, and 8192 x 8192 (unchanged: rows on 16 bytes)"""
+  mid    other row lengths off 16 bytes, and 8192 x 8192 (unchanged: rows on 16 bytes)
+  rev    (not by default) the row-reverse pass against rowrev=0 at several row lengths"""
 import os
 import sys
 
@@ -126,6 +127,15 @@ if "knobs" in only:  # not run by default
         for bn, nw in ((2048, 4), (4096, 8), (8192, 16), (1024, 2), (2048, 2)):
             be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
             be.rows(kind, 4096, 50257, torch.float16, schedule="prefetch=1", BN=bn, NW=nw)
+if "rev" in only:  # not run by default: the row-reverse pass (PERF.md 102) against rowrev=0
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n in ((4096, 50257), (8192, 16385), (4096, 32769), (2048, 100003), (16384, 4097)):
+            be.rows(kind, m, n, torch.float16)
+            be.rows(kind, m, n, torch.float16, schedule="rowrev=0")
+        be.rows(kind, 4096, 50257, torch.bfloat16)
+        be.rows(kind, 4096, 50257, torch.bfloat16, schedule="rowrev=0")
+        for bn, nw in ((2048, 8), (2048, 16), (8192, 16), (1024, 8)):
+            be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
