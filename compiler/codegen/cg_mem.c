@@ -452,6 +452,17 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
 /* Stores registers r[] (x's layout order) with x's accesses, where pred[r] (i1 registers
  * in the same order; NULL: everywhere) holds. A vector whose predicates all hold is one
  * access; the elements of one where they differ are stored one at a time. */
+/* Two f16 or bf16 elements just rounded from f32 (lo in the low half) as one i32, rounded
+ * together (cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32, the same rounding: one instruction where
+ * two conversions and the packing took six); NULL when they are not such a pair. */
+static LLVMValueRef rounded_pair(struct cg *g, ir_dtype dt, LLVMValueRef lo, LLVMValueRef hi) {
+  if (!hi || (dt != DT_F16 && dt != DT_BF16) || !LLVMIsAFPTruncInst(lo) || !LLVMIsAFPTruncInst(hi) ||
+      LLVMTypeOf(LLVMGetOperand(lo, 0)) != g->f32 || LLVMTypeOf(LLVMGetOperand(hi, 0)) != g->f32)
+    return NULL;
+  LLVMValueRef p = cg_pack_pair(g, lo, hi, dt == DT_BF16);
+  return LLVMTypeOf(p) == g->i32 ? p : LLVMBuildBitCast(g->b, p, g->i32, "");
+}
+
 static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs, LLVMValueRef *pred) {
   struct access x = *xp;
   int eb = ir_dtype_bytes(x.dt), bits = eb * 8;
@@ -507,7 +518,13 @@ static void store_regs(struct cg *g, struct access *xp, LLVMValueRef *regs, LLVM
       for (int i = 0; i < w; i++) {
         LLVMValueRef word = LLVMConstInt(wt, 0, 0);
         for (int e = 0; e < per_word; e++) {
-          LLVMValueRef b = to_bits(g, regs[r0 + (uint32_t)(i * per_word + e)], x.dt);
+          LLVMValueRef lo = regs[r0 + (uint32_t)(i * per_word + e)], b;
+          if ((b = rounded_pair(g, x.dt, lo, e + 1 < per_word ? regs[r0 + (uint32_t)(i * per_word + e + 1)] : NULL))) {
+            word = LLVMBuildOr(g->b, word, LLVMBuildShl(g->b, LLVMBuildZExt(g->b, b, wt, ""), LLVMConstInt(wt, (unsigned)(e * bits), 0), ""), "");
+            e++;
+            continue;
+          }
+          b = to_bits(g, lo, x.dt);
           word = LLVMBuildOr(g->b, word, LLVMBuildShl(g->b, LLVMBuildZExt(g->b, b, wt, ""), LLVMConstInt(wt, (unsigned)(e * bits), 0), ""), "");
         }
         args[2 + i] = word;

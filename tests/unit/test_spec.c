@@ -93,6 +93,22 @@ Test(spec, kernels_without_products_take_the_warp_index_directly) {
   tile_context_destroy(ctx);
 }
 
+/* Vector stores of f16 rounded from f32 round each pair into one register
+ * (cvt.rn.f16x2.f32): softmax's looped form (N = 5120: the launch folds the one-tile
+ * branch away) stores 8 elements per thread per chunk in one 16-byte store, 4 pairs; before,
+ * 8 cvt.rn.f16.f32 and the packing by shifts (the output loop 91 -> 71 PTX instructions). */
+Test(spec, rounded_pairs_are_stored_packed) {
+  tile_context *ctx = NULL;
+  tile_define d[3] = {{"T", "f16"}, {"BN", "1024"}, {"NW", "4"}};
+  tile_kernel *k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 3);
+  struct rt_artifact two = build_softmax(ctx, k, 5120); /* (rows on 16 bytes: no element path) */
+  cr_expect(count(two.ptx, "cvt.rn.f16x2.f32") >= 4, "%u packed roundings", count(two.ptx, "cvt.rn.f16x2.f32"));
+  cr_expect(count(two.ptx, "cvt.rn.f16.f32") == 0, "%u single roundings", count(two.ptx, "cvt.rn.f16.f32"));
+  rt_artifact_free(&two);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
 Test(spec, launch_decided_branches_are_folded) {
   tile_context *ctx = NULL;
   tile_define d[2] = {{"T", "f16"}, {"BN", "1024"}};
