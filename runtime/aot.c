@@ -129,6 +129,7 @@ static const char *const prelude[] = {
     "  unsigned threads, smem; /* per block; smem is dynamic shared memory */",
     "  int persistent;         /* the grid is as many blocks as fit at once (tiles loop inside); 2: only",
     "                           * for at most 8 waves of those, one block per tile beyond */",
+    "  int cluster;            /* > 1: each program is a cluster of this many blocks (grid x times it) */",
     "  unsigned ntmaps;",
     "  struct aot_tmap tmaps[8];",
     "};",
@@ -423,6 +424,11 @@ static const char *const prelude[] = {
     "  (void)tp, (void)t, (void)n;",
     "#endif",
     "  unsigned g[3] = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};",
+    "  if (l.v->cluster > 1) {",
+    "    if ((uint64_t)grid[0] * (uint64_t)l.v->cluster > 0x7fffffff)",
+    "      return aot_fail(TILE_AOT_BAD_LAUNCH, \"%s: grid x of %lld programs of %d blocks each is above the CUDA limit\", k->name, (long long)grid[0], l.v->cluster);",
+    "    g[0] *= (unsigned)l.v->cluster;",
+    "  }",
     "  if (l.v->persistent) {",
     "    uint64_t tiles = (uint64_t)grid[0] * (uint64_t)grid[1] * (uint64_t)grid[2];",
     "    uint64_t s = l.slots;",
@@ -682,7 +688,8 @@ static bool emit_launcher(struct strbuf *sb, struct arena *a, const struct aot_k
               v->target->arch_specific ? 1 : 0, v->aligned ? 1 : 0, index, i);
     if (v->cubin) sb_printf(sb, "aot_k%u_v%u_cubin, sizeof aot_k%u_v%u_cubin, ", index, i, index, i);
     else sb_puts(sb, "NULL, 0, ");
-    sb_printf(sb, "%u, %u, %d, %u, {", v->res.threads, v->res.smem_bytes, (int)v->res.persistent, v->res.ntmaps);
+    sb_printf(sb, "%u, %u, %d, %d, %u, {", v->res.threads, v->res.smem_bytes, (int)v->res.persistent,
+              v->res.cluster > 1 ? (int)v->res.cluster : 1, v->res.ntmaps);
     for (unsigned m = 0; m < v->res.ntmaps; m++) {
       /* never flat: a flat map needs the span31 fact, which the assumed facts never give */
       const struct cg_tmap *t = &v->res.tmaps[m];

@@ -603,6 +603,7 @@ static void launch_grid(tile_context *ctx, const struct rt_spec *sp, const struc
   grid[0] = (unsigned)b->grid[0];
   grid[1] = (unsigned)b->grid[1];
   grid[2] = (unsigned)b->grid[2];
+  if (sp->code.cluster > 1) grid[0] *= sp->code.cluster; /* each program is a cluster of CTAs */
   if (!sp->code.persistent) return;
   uint64_t tiles = (uint64_t)b->grid[0] * (uint64_t)b->grid[1] * (uint64_t)b->grid[2];
   uint64_t slots = (uint64_t)(ctx->dev.sm_count > 0 ? ctx->dev.sm_count : 1) * (uint64_t)(sp->occupancy > 0 ? sp->occupancy : 1);
@@ -669,6 +670,9 @@ tile_status rt_gpu_launch_direct(tile_context *ctx, tile_kernel *k, const struct
   tile_status st = prepare(ctx, k, b, &sp);
   if (st || !launch) return st;
   if (b->grid[0] == 0 || b->grid[1] == 0 || b->grid[2] == 0) return TILE_OK;
+  if (sp->code.cluster > 1 && (uint64_t)b->grid[0] * sp->code.cluster > INT32_MAX)
+    return rt_error(ctx, TILE_BAD_LAUNCH, "grid dimension 0 is %lld programs of %u CTAs each (clusters), above the CUDA limit of %d CTAs",
+                    (long long)b->grid[0], (unsigned)sp->code.cluster, INT32_MAX);
   struct packed pk;
   st = pack_args(ctx, k, sp, b, &pk);
   if (st) return st;
@@ -806,11 +810,11 @@ static const char *module_key(tile_kernel *k, const struct rt_gpu_target *t, con
 }
 
 
-/* The code info as meta text: " persistent=P whole=W pdl=D tmaps=N" then per map
+/* The code info as meta text: " persistent=P whole=W pdl=D cluster=C tmaps=N" then per map
  * " param/rank/dtype/box0,box1,box2,box3/swizzle". */
 static int format_code_info(const struct rt_code_info *c, char *buf, size_t len) {
-  int n = snprintf(buf, len, " persistent=%d whole=%d pdl=%d tmaps=%u", (int)c->persistent,
-                   c->whole_program ? 1 : 0, c->grid_dep ? 1 : 0, c->ntmaps);
+  int n = snprintf(buf, len, " persistent=%d whole=%d pdl=%d cluster=%d tmaps=%u", (int)c->persistent,
+                   c->whole_program ? 1 : 0, c->grid_dep ? 1 : 0, c->cluster > 1 ? (int)c->cluster : 1, c->ntmaps);
   for (unsigned i = 0; i < c->ntmaps && n > 0 && (size_t)n < len; i++) {
     const struct cg_tmap *t = &c->tmaps[i];
     n += snprintf(buf + n, len - (size_t)n, " %u/%d/%d/%u,%u,%u,%u/%d/%d", t->param, t->rank, t->dtype, t->box[0],
@@ -821,10 +825,11 @@ static int format_code_info(const struct rt_code_info *c, char *buf, size_t len)
 
 static bool parse_code_info(const char *s, const struct tile_kernel *k, struct rt_code_info *c) {
   memset(c, 0, sizeof *c);
-  int p = 0, w = 0, gd = 0, n = 0;
-  if (sscanf(s, " persistent=%d whole=%d pdl=%d tmaps=%u%n", &p, &w, &gd, &c->ntmaps, &n) != 4 ||
-      c->ntmaps > CG_MAX_TMAPS)
+  int p = 0, w = 0, gd = 0, cl = 0, n = 0;
+  if (sscanf(s, " persistent=%d whole=%d pdl=%d cluster=%d tmaps=%u%n", &p, &w, &gd, &cl, &c->ntmaps, &n) != 5 ||
+      c->ntmaps > CG_MAX_TMAPS || (cl != 1 && cl != 2 && cl != 4 && cl != 8))
     return false;
+  c->cluster = (uint8_t)cl;
   c->persistent = (uint8_t)(p == 2 ? 2 : p != 0);
   c->whole_program = w != 0;
   c->grid_dep = gd != 0;
@@ -1043,6 +1048,7 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   out->code.persistent = res.persistent;
   out->code.whole_program = res.whole_program;
   out->code.grid_dep = res.grid_dep;
+  out->code.cluster = res.cluster;
   arena_free(&scratch);
   if (t->cuda && !out->code.whole_program) {
     /* the driver's JIT, here rather than at load time; on threads other than the one that

@@ -710,6 +710,11 @@ static void *run_programs(void *ud) {
 bool interp_run(const struct ir_func *f, const struct interp_arg *args, const int64_t grid[3],
                 int threads, const struct tl_alloc *alloc, struct strbuf *err) {
   int64_t total = grid[0] * grid[1] * grid[2];
+  if (f->cluster > 1) { /* its programs are C CTAs that meet at cluster barriers */
+    sb_printf(err, "kernel '%s' runs each program as a cluster of %u CTAs (cluster-rows): GPU only", f->name,
+              (unsigned)f->cluster);
+    return false;
+  }
   if (total <= 0) return true;
   if (threads <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -113,6 +113,7 @@ struct rt_code_info {
   uint8_t persistent; /* cg_result.persistent */
   bool whole_program; /* loaded as PTX by the driver's whole-program JIT, never linked (cg.h) */
   bool grid_dep;      /* launched with programmatic stream serialization (cg.h) */
+  uint8_t cluster;    /* CTAs per program (cg.h; 1: none) */
 };
 
 /* One compiled target specialization of a CUDA kernel. */

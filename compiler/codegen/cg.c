@@ -785,6 +785,12 @@ static LLVMValueRef make_kernel(struct cg *g, unsigned ntmaps) {
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
                             LLVMCreateStringAttribute(g->ctx, "nvvm.minctasm", 13, mc, (unsigned)strlen(mc)));
   }
+  if (f->cluster > 1) { /* .reqnctapercluster C, 1, 1: a plain launch runs clusters of C */
+    char cd[16];
+    snprintf(cd, sizeof cd, "%u,1,1", (unsigned)f->cluster);
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(g->ctx, "nvvm.cluster_dim", 16, cd, (unsigned)strlen(cd)));
+  }
   g->roles = roles;
   return fn;
 }
@@ -913,6 +919,12 @@ static void gen_op_at(struct cg *g, uint32_t id) {
     return;
   case IR_ALIGN_SHIFT:
     cg_gen_align_shift(g, op);
+    return;
+  case IR_CLUSTER_RANK:
+    cg_new_val(g, op->res, 1)->r[0] = sreg(g, "cluster.ctarank");
+    return;
+  case IR_CLUSTER_REDUCE:
+    cg_gen_cluster_reduce(g, op);
     return;
   case IR_TMA_DESC:
     cg_gen_tma_desc(g, op);
@@ -1117,6 +1129,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
 
   collect_tmaps(g, res);
   res->persistent = f->persistent;
+  res->cluster = f->cluster > 1 ? f->cluster : 1;
   res->grid_dep = f->grid_dep != 0;
   LLVMValueRef fn = make_kernel(g, res->ntmaps);
   g->fn = fn;
@@ -1142,9 +1155,10 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
   const char *axes[3] = {"x", "y", "z"};
   for (int i = 0; i < 3; i++) {
     char nm[32];
-    snprintf(nm, sizeof nm, "ctaid.%s", axes[i]);
+    /* a program of C CTAs (cluster-rows): its index is its cluster's */
+    snprintf(nm, sizeof nm, f->cluster > 1 && i == 0 ? "clusterid.%s" : "ctaid.%s", axes[i]);
     g->pid[i] = sreg(g, nm);
-    snprintf(nm, sizeof nm, "nctaid.%s", axes[i]);
+    snprintf(nm, sizeof nm, f->cluster > 1 && i == 0 ? "nclusterid.%s" : "nctaid.%s", axes[i]);
     g->nprog[i] = sreg(g, nm);
   }
   setup_params(g, fn);
@@ -1164,7 +1178,7 @@ bool cg_compile(struct ir_func *f, enum cg_output out, struct arena *a, struct c
 
   bool ok = !g->failed && emit(g, tm, out, res);
   res->threads = (unsigned)ir_func_threads(f);
-  res->whole_program = g->roles;
+  res->whole_program = g->roles || f->cluster > 1; /* (clusters: loaded by the JIT as a whole, never linked) */
   res->smem_bytes = g->smem_bytes;
   a->oom = outer;
   LLVMDisposeBuilder(g->b);

@@ -50,6 +50,8 @@ struct cg_result {
                           * CG_WALK_MIN_WAVES to CG_FEW_WAVES times that many (or fewer
                           * than that many), one program per tile otherwise */
   bool grid_dep;         /* launched with programmatic stream serialization (grid-dep pass) */
+  uint8_t cluster;       /* > 1: each program is a cluster of this many CTAs (ir_func.cluster):
+                          * the launch's grid x is the programs times it */
   bool whole_program;    /* must be compiled as a whole program, not linked: setmaxnreg is
                             ignored in relocatable code (ptxas -c, cuLink: C7504) */
   unsigned threads;      /* threads per program instance */

@@ -175,6 +175,63 @@ static LLVMValueRef combine(struct cg *g, ir_opcode code, ir_dtype dt, LLVMValue
   return cg_elem(g, e, dt, a, b);
 }
 
+/* cluster_reduce (cluster-rows): every CTA of the program's cluster holds a partial value
+ * x (the same in all its threads); thread 0 of each writes x into slot [rank] of every
+ * CTA's slots for this op (distributed shared memory: mapa + st.shared::cluster), and after
+ * a cluster barrier (arrive.release / wait.acquire: the writes are visible) each CTA
+ * combines slots 0 .. C-1 in that order, so every CTA computes the same bits. A cluster
+ * barrier in front makes sure every peer has started (its shared memory exists) before it
+ * is written. Each op has its own slots and runs once (not in loops: the pass checks), so
+ * no write can overtake a read of the same slot. */
+void cg_gen_cluster_reduce(struct cg *g, const struct ir_op *op) {
+  struct cgval *a = cg_val(g, op->args[0]);
+  if (g->failed) return;
+  int C = g->f->cluster;
+  if ((g->ncluster + 1) * 8 > CG_CLUSTER_SLOTS || C < 2 || C > 8) {
+    cg_fail(g, "cluster_reduce: more than %d in one function, or cluster=%d", CG_CLUSTER_SLOTS / 8, C);
+    return;
+  }
+  ir_dtype dt = (ir_dtype)ir_vtype(g->f, op->res)->dtype;
+  if (!g->cluster_slots) {
+    g->cluster_slots = LLVMAddGlobalInAddressSpace(g->mod, LLVMArrayType2(g->i32, CG_CLUSTER_SLOTS), "__tile_cluster", 3);
+    LLVMSetInitializer(g->cluster_slots, LLVMGetUndef(LLVMArrayType2(g->i32, CG_CLUSTER_SLOTS)));
+    LLVMSetLinkage(g->cluster_slots, LLVMInternalLinkage);
+    LLVMSetAlignment(g->cluster_slots, 16);
+  }
+  int base = g->ncluster++ * 8;
+  LLVMTypeRef arr = LLVMArrayType2(g->i32, CG_CLUSTER_SLOTS);
+  LLVMValueRef x = a->r[0];
+  LLVMValueRef bits = LLVMTypeOf(x) == g->i32 ? x : LLVMBuildBitCast(g->b, x, g->i32, "");
+  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.arrive.aligned", NULL, 0, NULL, 0);
+  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.wait.aligned", NULL, 0, NULL, 0);
+  LLVMValueRef rank = cg_intrinsic(g, "llvm.nvvm.read.ptx.sreg.cluster.ctarank", NULL, 0, NULL, 0);
+  LLVMBasicBlockRef put = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "cluster.put");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "cluster.done");
+  LLVMBuildCondBr(g->b, g->leader, put, done);
+  LLVMPositionBuilderAtEnd(g->b, put);
+  LLVMValueRef idx[2] = {cg_i32(g, 0), LLVMBuildAdd(g->b, cg_i32(g, base), rank, "")};
+  LLVMValueRef mine = LLVMBuildGEP2(g->b, arr, g->cluster_slots, idx, 2, "");
+  for (int r = 0; r < C; r++) {
+    LLVMValueRef args[2] = {mine, cg_i32(g, r)};
+    LLVMValueRef peer = cg_intrinsic(g, "llvm.nvvm.mapa.shared.cluster", NULL, 0, args, 2);
+    LLVMBuildStore(g->b, bits, peer);
+  }
+  LLVMBuildBr(g->b, done);
+  LLVMPositionBuilderAtEnd(g->b, done);
+  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.arrive.aligned", NULL, 0, NULL, 0);
+  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.wait.aligned", NULL, 0, NULL, 0);
+  ir_opcode e = op->i[0] == 0 ? IR_ADD : op->i[0] == 1 ? IR_MAX : IR_MIN;
+  LLVMValueRef acc = NULL;
+  for (int r = 0; r < C; r++) {
+    LLVMValueRef ix[2] = {cg_i32(g, 0), cg_i32(g, base + r)};
+    LLVMValueRef v = LLVMBuildLoad2(g->b, g->i32, LLVMBuildGEP2(g->b, arr, g->cluster_slots, ix, 2, ""), "");
+    LLVMSetVolatile(v, 1); /* written by other CTAs: not to be merged with anything before the barrier */
+    if (LLVMTypeOf(x) != g->i32) v = LLVMBuildBitCast(g->b, v, LLVMTypeOf(x), "");
+    acc = acc ? cg_elem(g, e, dt, acc, v) : v;
+  }
+  cg_new_val(g, op->res, 1)->r[0] = acc;
+}
+
 static LLVMValueRef shuffle_xor(struct cg *g, LLVMValueRef v, ir_dtype dt, int lane_mask) {
   LLVMValueRef args[4];
   args[0] = cg_i32(g, -1);

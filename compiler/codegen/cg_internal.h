@@ -62,6 +62,8 @@ struct cg {
   int bar_id, bar_threads;
   LLVMValueRef *desc_param; /* tma_desc op -> its byval kernel parameter */
   LLVMValueRef smem;         /* dynamic shared memory, [0 x i8] addrspace(3) */
+  LLVMValueRef cluster_slots; /* cluster_reduce's slots, [CG_CLUSTER_SLOTS x i32] addrspace(3) */
+  int ncluster;              /* cluster_reduce ops generated so far (each takes f->cluster slots) */
   unsigned smem_bytes;       /* buffers plus the largest scratch use */
   unsigned smem_scratch;     /* scratch (layout changes, reductions) starts here, after the buffers */
   struct cgval *vals;        /* ir value -> registers */
@@ -94,6 +96,9 @@ LLVMValueRef cg_cast(struct cg *g, LLVMValueRef v, ir_dtype from, ir_dtype to);
 LLVMValueRef cg_f8_to_f32(struct cg *g, LLVMValueRef v, ir_dtype dt);
 LLVMValueRef cg_f32_to_f8(struct cg *g, LLVMValueRef x, ir_dtype dt);
 LLVMValueRef cg_elem(struct cg *g, ir_opcode op, ir_dtype dt, LLVMValueRef a, LLVMValueRef b);
+/* cluster_reduce (cg_data.c): the slots of every such op of a function, 8 per op */
+enum { CG_CLUSTER_SLOTS = 256 };
+void cg_gen_cluster_reduce(struct cg *g, const struct ir_op *op);
 
 struct cgval *cg_val(struct cg *g, ir_val v);
 struct cgval *cg_new_val(struct cg *g, ir_val v, uint32_t n);

@@ -233,6 +233,8 @@ struct ir_func {
   uint8_t grid_dep;              /* programmatic dependent launch (grid-dep pass): the program
                                   * waits at entry for the previous kernel in the stream to
                                   * complete and lets the next one launch early */
+  uint8_t cluster;               /* > 1: each program runs as this many CTAs of one cluster
+                                  * (cluster-rows pass; the runtime launches grid x times it) */
   uint16_t cache_trips;          /* a specialization fact: the trip count of the loops whose
                                   * re-read slices row-cache keeps in shared memory (0: none) */
   bool long_tiles;               /* a specialization fact: the heaviest of the first and last

@@ -769,6 +769,13 @@ static void parse_func(struct parser *ps, struct ir_module *m) {
     if (!tl_has(f->target, TL_FEAT_GRID_DEP)) fail(ps, "grid_dep needs a target with griddepcontrol (sm_90 or newer)");
     f->grid_dep = 1;
   }
+  if (accept(ps, "cluster")) {
+    expect(ps, "=");
+    int64_t c = parse_int(ps);
+    if (c != 2 && c != 4 && c != 8) fail(ps, "cluster=%lld: expected 2, 4 or 8", (long long)c);
+    if (!tl_has(f->target, TL_FEAT_CLUSTER)) fail(ps, "cluster needs a target with thread-block clusters (sm_90 or newer)");
+    f->cluster = (uint8_t)c;
+  }
   if (accept(ps, "cache_trips")) {
     expect(ps, "=");
     int64_t t = parse_int(ps);

@@ -330,6 +330,7 @@ void ir_print_func(struct strbuf *sb, const struct ir_func *f, unsigned flags) {
   if (f->stage == IR_STAGE_ALLOCATED) sb_puts(sb, " stage=allocated");
   if (f->persistent) sb_puts(sb, f->persistent == 2 ? " persistent(few)" : " persistent");
   if (f->grid_dep) sb_puts(sb, " grid_dep");
+  if (f->cluster > 1) sb_printf(sb, " cluster=%u", (unsigned)f->cluster);
   if (f->cache_trips) sb_printf(sb, " cache_trips=%u", (unsigned)f->cache_trips);
   if (f->long_tiles) sb_puts(sb, " long_tiles");
   for (int fact = 0; fact < 2; fact++) { /* div16(%M, ...) pow2(%P, ...): the shape facts */

@@ -958,6 +958,19 @@ static void check_op_types(struct verifier *v, uint32_t id) {
     if (op->i[0] != 16) bad(v, id, "bytes=%lld (16 only)", (long long)op->i[0]);
     break;
   }
+  case IR_CLUSTER_RANK: case IR_CLUSTER_REDUCE: {
+    const struct ir_type *rt = vt(v, op->res);
+    if (v->f->cluster < 2) bad(v, id, "%s outside a function with cluster=C", ir_ops[op->code].name);
+    if (op->code == IR_CLUSTER_RANK) {
+      if (!ir_type_is_scalar(rt) || rt->dtype != DT_I32) bad(v, id, "cluster_rank gives an i32");
+      break;
+    }
+    const struct ir_type *a = vt(v, op->args[0]);
+    if (!ir_type_is_scalar(a) || (a->dtype != DT_F32 && a->dtype != DT_I32 && a->dtype != DT_U32) || rt != a)
+      bad(v, id, "cluster_reduce takes and gives one 32-bit scalar type (f32, i32, u32)");
+    if (op->i[0] < 0 || op->i[0] > 2) bad(v, id, "kind=%lld (0 sum, 1 max, 2 min)", (long long)op->i[0]);
+    break;
+  }
   case IR_LOAD: case IR_STORE:
     check_memory(v, id);
     if (op->code == IR_LOAD) check_fill(v, id);

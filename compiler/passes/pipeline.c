@@ -95,6 +95,9 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
   if (!pass_run(PASS_ROW_ALIGN, f, o, err)) return false;
   /* after row-align, which aligns the loops as written; before layout (scalar ops only) */
   if (!pass_run(PASS_ROW_REVERSE, f, o, err)) return false;
+  /* after both (they match the slices as written); before layout, which then lays out
+   * each CTA's share of the row */
+  if (!pass_run(PASS_CLUSTER_ROWS, f, o, err)) return false;
   /* layout assignment needs the generic pipeline's output: constants folded and dead
    * values gone, so no layout (and no conversion) is spent on them. */
   if (!pass_run(PASS_LAYOUT, f, o, err)) return false;

@@ -71,6 +71,7 @@ void tl_schedule_default(struct tl_schedule *s) {
   memset(s, 0, sizeof *s); /* padding too: schedules are compared and hashed bytewise */
   for (unsigned i = 0; i < NSCHED_FLAGS; i++) *sched_flag(s, i) = -1;
   s->occupancy = -1;
+  s->cluster = -1;
   s->producer_regs = s->consumer_regs = -1;
 }
 
@@ -121,18 +122,22 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
         long o = strtol(v, &end, 10);
         ok = *v && !*end && o >= 1 && o <= 32;
         if (ok) s->occupancy = (signed char)o;
+      } else if (strcmp(k, "cluster") == 0) {
+        ok = !strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "4") || !strcmp(v, "8");
+        if (ok) s->cluster = (signed char)atoi(v);
       }
       else {
         int m = snprintf(err, errlen, "schedule: unknown option '%s' (known: ", k);
         for (unsigned i = 0; i < NSCHED_FLAGS && m > 0 && (size_t)m < errlen; i++)
           m += snprintf(err + m, errlen - (size_t)m, "%s, ", sched_flags[i].name);
-        if (m > 0 && (size_t)m < errlen) snprintf(err + m, errlen - (size_t)m, "occupancy, regs)");
+        if (m > 0 && (size_t)m < errlen) snprintf(err + m, errlen - (size_t)m, "occupancy, cluster, regs)");
         return false;
       }
       if (!ok) {
         snprintf(err, errlen, "schedule: bad value '%s' for '%s'%s", v, k,
                  strcmp(k, "regs") == 0        ? " (expected P/C, multiples of 8 in 24..256)"
                  : strcmp(k, "occupancy") == 0 ? " (expected 1..32)"
+                 : strcmp(k, "cluster") == 0   ? " (expected 1, 2, 4 or 8)"
                                                : " (expected 0 or 1)");
         return false;
       }
@@ -154,6 +159,7 @@ void tl_schedule_format(const struct tl_schedule *s, char *buf, size_t len) {
     if (v >= 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%s%s=%d", n ? "," : "", sched_flags[i].name, v);
   }
   if (s->occupancy > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%soccupancy=%d", n ? "," : "", s->occupancy);
+  if (s->cluster > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%scluster=%d", n ? "," : "", s->cluster);
   if (s->producer_regs > 0 && n < len)
     snprintf(buf + n, len - n, "%sregs=%d/%d", n ? "," : "", s->producer_regs, s->consumer_regs);
 }

@@ -138,6 +138,10 @@ const char *tl_target_names(void);
  *   rowrev=0|1       a loop over a row's chunks that reads a row an earlier loop read walks
  *                    it from its last chunk, whose reuse distance is then the shortest
  *                    (row-reverse pass); on by default (PERF.md 102)
+ *   cluster=C        row kernels whose row tile is too long for one CTA's registers run each
+ *                    program as C CTAs of a thread-block cluster (cluster-rows pass, sm_90+);
+ *                    1 never, 2/4/8 that size where the kernel allows it; by default the pass
+ *                    picks C when a tile would hold more than 64 elements per thread
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
@@ -145,6 +149,7 @@ struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
       pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
+  signed char cluster;   /* CTAs per program for rows split across a cluster (1, 2, 4, 8; -1: the pass decides) */
   short producer_regs, consumer_regs;
 };
 
