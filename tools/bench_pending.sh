@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # bench_pending.sh - the figures the next session starts from, in one call on the GPU machine
-# (about 5 minutes), each against its reference in the same process:
-#   1. bench_examples' backward rows at the defaults (issue 17; PERF.md 65-67) and the
-#      sweep around them (the persistent walk, once=0, three stages at hd128);
-#   2. decode with the split and combine times (PERF.md 67) and the rows;
-#   3. the one-kernel backward experiment (dQ by atomics, PERF.md 66);
-#   4. programmatic dependent launch on and off (PERF.md 70), the vocabulary rows at
-#      16-byte strides (PERF.md 68) and the one-pass rows' occupancy (PERF.md 73).
+# (about 8 minutes), each against its reference in the same process. Pending since the
+# twenty-seventh session (no device time; PERF.md 102-104):
+#   1. gpu_check's row, scan, decode and attention checks (the store packing of PERF.md 104
+#      and the loop counters of PERF.md 102 change the PTX of every row kernel, the scans,
+#      decode's combine and the backward's dQ scaling);
+#   2. tools/exp/row_align.py rev clustercheck cluster: row-reverse against rowrev=0, and the
+#      rows split across a cluster (PERF.md 103) against PyTorch and against the defaults;
+#   3. ncu: softmax 4096 x 50257 with and without row-reverse (DRAM bytes, L2 hit rate),
+#      and the cluster split at BN=65536.
 #
 #   bash tools/bench_pending.sh [CARRY_DIR]      (default .carry; from the repository root)
+#   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 CARRY=$(cd "${1:-.carry}" && pwd) || exit 2
@@ -23,11 +26,15 @@ PYSITE=$(mktemp -d)
 WHEEL=$(ls "$CARRY"/tile_lang-*.whl | head -1)
 python3 -m pip install -q --no-index --find-links "$CARRY/wheels" --target "$PYSITE" cffi pycparser &&
   python3 -m pip install -q --no-index --no-deps --target "$PYSITE" "$WHEEL" || exit 2
-echo "== 1. bench_examples bwd sweep-bwd"
-PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 240 python3 tools/bench_examples.py bwd sweep-bwd
-echo "== 2. bench_examples decode rows"
-PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 150 python3 tools/bench_examples.py decode rows
-echo "== 3. bench_examples bwd-atomic"
-PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 python3 tools/bench_examples.py bwd-atomic
-echo "== 4. bench_examples pdl rows-even occupancy"
-PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 240 python3 tools/bench_examples.py pdl rows-even occupancy
+PART=${PART:-all}
+if [ "$PART" != 2 ]; then
+echo "== 1. gpu_check rows, scans, decode, attention"
+OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|cumsum|cummax|decode|attention)' TIME_BUDGET=200 \
+  timeout 300 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -25
+fi
+[ "$PART" = 1 ] && exit 0
+echo "== 2. row_align.py rev clustercheck cluster"
+PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 240 python3 tools/exp/row_align.py rev clustercheck cluster
+echo "== 3. ncu: row-reverse and the cluster split"
+PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 bash tools/exp/rows_ncu.sh "softmax 50257 rowrev=0 4096 16" \
+  "softmax 50257 - 4096 16" "softmax 50257 - 65536 16" "rmsnorm 50264 - 65536 16"

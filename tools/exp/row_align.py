@@ -5,7 +5,9 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
          both the aligned loop and the loop kept for rows whose tensors disagree run
   vocab  4096 x 50257 at the defaults against rowalign=0, and a few tile configurations
   mid    other row lengths off 16 bytes, and 8192 x 8192 (unchanged: rows on 16 bytes)
-  rev    (not by default) the row-reverse pass against rowrev=0 at several row lengths"""
+  rev    (not by default) the row-reverse pass against rowrev=0 at several row lengths
+  clustercheck, cluster  (not by default) rows split across a thread-block cluster (BN=65536):
+         ragged rows against PyTorch; speed against the defaults"""
 import os
 import sys
 
@@ -136,6 +138,28 @@ if "rev" in only:  # not run by default: the row-reverse pass (PERF.md 102) agai
         be.rows(kind, 4096, 50257, torch.bfloat16, schedule="rowrev=0")
         for bn, nw in ((2048, 8), (2048, 16), (8192, 16), (1024, 8)):
             be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
+if "clustercheck" in only:  # not run by default: rows split across a cluster (PERF.md 103) against PyTorch
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for dt in (torch.float16, torch.bfloat16, torch.float32):
+            for m, n in ((7, 50257), (33, 65536), (3, 40000), (1, 16385), (5, 50264)):
+                check(kind, m, n, dt, BN=65536, NW=16)
+            check(kind, 9, 50257, dt, yoff=1, BN=65536, NW=8)
+            check(kind, 4, 30001, dt, BN=32768, NW=4)
+            for c in ("2", "4", "8"):
+                check(kind, 5, 50257, dt, schedule="cluster=" + c, BN=65536, NW=16)
+if "cluster" in only:  # not run by default: the cluster split's speed against the defaults (PERF.md 103)
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n in ((4096, 50257), (4096, 50264), (8192, 32768), (2048, 100003)):
+            be.rows(kind, m, n, torch.float16)
+            bn = 65536 if n <= 65536 else 131072
+            if bn > 65536:
+                continue
+            for nw in (16, 8, 4):
+                be.rows(kind, m, n, torch.float16, BN=bn, NW=nw)
+            for c in ("2", "8"):
+                be.rows(kind, m, n, torch.float16, schedule="cluster=" + c, BN=bn, NW=16)
+        be.rows(kind, 4096, 50257, torch.bfloat16)
+        be.rows(kind, 4096, 50257, torch.bfloat16, BN=65536, NW=16)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
