@@ -20,7 +20,7 @@
  * and a tile would hold more than 64 elements per thread (more than the occupancy pass
  * lets four programs of a multiprocessor keep), or the schedule asks for cluster=C:
  *   - f->cluster = C, the smallest power of two (at most 8, the portable cluster size)
- *     that brings the tiles to 32 elements per thread or fewer (cluster=C in the schedule
+ *     that brings the tiles to 16 elements per thread or fewer (cluster=C in the schedule
  *     forces C; cluster=1 turns the pass off);
  *   - every tile becomes BN / C long: the CTA of rank r (cluster_rank) holds elements
  *     r * BN / C .. (r + 1) * BN / C - 1 of each, so a slice `T[..., s : +BN]` becomes
@@ -36,7 +36,7 @@
 
 #include "passes.h"
 
-enum { MAX_CLUSTER = 8, SPLIT_ABOVE = 64, SPLIT_TO = 32 };
+enum { MAX_CLUSTER = 8, SPLIT_ABOVE = 64, SPLIT_TO = 16 };
 
 struct rows {
   int64_t bn;  /* the row tiles' length */

@@ -381,6 +381,184 @@ static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, 
   }
 }
 
+/* ---- one-tile rows (PERF.md 105) ----
+ * A row held in one tile, `X[row, 0 : +S]` with S >= N (softmax's, the norms' first branch),
+ * is shifted the same way: the tile covers [-p, S - p), so its 16-byte runs are aligned.
+ * The lanes in front of the row then read `fill`, as the lanes past its end (from N to S)
+ * already do, and are not written; the column indices `arange(S)` are moved by p with those
+ * lanes given N, so they compare as lanes past the end do. Lanes past the end exist whenever
+ * lanes in front do (N + p <= S with p > 0 means N < S), so nothing the tile computes can
+ * tell the new lanes from lanes the form as written already has, as long as the column
+ * indices only meet the bound in `arange < N` or `arange >= N` (what every lane from N on
+ * answers alike). The shifted tile must still reach the row's end (N + p <= S): the region
+ * is kept as written behind a branch on that, uniform in the program. */
+
+static bool has_tile(const struct ir_func *f, const struct ir_op *op) {
+  for (uint32_t k = 0; k < op->nargs; k++) {
+    const struct ir_type *t = ir_vtype(f, op->args[k]);
+    if (t->kind == IR_TY_TILE && t->rank > 0) return true;
+  }
+  for (uint32_t k = 0; k < op->nres; k++) {
+    const struct ir_type *t = ir_vtype(f, op->res + k);
+    if (t->kind == IR_TY_TILE && t->rank > 0) return true;
+  }
+  return false;
+}
+
+/* Whether every use of arange result a is `a < N` or `a >= N` against a splat of ub. */
+static bool compares_to_bound(const struct ir_func *f, ir_val a, ir_val ub) {
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block) continue;
+    for (uint32_t k = 0; k < op->nargs; k++) {
+      if (op->args[k] != a) continue;
+      if ((op->code != IR_LT && op->code != IR_GE) || k != 0) return false;
+      uint32_t d = ir_def_op(f, op->args[1]);
+      if (!d || f->ops.v[d].code != IR_SPLAT || f->ops.v[d].args[0] != ub) return false;
+    }
+  }
+  return true;
+}
+
+struct tile_region {
+  uint32_t blk, k0, end;   /* the ops blk[k0 .. end) */
+  uint32_t group[MAX_GROUP], ngroup;
+  ir_val z, ub;            /* the slices' start (a constant 0) and the row's length */
+  int64_t S;
+};
+
+/* Whether ops k0.. of block blk (from its first tile op to its end, before a yield without
+ * values) form a one-tile row region (see above). */
+static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_region *R) {
+  const struct ir_block *b = &f->blocks.v[blk];
+  uint32_t n = b->ops.n, end = n;
+  if (!n) return false;
+  const struct ir_op *last = &f->ops.v[b->ops.v[n - 1]];
+  if (last->code == IR_YIELD) {
+    if (last->nargs) return false;
+    end = n - 1;
+  }
+  uint32_t k0 = 0;
+  while (k0 < end && !has_tile(f, &f->ops.v[b->ops.v[k0]])) k0++;
+  if (k0 == end) return false;
+  memset(R, 0, sizeof *R);
+  R->blk = blk, R->k0 = k0, R->end = end;
+  uint32_t others = 0;
+  for (uint32_t i = k0; i < end; i++) { /* the slices first: they give S and the bound */
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    if ((op->code != IR_LOAD && op->code != IR_STORE) || !has_tile(f, op)) continue;
+    const struct ir_type *tt = ir_vtype(f, op->args[0]);
+    int D = tt->rank - 1;
+    int64_t v;
+    if (tt->kind != IR_TY_TENSOR || D < 0 || op->nargs < 1u + (uint32_t)tt->rank || !IR_DIM_IS_SYM(tt->dims[D]) ||
+        !ir_value_const_int(f, op->args[1 + D], &v) || v != 0)
+      return false;
+    if (!R->z) R->z = op->args[1 + D], R->ub = IR_DIM_SYM_VALUE(tt->dims[D]);
+    const struct ir_type *vt = ir_vtype(f, op->code == IR_LOAD ? op->res : op->args[op->nargs - 1]);
+    if (!R->S) R->S = vt->rank == 1 ? vt->dims[0] : 0;
+    if (op->args[1 + D] != R->z || row_access(f, op, R->z, R->ub, R->S, 0) < 0) return false;
+    bool off = rows_off(f, op);
+    if (op->code == IR_STORE && !off) return false;
+    if (!off) {
+      others++;
+      continue;
+    }
+    if (R->ngroup == MAX_GROUP) return false;
+    for (int d = 0; d < D; d++) { /* the row must be known in front of the region */
+      uint32_t def = ir_def_op(f, op->args[1 + d]);
+      if (def && f->ops.v[def].block == blk && ir_op_index(f, def) >= k0) return false;
+    }
+    R->group[R->ngroup++] = b->ops.v[i];
+  }
+  if (R->ngroup == 0 || R->ngroup <= others || R->S <= 0) return false;
+  for (uint32_t i = k0; i < end; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    uint16_t c = op->code;
+    if (op->nregions) return false;
+    bool tile = has_tile(f, op);
+    for (uint32_t k = 0; k < op->nres && tile; k++) { /* every tile one row */
+      const struct ir_type *t = ir_vtype(f, op->res + k);
+      if (t->kind == IR_TY_TILE && t->rank > 0 && (t->rank != 1 || t->dims[0] != R->S)) return false;
+    }
+    if (c == IR_LOAD || c == IR_STORE) continue; /* checked above, or a scalar access */
+    if (c == IR_ARANGE) {
+      if (!compares_to_bound(f, op->res, R->ub)) return false;
+      continue;
+    }
+    if (!tile) {
+      if (!(ir_ops[c].flags & OPF_PURE)) return false;
+      continue;
+    }
+    if (!(ir_ops[c].flags & OPF_ELEM) && c != IR_CONST && c != IR_SPLAT && c != IR_REDUCE_SUM && c != IR_REDUCE_MAX &&
+        c != IR_REDUCE_MIN)
+      return false;
+  }
+  return true;
+}
+
+/* `if N + p <= S { the region shifted } else { the region as written }`. */
+static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
+  uint32_t nops = R->end - R->k0;
+  uint32_t *ops = ARENA_NEWN(f->arena, uint32_t, nops + 1);
+  memcpy(ops, f->blocks.v[R->blk].ops.v + R->k0, sizeof *ops * nops);
+  bool *grouped = ARENA_NEWN(f->arena, bool, nops + 1);
+  for (uint32_t i = 0; i < nops; i++) {
+    grouped[i] = false;
+    for (uint32_t g = 0; g < R->ngroup; g++) grouped[i] |= ops[i] == R->group[g];
+  }
+  struct ir_builder b;
+  ir_builder_before(&b, f, ops[0]);
+  b.loc = f->ops.v[ops[0]].loc;
+  ir_type_id i32 = ir_type_scalar(f, DT_I32);
+  ir_val zero = ir_const_int(&b, i32, 0);
+  ir_val p = shift_of(&b, &f->ops.v[R->group[0]], zero);
+  ir_val start = ir_binary(&b, IR_SUB, zero, p);
+  ir_val fits = ir_binary(&b, IR_LE, ir_binary(&b, IR_ADD, R->ub, p), ir_const_int(&b, i32, R->S));
+  uint32_t iff = ir_build_if(&b, fits, NULL, 0);
+  uint32_t then_blk = f->ops.v[iff].region, else_blk = then_blk + 1;
+  struct ir_builder eb, tb;
+  ir_builder_at_end(&eb, f, else_blk);
+  for (uint32_t i = 0; i < nops; i++) ir_op_move(&eb, ops[i]);
+  eb.loc = b.loc;
+  ir_build(&eb, IR_YIELD, NULL, 0, NULL, 0);
+  ir_builder_at_end(&tb, f, then_blk);
+  tb.loc = b.loc;
+  struct ir_valmap m;
+  ir_valmap_init(&m, f, f->arena);
+  const struct ir_op *first = &f->ops.v[R->group[0]];
+  for (uint32_t i = 0; i < nops; i++) {
+    uint32_t c = ir_clone_op(&tb, ops[i], &m);
+    struct ir_op *op = &f->ops.v[c];
+    if (grouped[i]) {
+      int D = ir_vtype(f, op->args[0])->rank - 1;
+      ir_val *args = ARENA_NEWN(f->arena, ir_val, op->nargs);
+      memcpy(args, op->args, sizeof *args * op->nargs);
+      args[1 + D] = start;
+      ir_op_set_args(f, c, args, op->nargs);
+      op = &f->ops.v[c];
+      op->i[1] = 16;
+      op->i[2] = !same_row(f, first, op);
+    } else if (op->code == IR_LOAD || op->code == IR_STORE) {
+      if (has_tile(f, op)) { /* another tensor's row (a norm's weights): moved the same way */
+        int D = ir_vtype(f, op->args[0])->rank - 1;
+        ir_val *args = ARENA_NEWN(f->arena, ir_val, op->nargs);
+        memcpy(args, op->args, sizeof *args * op->nargs);
+        args[1 + D] = start;
+        ir_op_set_args(f, c, args, op->nargs);
+      }
+    } else if (op->code == IR_ARANGE) { /* column indices: moved by p, the lanes in front given N */
+      ir_val a = op->res;
+      ir_type_id t = f->values.v[a].type;
+      ir_val col = ir_binary(&tb, IR_SUB, a, ir_build1(&tb, IR_SPLAT, t, &p, 1));
+      ir_val neg = ir_binary(&tb, IR_LT, col, ir_build1(&tb, IR_SPLAT, t, &zero, 1));
+      ir_val sel[3] = {neg, ir_build1(&tb, IR_SPLAT, t, &R->ub, 1), col};
+      ir_val clamped = ir_build1(&tb, IR_SELECT, t, sel, 3);
+      ir_map_set(&m, f->ops.v[ops[i]].res, clamped); /* later clones use the clamped indices */
+    }
+  }
+  ir_build(&tb, IR_YIELD, NULL, 0, NULL, 0);
+}
+
 void pass_row_align(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   if (!tl_sched_get(f->sched.rowalign, 1)) return;
@@ -391,6 +569,25 @@ void pass_row_align(struct pass_ctx *pc) {
     if (!f->ops.v[loops[i]].block) continue;
     if (!qualifies(f, loops[i], group, &ngroup, pc->scratch)) continue;
     align_loop(f, loops[i], group, ngroup);
+    pc->changed = true;
+  }
+  /* one-tile rows: the body and the branches of its ifs (not loop bodies) */
+  uint32_t ifs[MAX_LOOPS], nif = 0, blks[2 * MAX_LOOPS + 1], nb = 0;
+  ir_block_collect(f, IR_BODY_BLOCK, IR_IF, ifs, &nif, MAX_LOOPS);
+  blks[nb++] = IR_BODY_BLOCK;
+  for (uint32_t i = 0; i < nif; i++) {
+    uint32_t parent = f->ops.v[ifs[i]].block;
+    bool in_loop = false;
+    for (uint32_t bb = parent; bb && f->blocks.v[bb].parent; bb = f->ops.v[f->blocks.v[bb].parent].block)
+      in_loop |= f->ops.v[f->blocks.v[bb].parent].code == IR_FOR;
+    if (in_loop) continue;
+    blks[nb++] = f->ops.v[ifs[i]].region;
+    blks[nb++] = f->ops.v[ifs[i]].region + 1;
+  }
+  for (uint32_t i = 0; i < nb; i++) {
+    struct tile_region R;
+    if (!tile_region(f, blks[i], &R)) continue;
+    shift_tile_region(f, &R);
     pc->changed = true;
   }
 }

@@ -161,9 +161,9 @@ configs+=("${no_spill[@]}")
 # Instructions the PTX must contain: "FILE KERNEL DEFINES ARCH" -> space-separated patterns.
 declare -A must_have=(
   ["gemm.tile gemm - sm_80"]="mma.sync.aligned.m16n8k16 ldmatrix.sync.aligned cp.async.cg.shared.global"
-  ["softmax.tile softmax T=f16,BN=65536,NW=16 sm_90a"]="[.]reqnctapercluster[[:space:]]4, %clusterid.x %cluster_ctarank mapa.shared::cluster st.shared::cluster barrier.cluster.arrive barrier.cluster.wait cvt.rn.f16x2.f32"
+  ["softmax.tile softmax T=f16,BN=65536,NW=16 sm_90a"]="[.]reqnctapercluster[[:space:]]8, %clusterid.x %cluster_ctarank mapa.shared::cluster st.shared::cluster barrier.cluster.arrive barrier.cluster.wait cvt.rn.f16x2.f32"
   ["rmsnorm.tile rmsnorm T=bf16,BN=65536,NW=8 sm_90a"]="[.]reqnctapercluster[[:space:]]8, mapa.shared::cluster barrier.cluster.wait cvt.rn.bf16x2.f32"
-  ["layernorm.tile layernorm T=f16,BN=65536,NW=16 sm_90a"]="[.]reqnctapercluster[[:space:]]4, mapa.shared::cluster barrier.cluster.wait"
+  ["layernorm.tile layernorm T=f16,BN=65536,NW=16 sm_90a"]="[.]reqnctapercluster[[:space:]]8, mapa.shared::cluster barrier.cluster.wait"
   ["gemm.tile gemm - sm_90a"]="wgmma.mma_async cp.async.bulk.tensor.2d mbarrier.try_wait.parity setmaxnreg.inc setmaxnreg.dec wait_group.sync.aligned[[:space:]]1"
   ["gemm.tile gemm SCHED=ws=0 sm_90a"]="wgmma.mma_async cp.async.bulk.tensor.2d mbarrier.try_wait.parity wait_group.sync.aligned[[:space:]]1"
   ["gemm.tile gemm SCHED=tma=0 sm_90a"]="wgmma.mma_async cp.async.cg.shared.global wait_group.sync.aligned[[:space:]]1"

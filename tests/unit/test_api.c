@@ -1157,21 +1157,30 @@ Test(api, row_aligned_ir_computes_what_the_kernel_does) {
       int M = shapes[sh][0], N = shapes[sh][1];
       size_t e = (size_t)M * N;
       uint16_t *xa = calloc(e + 8, 2), *wv = calloc((size_t)N, 2), *bv = calloc((size_t)N, 2);
-      uint16_t *ya = calloc(e + 8, 2), *yb = calloc(e + 8, 2), *yc = calloc(e + 8, 2);
-      float s[6][64];
-      cr_assert(xa && wv && bv && ya && yb && yc && M <= 64);
-      uint16_t *x = xa + 1 + sh % 3, *y[3] = {ya + 3, yb + 3, yc + 3}; /* off the allocations' 16 bytes */
+      enum { NF = 5 };
+      uint16_t *ya[NF], *y[NF];
+      float s[2 * NF][64];
+      cr_assert(xa && wv && bv && M <= 64);
+      for (int v = 0; v < NF; v++) {
+        cr_assert((ya[v] = calloc(e + 8, 2)) != NULL);
+        y[v] = ya[v] + 3; /* off the allocations' 16 bytes */
+      }
+      uint16_t *x = xa + 1 + sh % 3;
       for (size_t i = 0; i < e; i++) x[i] = tl_f32_to_f16(rng_uniform(&r, -4, 4) + 2.0f);
       for (int i = 0; i < N; i++) wv[i] = tl_f32_to_f16(rng_uniform(&r, 0.5f, 1.5f)), bv[i] = tl_f32_to_f16(rng_uniform(&r, -1, 1));
       bool norm = kk > 0, ln = kk == 2;
-      static const char *const dirs[] = {"row-align", "row-align", "row-reverse"}, *const exts[] = {"ir", "out", "out"};
-      char forms[3][64];
-      for (int v = 0; v < 3; v++) {
-        snprintf(forms[v], sizeof forms[v], "%s/%s_unaligned.%s", dirs[v], kinds[kk], exts[v]);
+      /* BN=1024 (N > BN: the loops) before and after row-align and row-reverse; BN=4096 (the
+       * one-tile branch, shifted where N + p <= 4096: at 4095 only for p <= 1) */
+      static const char *const dirs[] = {"row-align", "row-align", "row-reverse", "row-align", "row-align"},
+                               *const forms_of[] = {"unaligned.ir", "unaligned.out", "unaligned.out", "onetile.ir",
+                                                    "onetile.out"};
+      char forms[NF][64];
+      for (int v = 0; v < NF; v++) {
+        snprintf(forms[v], sizeof forms[v], "%s/%s_%s", dirs[v], kinds[kk], forms_of[v]);
         run_rows_ir(ctx, forms[v], M, N, x, norm ? wv : NULL, ln ? bv : NULL, y[v], norm ? s[2 * v] : NULL,
                     ln ? s[2 * v + 1] : NULL);
       }
-      for (int v = 1; v < 3; v++) {
+      for (int v = 1; v < NF; v++) {
         double worst = 0, stat = 0;
         for (size_t i = 0; i < e; i++) {
           double d = fabs((double)tl_f16_to_f32(y[0][i]) - tl_f16_to_f32(y[v][i]));
@@ -1194,7 +1203,28 @@ Test(api, row_aligned_ir_computes_what_the_kernel_does) {
         cr_expect(worst <= 4e-3, "%s %dx%d: %s differs by %.3g (relative)", kinds[kk], M, N, forms[v], worst);
         cr_expect(stat <= 1e-4, "%s %dx%d: %s: statistics off by %.3g", kinds[kk], M, N, forms[v], stat);
       }
-      free(xa), free(wv), free(bv), free(ya), free(yb), free(yc);
+      free(xa), free(wv), free(bv);
+      for (int v = 0; v < NF; v++) free(ya[v]);
     }
+  /* a user kernel whose one-tile row masks with arange(BN) < N (row-align moves the column
+   * indices with the lanes: without the clamp of the lanes in front, they would count in
+   * its variance) */
+  for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+    int M = shapes[sh][0], N = shapes[sh][1];
+    size_t e = (size_t)M * N;
+    uint16_t *xa = calloc(e + 8, 2), *y0 = calloc(e + 8, 2), *y1 = calloc(e + 8, 2);
+    cr_assert(xa && y0 && y1);
+    uint16_t *x = xa + 1 + sh % 3; /* rows far from zero: a lane in front counted would show */
+    for (size_t i = 0; i < e; i++) x[i] = tl_f32_to_f16(rng_uniform(&r, -1, 1) + 20.0f);
+    run_rows_ir(ctx, "row-align/center_onetile.ir", M, N, x, NULL, NULL, y0 + 3, NULL, NULL);
+    run_rows_ir(ctx, "row-align/center_onetile.out", M, N, x, NULL, NULL, y1 + 3, NULL, NULL);
+    double worst = 0;
+    for (size_t i = 0; i < e; i++) {
+      double a = tl_f16_to_f32(y0[3 + i]), b = tl_f16_to_f32(y1[3 + i]);
+      worst = fmax(worst, fabs(a - b) / fmax(fabs(a), 1e-2));
+    }
+    cr_expect(worst <= 4e-3, "center %dx%d: the shifted one-tile row differs by %.3g (relative)", M, N, worst);
+    free(xa), free(y0), free(y1);
+  }
   tile_context_destroy(ctx);
 }

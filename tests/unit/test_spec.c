@@ -110,32 +110,38 @@ Test(spec, rounded_pairs_are_stored_packed) {
 }
 
 /* A vocabulary row in one tile (softmax BN = 65536, 16 warps: 128 elements per thread) runs
- * as a cluster of 4 CTAs of 32 elements per thread each (cluster-rows, PERF.md 103): the
- * PTX asks for clusters of 4, takes the program index from %clusterid and the CTA's share
+ * as a cluster of 8 CTAs of 16 elements per thread each (cluster-rows, PERF.md 103): the
+ * PTX asks for clusters of 8, takes the program index from %clusterid and the CTA's share
  * from %cluster_ctarank, and combines each of the two reductions through distributed
- * shared memory between cluster barriers; the launcher multiplies the grid by 4. At 8 warps
- * (256 per thread), 8 CTAs; with cluster=1, none. */
+ * shared memory between cluster barriers; the launcher multiplies the grid by 8. The rows
+ * (50257 f16) lie off 16 bytes: row-align's one-tile form shifts the tile (PERF.md 105).
+ * cluster=4 asks for 4 CTAs (32 elements per thread); with cluster=1, none. */
+
 Test(spec, vocabulary_rows_split_across_a_cluster) {
   tile_context *ctx = NULL;
   tile_define d[3] = {{"T", "f16"}, {"BN", "65536"}, {"NW", "16"}};
   tile_kernel *k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 3);
   struct rt_artifact row = build_softmax(ctx, k, 50257);
-  cr_expect(strstr(row.ptx, ".reqnctapercluster 4, 1, 1") != NULL, "no cluster of 4");
-  cr_expect(row.code.cluster == 4, "the launcher's cluster size is %u", (unsigned)row.code.cluster);
+  cr_expect(strstr(row.ptx, ".reqnctapercluster 8, 1, 1") != NULL, "no cluster of 8");
+  cr_expect(row.code.cluster == 8, "the launcher's cluster size is %u", (unsigned)row.code.cluster);
   cr_expect(count(row.ptx, "%clusterid.x") >= 1 && count(row.ptx, "%cluster_ctarank") >= 1,
             "program index or rank not from the cluster registers");
-  cr_expect(count(row.ptx, "mapa.shared::cluster") == 8 && count(row.ptx, "st.shared::cluster") == 8,
-            "%u remote slots written (2 reductions x 4 CTAs expected)", count(row.ptx, "st.shared::cluster"));
-  cr_expect(count(row.ptx, "barrier.cluster.arrive") == 4 && count(row.ptx, "barrier.cluster.wait") == 4,
+  /* two copies of the row's code: shifted to the 16-byte boundary in front of the row
+   * (row-align's one-tile form, 16-byte vectors) and as written (for rows that then no
+   * longer fit the tile) */
+  cr_expect(count(row.ptx, "mapa.shared::cluster") == 32 && count(row.ptx, "st.shared::cluster") == 32,
+            "%u remote slots written (2 reductions x 8 CTAs x 2 branches expected)", count(row.ptx, "st.shared::cluster"));
+  cr_expect(count(row.ptx, "barrier.cluster.arrive") == 8 && count(row.ptx, "barrier.cluster.wait") == 8,
             "%u cluster barriers", count(row.ptx, "barrier.cluster.arrive"));
+  cr_expect(count(row.ptx, "ld.global.v4") >= 1 && count(row.ptx, "st.global.v4") >= 1,
+            "no 16-byte accesses in the shifted branch");
   cr_expect(count(row.ptx, "%ctaid.x") == 0, "the CTA index used as the program index");
   rt_artifact_free(&row);
   tile_kernel_release(k);
   tile_context_destroy(ctx);
-  d[2].value = "8";
-  k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 3);
+  k = compile_sched(&ctx, "softmax.tile", "softmax", d, 3, "cluster=4");
   row = build_softmax(ctx, k, 50257);
-  cr_expect(strstr(row.ptx, ".reqnctapercluster 8, 1, 1") != NULL && row.code.cluster == 8, "8 warps: no cluster of 8");
+  cr_expect(strstr(row.ptx, ".reqnctapercluster 4, 1, 1") != NULL && row.code.cluster == 4, "cluster=4: no cluster of 4");
   rt_artifact_free(&row);
   tile_kernel_release(k);
   tile_context_destroy(ctx);
@@ -246,7 +252,7 @@ Test(spec, tiles_known_inside_have_no_predicates) {
 /* The occupancy pass on a launch's specialization: layernorm over rows that fit one tile
  * (the loop form folded away) asks ptxas for four 4-warp programs per multiprocessor; with
  * 16384-wide tiles (128 registers per thread) kept in one CTA (cluster=1) it asks for
- * nothing (PERF.md 73). By default such a row is split across a cluster of 4 CTAs (32
+ * nothing (PERF.md 73). By default such a row is split across a cluster of 8 CTAs (16
  * elements per thread each; cluster-rows, PERF.md 103), which the cap then applies to. */
 static struct rt_artifact build_layernorm(tile_context *ctx, tile_kernel *k, int64_t n) {
   tile_arg a[7] = {tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4, n}, NULL),
@@ -278,7 +284,7 @@ Test(spec, memory_bound_rows_ask_for_four_programs) {
   tile_context_destroy(ctx);
   k = compile_sm90a(&ctx, "layernorm.tile", "layernorm", d, 3);
   struct rt_artifact split = build_layernorm(ctx, k, 16000);
-  cr_expect(strstr(split.ptx, ".reqnctapercluster 4, 1, 1") != NULL, "16384-wide tiles of 4 warps: no cluster of 4");
+  cr_expect(strstr(split.ptx, ".reqnctapercluster 8, 1, 1") != NULL, "16384-wide tiles of 4 warps: no cluster of 8");
   cr_expect(strstr(split.ptx, ".minnctapersm") != NULL, "a cluster's share of the row: no register cap");
   rt_artifact_free(&split);
   tile_kernel_release(k);
