@@ -19,7 +19,17 @@
 
 #include "fp16.h"
 
+/* The CTAs of one cluster (a kernel with cluster=C, interpreted): one host thread per
+ * rank walks every program in the same order; cluster_reduce meets at the barrier. */
+struct cluster_state {
+  pthread_barrier_t bar;
+  ir_scalar slot[8];
+  bool fail;
+};
+
 struct frame {
+  int rank;                  /* the CTA's rank in its cluster (cluster kernels) */
+  struct cluster_state *cl;
   const struct ir_func *f;
   const struct interp_arg *args;
   ir_scalar **val;      /* value id -> its buffer */
@@ -553,6 +563,23 @@ static void exec_op(struct frame *fr, uint32_t id) {
   case IR_FOR:
     exec_for(fr, op);
     return;
+  case IR_CLUSTER_RANK:
+    V(fr, op->res)[0].i = fr->rank;
+    return;
+  case IR_CLUSTER_REDUCE: { /* every rank's value, combined in rank order as on the GPU */
+    ir_dtype dt = (ir_dtype)ir_vtype(f, op->res)->dtype;
+    fr->cl->slot[fr->rank] = V(fr, op->args[0])[0];
+    pthread_barrier_wait(&fr->cl->bar);
+    ir_scalar acc = fr->cl->slot[0];
+    ir_opcode e = op->i[0] == 0 ? IR_ADD : op->i[0] == 1 ? IR_MAX : IR_MIN;
+    for (int r = 1; r < f->cluster; r++) {
+      ir_scalar a[2] = {acc, fr->cl->slot[r]};
+      ir_eval_elem(e, dt, a, &acc);
+    }
+    pthread_barrier_wait(&fr->cl->bar); /* every rank has read the slots */
+    V(fr, op->res)[0] = acc;
+    return;
+  }
   case IR_IF: {
     bool c = V(fr, op->args[0])[0].i != 0;
     uint32_t blk = op->region + (c ? 0 : 1);
@@ -686,16 +713,28 @@ struct worker {
   int64_t first, last; /* linear program range [first, last) */
   const struct tl_alloc *alloc;
   bool ok;
+  int rank;            /* cluster kernels: this thread's CTA rank */
+  struct cluster_state *cl;
 };
 
 static void *run_programs(void *ud) {
   struct worker *w = ud;
   struct frame fr = {0};
-  ir_scalar *mem;
-  size_t bytes;
+  ir_scalar *mem = NULL;
+  size_t bytes = 0;
   w->ok = frame_init(&fr, w->f, w->args, w->alloc, &mem, &bytes);
+  if (w->cl) { /* the ranks agree to start only when every one has its buffers */
+    if (!w->ok) w->cl->fail = true;
+    pthread_barrier_wait(&w->cl->bar);
+    if (w->cl->fail) {
+      if (w->ok) tl_raw_free(w->alloc, mem, bytes);
+      return NULL;
+    }
+  }
   if (!w->ok) return NULL;
   fr.grid = w->grid;
+  fr.rank = w->rank;
+  fr.cl = w->cl;
   for (int64_t lin = w->first; lin < w->last; lin++) {
     /* program 0 varies fastest along axis 0, as on the GPU */
     fr.pid[0] = lin % w->grid[0];
@@ -707,15 +746,39 @@ static void *run_programs(void *ud) {
   return NULL;
 }
 
+/* A kernel whose programs are clusters of C CTAs (cluster-rows): C host threads, one per
+ * rank, each running every program's CTA of its rank in order, meeting at cluster_reduce. */
+static bool run_clusters(const struct ir_func *f, const struct interp_arg *args, const int64_t grid[3], int64_t total,
+                         const struct tl_alloc *alloc, struct strbuf *err) {
+  int C = f->cluster;
+  struct cluster_state cl;
+  memset(&cl, 0, sizeof cl);
+  if (C > 8 || pthread_barrier_init(&cl.bar, NULL, (unsigned)C) != 0) {
+    sb_puts(err, "the interpreter could not set up a cluster's threads");
+    return false;
+  }
+  struct worker w[8];
+  pthread_t tid[8];
+  int started = 0;
+  for (int r = 0; r < C; r++) w[r] = (struct worker){f, args, grid, 0, total, alloc, false, r, &cl};
+  for (int r = 1; r < C; r++, started++)
+    if (pthread_create(&tid[r], NULL, run_programs, &w[r]) != 0) break;
+  bool ok = started == C - 1;
+  if (ok) {
+    run_programs(&w[0]);
+    ok = w[0].ok;
+  }
+  for (int r = 1; r <= started; r++) pthread_join(tid[r], NULL), ok &= w[r].ok;
+  pthread_barrier_destroy(&cl.bar);
+  if (!ok) sb_puts(err, started == C - 1 ? "out of memory for the interpreter's buffers" : "the interpreter could not start a cluster's threads");
+  return ok;
+}
+
 bool interp_run(const struct ir_func *f, const struct interp_arg *args, const int64_t grid[3],
                 int threads, const struct tl_alloc *alloc, struct strbuf *err) {
   int64_t total = grid[0] * grid[1] * grid[2];
-  if (f->cluster > 1) { /* its programs are C CTAs that meet at cluster barriers */
-    sb_printf(err, "kernel '%s' runs each program as a cluster of %u CTAs (cluster-rows): GPU only", f->name,
-              (unsigned)f->cluster);
-    return false;
-  }
   if (total <= 0) return true;
+  if (f->cluster > 1) return run_clusters(f, args, grid, total, alloc, err);
   if (threads <= 0) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     threads = n > 0 ? (int)n : 1;
@@ -726,7 +789,7 @@ bool interp_run(const struct ir_func *f, const struct interp_arg *args, const in
   pthread_t tid[64];
   bool started[64] = {0};
   for (int t = 0; t < threads; t++) {
-    w[t] = (struct worker){f, args, grid, total * t / threads, total * (t + 1) / threads, alloc, false};
+    w[t] = (struct worker){f, args, grid, total * t / threads, total * (t + 1) / threads, alloc, false, 0, NULL};
     if (t > 0) started[t] = pthread_create(&tid[t], NULL, run_programs, &w[t]) == 0;
   }
   run_programs(&w[0]);

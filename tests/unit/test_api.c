@@ -1146,6 +1146,46 @@ static void run_rows_ir(tile_context *ctx, const char *file, int M, int N, uint1
   free(src);
 }
 
+/* cluster-rows (PERF.md 103): the IR split across a cluster of 8 CTAs, run by the
+ * interpreter (one host thread per rank, meeting at each cluster_reduce), against the IR
+ * before the pass, on ragged f16 rows off 16 bytes that fit the 65536-wide tile (softmax's
+ * rows shifted to their boundary and, at 65533, as written) and that take the loop. */
+Test(api, cluster_split_rows_compute_what_the_kernel_does) {
+  struct rng r;
+  rng_seed(&r, rng_test_seed("api/cluster_split_rows_compute_what_the_kernel_does"));
+  tile_context *ctx = new_ctx();
+  static const char *const kinds[] = {"softmax", "rmsnorm"};
+  static const int shapes[][2] = {{2, 50257}, {1, 65533}, {3, 7}, {1, 70001}};
+  for (size_t kk = 0; kk < 2; kk++)
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+      int M = shapes[sh][0], N = shapes[sh][1];
+      size_t e = (size_t)M * N;
+      uint16_t *xa = calloc(e + 8, 2), *wv = calloc((size_t)N, 2), *y0 = calloc(e + 8, 2), *y1 = calloc(e + 8, 2);
+      float s0[8], s1[8];
+      cr_assert(xa && wv && y0 && y1 && M <= 8);
+      uint16_t *x = xa + 1 + sh % 3;
+      for (size_t i = 0; i < e; i++) x[i] = tl_f32_to_f16(rng_uniform(&r, -4, 4) + 2.0f);
+      for (int i = 0; i < N; i++) wv[i] = tl_f32_to_f16(rng_uniform(&r, 0.5f, 1.5f));
+      bool norm = kk == 1;
+      char before[64], after[64];
+      snprintf(before, sizeof before, "cluster-rows/%s_65536.ir", kinds[kk]);
+      snprintf(after, sizeof after, "cluster-rows/%s_65536.out", kinds[kk]);
+      run_rows_ir(ctx, before, M, N, x, norm ? wv : NULL, NULL, y0 + 3, norm ? s0 : NULL, NULL);
+      run_rows_ir(ctx, after, M, N, x, norm ? wv : NULL, NULL, y1 + 3, norm ? s1 : NULL, NULL);
+      double worst = 0, stat = 0;
+      for (size_t i = 0; i < e; i++) {
+        double a = tl_f16_to_f32(y0[3 + i]), b = tl_f16_to_f32(y1[3 + i]);
+        /* (softmax's outputs near 1/N are f16 subnormals, whose steps are 6e-8: a floor) */
+        worst = fmax(worst, fabs(a - b) / (fabs(a) + (norm ? 1e-3 : 3e-5)));
+      }
+      for (int i = 0; i < M && norm; i++) stat = fmax(stat, fabs(s0[i] - s1[i]) / s0[i]);
+      cr_expect(worst <= 4e-3, "%s %dx%d: the cluster-split IR differs by %.3g (relative)", kinds[kk], M, N, worst);
+      cr_expect(stat <= 1e-5, "%s %dx%d: Rstd differs by %.3g", kinds[kk], M, N, stat);
+      free(xa), free(wv), free(y0), free(y1);
+    }
+  tile_context_destroy(ctx);
+}
+
 Test(api, row_aligned_ir_computes_what_the_kernel_does) {
   struct rng r;
   rng_seed(&r, rng_test_seed("api/row_aligned_ir_computes_what_the_kernel_does"));
