@@ -592,6 +592,33 @@ void ir_op_set_args(struct ir_func *f, uint32_t op, const ir_val *args, uint32_t
   o->nargs = nargs;
 }
 
+void ir_op_set_arg(struct ir_func *f, uint32_t op, uint32_t k, ir_val v) {
+  const struct ir_op *o = &f->ops.v[op];
+  ir_val *na = ARENA_NEWN(f->arena, ir_val, o->nargs + 1);
+  memcpy(na, o->args, sizeof(ir_val) * o->nargs);
+  na[k] = v;
+  f->ops.v[op].args = na; /* (a fresh array: another op may share the old one) */
+}
+
+void ir_builder_after(struct ir_builder *b, struct ir_func *f, uint32_t op) {
+  uint32_t next = ir_op_next(f, op);
+  if (next) ir_builder_before(b, f, next);
+  else ir_builder_at_end(b, f, f->ops.v[op].block);
+  b->loc = f->ops.v[op].loc;
+}
+
+bool ir_op_has_tile(const struct ir_func *f, const struct ir_op *op) {
+  for (uint32_t k = 0; k < op->nargs; k++) {
+    const struct ir_type *t = ir_vtype(f, op->args[k]);
+    if (t->kind == IR_TY_TILE && t->rank > 0) return true;
+  }
+  for (uint32_t k = 0; k < op->nres; k++) {
+    const struct ir_type *t = ir_vtype(f, op->res + k);
+    if (t->kind == IR_TY_TILE && t->rank > 0) return true;
+  }
+  return false;
+}
+
 void ir_op_rewrite(struct ir_func *f, uint32_t op, ir_opcode code, const ir_val *args, uint32_t nargs) {
   ir_val copy[8];
   if (nargs > TL_ARRAY_LEN(copy)) abort(); /* internal error: rewrites make small ops */

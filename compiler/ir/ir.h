@@ -307,6 +307,7 @@ struct ir_builder {
 
 void ir_builder_at_end(struct ir_builder *b, struct ir_func *f, uint32_t block);
 void ir_builder_before(struct ir_builder *b, struct ir_func *f, uint32_t op);
+void ir_builder_after(struct ir_builder *b, struct ir_func *f, uint32_t op); /* (and op's location) */
 
 /* Creates an op with `nres` results of the given types and `nregions` empty blocks, inserts
  * it at the builder's position and returns its id. */
@@ -372,6 +373,8 @@ void ir_block_collect(const struct ir_func *f, uint32_t blk, uint16_t code, uint
 /* Whether op `id` is a load or gather of a tensor that nothing in block blk writes: it may be
  * moved or repeated within blk (every load is bounds-checked). */
 bool ir_reads_unwritten(const struct ir_func *f, uint32_t id, uint32_t blk);
+/* Whether op has an operand or a result that is a tile of rank >= 1. */
+bool ir_op_has_tile(const struct ir_func *f, const struct ir_op *op);
 /* Integer value of a CONST op's result (scalar or splat). */
 bool ir_value_const_int(const struct ir_func *f, ir_val v, int64_t *out);
 bool ir_value_const_float(const struct ir_func *f, ir_val v, double *out);
@@ -406,6 +409,7 @@ static inline void ir_map_set(struct ir_valmap *m, ir_val from, ir_val to) {
  * (and its regions' block arguments) in m. Returns the new op. */
 uint32_t ir_clone_op(struct ir_builder *b, uint32_t op, struct ir_valmap *m);
 void ir_op_set_args(struct ir_func *f, uint32_t op, const ir_val *args, uint32_t nargs);
+void ir_op_set_arg(struct ir_func *f, uint32_t op, uint32_t k, ir_val v); /* operand k := v */
 /* Turns op, an op with one result and no regions, into `code` with these operands and no
  * attributes, in place: its result value (so every use), its position and its location
  * stay. A rewrite that would build the new op in front of the old one, redirect the uses

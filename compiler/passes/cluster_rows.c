@@ -55,18 +55,6 @@ static void check_type(const struct ir_func *f, ir_val v, struct rows *R) {
   if (t->dims[0] != R->bn) R->ok = false;
 }
 
-static bool has_tile(const struct ir_func *f, const struct ir_op *op) {
-  for (uint32_t k = 0; k < op->nargs; k++) {
-    const struct ir_type *t = ir_vtype(f, op->args[k]);
-    if (t->kind == IR_TY_TILE && t->rank > 0) return true;
-  }
-  for (uint32_t k = 0; k < op->nres; k++) {
-    const struct ir_type *t = ir_vtype(f, op->res + k);
-    if (t->kind == IR_TY_TILE && t->rank > 0) return true;
-  }
-  return false;
-}
-
 static bool in_loop(const struct ir_func *f, uint32_t op) {
   for (uint32_t b = f->ops.v[op].block; b; b = f->ops.v[f->blocks.v[b].parent].block) {
     uint32_t parent = f->blocks.v[b].parent;
@@ -95,11 +83,11 @@ static bool qualifies(const struct ir_func *f, struct rows *R) {
       continue;
     }
     if (c == IR_LOAD || c == IR_STORE) {
-      if (!has_tile(f, op)) continue; /* a scalar access: each CTA makes it */
+      if (!ir_op_has_tile(f, op)) continue; /* a scalar access: each CTA makes it */
       if (__builtin_popcountll((uint64_t)op->i[0]) != 1) return false;
       continue;
     }
-    if (!has_tile(f, op)) continue;
+    if (!ir_op_has_tile(f, op)) continue;
     if (c != IR_CONST && c != IR_SPLAT && c != IR_ARANGE && c != IR_FOR && c != IR_IF && c != IR_YIELD &&
         !(ir_ops[c].flags & OPF_ELEM))
       return false;
@@ -155,11 +143,8 @@ static void split(struct ir_func *f, int64_t bn, int C) {
     if (!op->block || op->block == IR_GRID_BLOCK) continue;
     switch (op->code) {
     case IR_ARANGE: {
-      uint32_t next = ir_op_next(f, i);
       struct ir_builder ab;
-      if (next) ir_builder_before(&ab, f, next);
-      else ir_builder_at_end(&ab, f, op->block);
-      ab.loc = op->loc;
+      ir_builder_after(&ab, f, i);
       ir_val a = f->ops.v[i].res;
       ir_val s = ir_build1(&ab, IR_SPLAT, f->values.v[a].type, &off, 1);
       ir_val moved = ir_binary(&ab, IR_ADD, a, s);
@@ -170,29 +155,21 @@ static void split(struct ir_func *f, int64_t bn, int C) {
     }
     case IR_LOAD:
     case IR_STORE: {
-      if (!has_tile(f, op)) break;
+      if (!ir_op_has_tile(f, op)) break;
       int d = __builtin_ctzll((uint64_t)op->i[0]);
       struct ir_builder lb;
       ir_builder_before(&lb, f, i);
       lb.loc = op->loc;
-      ir_val start = ir_binary(&lb, IR_ADD, f->ops.v[i].args[1 + d], off);
-      op = &f->ops.v[i];
-      ir_val *args = ARENA_NEWN(f->arena, ir_val, op->nargs);
-      memcpy(args, op->args, sizeof *args * op->nargs);
-      args[1 + d] = start;
-      ir_op_set_args(f, i, args, op->nargs);
+      ir_op_set_arg(f, i, 1u + (uint32_t)d, ir_binary(&lb, IR_ADD, f->ops.v[i].args[1 + d], off));
       break;
     }
     case IR_REDUCE_SUM:
     case IR_REDUCE_MAX:
     case IR_REDUCE_MIN: {
-      uint32_t next = ir_op_next(f, i);
-      struct ir_builder rb;
-      if (next) ir_builder_before(&rb, f, next);
-      else ir_builder_at_end(&rb, f, op->block);
-      rb.loc = op->loc;
       ir_val part = op->res;
       int kind = op->code == IR_REDUCE_SUM ? 0 : op->code == IR_REDUCE_MAX ? 1 : 2;
+      struct ir_builder rb;
+      ir_builder_after(&rb, f, i);
       ir_val all = ir_build1(&rb, IR_CLUSTER_REDUCE, f->values.v[part].type, &part, 1);
       f->ops.v[ir_def_op(f, all)].i[0] = kind;
       ir_replace_uses(f, part, all);

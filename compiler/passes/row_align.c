@@ -364,11 +364,8 @@ static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, 
     uint32_t id = f->blocks.v[body].ops.v[i];
     if (!column_index(f, &f->ops.v[id], iv)) continue;
     ir_val col = f->ops.v[id].res;
-    uint32_t next = ir_op_next(f, id);
     struct ir_builder cb;
-    if (next) ir_builder_before(&cb, f, next);
-    else ir_builder_at_end(&cb, f, body);
-    cb.loc = f->ops.v[id].loc;
+    ir_builder_after(&cb, f, id);
     ir_type_id t = f->values.v[col].type;
     ir_val neg = ir_binary(&cb, IR_LT, col, ir_const_int(&cb, t, 0));
     ir_val sel[3] = {neg, ir_build1(&cb, IR_SPLAT, t, &ub, 1), col};
@@ -392,18 +389,6 @@ static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, 
  * indices only meet the bound in `arange < N` or `arange >= N` (what every lane from N on
  * answers alike). The shifted tile must still reach the row's end (N + p <= S): the region
  * is kept as written behind a branch on that, uniform in the program. */
-
-static bool has_tile(const struct ir_func *f, const struct ir_op *op) {
-  for (uint32_t k = 0; k < op->nargs; k++) {
-    const struct ir_type *t = ir_vtype(f, op->args[k]);
-    if (t->kind == IR_TY_TILE && t->rank > 0) return true;
-  }
-  for (uint32_t k = 0; k < op->nres; k++) {
-    const struct ir_type *t = ir_vtype(f, op->res + k);
-    if (t->kind == IR_TY_TILE && t->rank > 0) return true;
-  }
-  return false;
-}
 
 /* Whether every use of arange result a is `a < N` or `a >= N` against a splat of ub. */
 static bool compares_to_bound(const struct ir_func *f, ir_val a, ir_val ub) {
@@ -439,14 +424,14 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     end = n - 1;
   }
   uint32_t k0 = 0;
-  while (k0 < end && !has_tile(f, &f->ops.v[b->ops.v[k0]])) k0++;
+  while (k0 < end && !ir_op_has_tile(f, &f->ops.v[b->ops.v[k0]])) k0++;
   if (k0 == end) return false;
   memset(R, 0, sizeof *R);
   R->blk = blk, R->k0 = k0, R->end = end;
   uint32_t others = 0;
   for (uint32_t i = k0; i < end; i++) { /* the slices first: they give S and the bound */
     const struct ir_op *op = &f->ops.v[b->ops.v[i]];
-    if ((op->code != IR_LOAD && op->code != IR_STORE) || !has_tile(f, op)) continue;
+    if ((op->code != IR_LOAD && op->code != IR_STORE) || !ir_op_has_tile(f, op)) continue;
     const struct ir_type *tt = ir_vtype(f, op->args[0]);
     int D = tt->rank - 1;
     int64_t v;
@@ -475,7 +460,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     const struct ir_op *op = &f->ops.v[b->ops.v[i]];
     uint16_t c = op->code;
     if (op->nregions) return false;
-    bool tile = has_tile(f, op);
+    bool tile = ir_op_has_tile(f, op);
     for (uint32_t k = 0; k < op->nres && tile; k++) { /* every tile one row */
       const struct ir_type *t = ir_vtype(f, op->res + k);
       if (t->kind == IR_TY_TILE && t->rank > 0 && (t->rank != 1 || t->dims[0] != R->S)) return false;
@@ -529,23 +514,11 @@ static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
   for (uint32_t i = 0; i < nops; i++) {
     uint32_t c = ir_clone_op(&tb, ops[i], &m);
     struct ir_op *op = &f->ops.v[c];
-    if (grouped[i]) {
-      int D = ir_vtype(f, op->args[0])->rank - 1;
-      ir_val *args = ARENA_NEWN(f->arena, ir_val, op->nargs);
-      memcpy(args, op->args, sizeof *args * op->nargs);
-      args[1 + D] = start;
-      ir_op_set_args(f, c, args, op->nargs);
+    if ((op->code == IR_LOAD || op->code == IR_STORE) && ir_op_has_tile(f, op)) {
+      /* a row of the group, or another tensor's (a norm's weights): moved the same way */
+      ir_op_set_arg(f, c, (uint32_t)ir_vtype(f, op->args[0])->rank, start);
       op = &f->ops.v[c];
-      op->i[1] = 16;
-      op->i[2] = !same_row(f, first, op);
-    } else if (op->code == IR_LOAD || op->code == IR_STORE) {
-      if (has_tile(f, op)) { /* another tensor's row (a norm's weights): moved the same way */
-        int D = ir_vtype(f, op->args[0])->rank - 1;
-        ir_val *args = ARENA_NEWN(f->arena, ir_val, op->nargs);
-        memcpy(args, op->args, sizeof *args * op->nargs);
-        args[1 + D] = start;
-        ir_op_set_args(f, c, args, op->nargs);
-      }
+      if (grouped[i]) op->i[1] = 16, op->i[2] = !same_row(f, first, op);
     } else if (op->code == IR_ARANGE) { /* column indices: moved by p, the lanes in front given N */
       ir_val a = op->res;
       ir_type_id t = f->values.v[a].type;
