@@ -564,6 +564,11 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
   }
   case IR_WGMMA_WAIT:
     if (op->nres != op->nargs) bad(v, id, "wgmma_wait has %u results for %u operands", op->nres, op->nargs);
+    if (op->nargs == 0) bad(v, id, "wgmma_wait names no accumulator to wait for"); /* (codegen ties them) */
+    for (uint32_t k = 0; k < op->nargs; k++) {
+      const struct ir_type *a = vt(v, op->args[k]);
+      if (!is_tile(a) || a->dtype != DT_F32) bad(v, id, "wgmma_wait operand %u is not an f32 accumulator tile", k);
+    }
     for (uint32_t k = 0; k < op->nargs && k < op->nres; k++)
       if (f->values.v[op->res + k].type != f->values.v[op->args[k]].type) bad(v, id, "result %u changes type", k);
     if (op->i[0] < 0 || op->i[0] > 7) bad(v, id, "pending must be 0..7");
