@@ -1166,6 +1166,9 @@ bool ir_verify(const struct ir_func *f, const char *after, struct strbuf *err) {
   if (f->stage > IR_STAGE_GENERIC && !f->target) bad_func(&v, "GPU IR without a target");
   if (f->threads && (f->threads % 32 || f->threads > 1024 || f->threads < 32 * f->warps))
     bad_func(&v, "threads=%d for warps=%d", f->threads, f->warps);
+  if (f->cluster > 1 && !tl_has(f->target, TL_FEAT_CLUSTER))
+    bad_func(&v, "cluster=%u on a target without thread-block clusters (%s)", (unsigned)f->cluster,
+             f->target ? f->target->name : "no target");
   pending_values(&v);
   unsigned slots = 0;
   for (uint32_t i = 0; i < f->params.n; i++) {

@@ -96,17 +96,6 @@ static bool qualifies(const struct ir_func *f, struct rows *R) {
   return R->ok && R->bn > 0;
 }
 
-/* The cluster size for rows of bn elements over `threads` threads (1: no split). */
-static int cluster_size(const struct ir_func *f, int64_t bn, int threads, int eb) {
-  int want = f->sched.cluster;
-  if (want == 1) return 1;
-  if (want > 1) return bn % want == 0 && bn / want >= threads && (bn / want) * eb % 16 == 0 ? want : 1;
-  if (bn / threads <= SPLIT_ABOVE) return 1;
-  int c = 2;
-  while (c < MAX_CLUSTER && bn / ((int64_t)c * threads) > SPLIT_TO) c *= 2;
-  return bn % c == 0 && (bn / c) * eb % 16 == 0 ? c : 1;
-}
-
 /* The widest element of the row tiles' loads and stores, in bytes (for the alignment of
  * a CTA's share of a slice). */
 static int widest_access(const struct ir_func *f) {
@@ -118,6 +107,22 @@ static int widest_access(const struct ir_func *f) {
     if (b > eb) eb = b;
   }
   return eb;
+}
+
+/* The cluster size for rows of bn elements over `threads` threads (1: no split). */
+static int cluster_size(const struct ir_func *f, int64_t bn, int threads, int eb) {
+  int want = f->sched.cluster;
+  if (want == 1) return 1;
+  if (want > 1) return bn % want == 0 && bn / want >= threads && (bn / want) * eb % 16 == 0 ? want : 1;
+  if (bn / threads <= SPLIT_ABOVE) return 1;
+  int c = 2;
+  while (c < MAX_CLUSTER && bn / ((int64_t)c * threads) > SPLIT_TO) c *= 2;
+  return bn % c == 0 && (bn / c) * eb % 16 == 0 ? c : 1;
+}
+
+int cluster_rows_size(const struct ir_func *f, int64_t bn) {
+  if (!tl_has(f->target, TL_FEAT_CLUSTER)) return 1;
+  return cluster_size(f, bn, ir_func_threads(f), widest_access(f));
 }
 
 static void split(struct ir_func *f, int64_t bn, int C) {
@@ -188,7 +193,7 @@ void pass_cluster_rows(struct pass_ctx *pc) {
   if (!tl_has(f->target, TL_FEAT_CLUSTER) || f->cluster > 1) return;
   struct rows R;
   if (!qualifies(f, &R)) return;
-  int C = cluster_size(f, R.bn, ir_func_threads(f), widest_access(f));
+  int C = cluster_rows_size(f, R.bn);
   if (C < 2) return;
   split(f, R.bn, C);
   pc->changed = true;

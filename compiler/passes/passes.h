@@ -35,6 +35,10 @@ struct pass_ctx {
 int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv, ir_val ub, int64_t S, uint32_t body);
 bool same_row(const struct ir_func *f, const struct ir_op *x, const struct ir_op *y);
 
+/* cluster_rows.c, also used by row_align.c: the CTAs per program that cluster-rows gives a
+ * kernel whose row tiles are bn long (1: it keeps them in one CTA). */
+int cluster_rows_size(const struct ir_func *f, int64_t bn);
+
 const char *pass_name(enum pass_id p);
 const char *pass_doc(enum pass_id p);
 enum pass_id pass_from_name(const char *name); /* PASS_NONE if unknown */

@@ -50,7 +50,7 @@
 #include "eval.h"
 #include "passes.h"
 
-enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16 };
+enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16, ONE_TILE_MAX = 16 };
 
 /* The last dimension of op's tensor when op is a 1-d load or store along it at index iv,
  * S elements long, with its other indices defined outside body and the dimension's size ub;
@@ -456,6 +456,12 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     R->group[R->ngroup++] = b->ops.v[i];
   }
   if (R->ngroup == 0 || R->ngroup <= others || R->S <= 0) return false;
+  /* the shifted copy and the one as written side by side cost registers: only tiles of at
+   * most 16 elements per thread (of each CTA of a cluster, where cluster-rows splits the
+   * row); at 32 and 64 (4096 and 8192 wide, 4 warps) ptxas went from 58 to 126 registers
+   * and from none to 228-1220 bytes spilled */
+  int64_t threads = ir_func_threads(f);
+  if (R->S / (cluster_rows_size(f, R->S) * threads) > ONE_TILE_MAX) return false;
   for (uint32_t i = k0; i < end; i++) {
     const struct ir_op *op = &f->ops.v[b->ops.v[i]];
     uint16_t c = op->code;

@@ -221,6 +221,35 @@ Test(fuzz, wgmma_wait_over_1024_registers) {
   tile_context_destroy(ctx);
 }
 
+/* GPU IR of a cluster kernel (cluster=8, sm_90a) emitted for sm_80 reached codegen, whose
+ * cluster registers LLVM cannot select for sm_80: LLVM aborted the process (fuzz_ir_ptx,
+ * twenty-seventh session). The verifier now refuses cluster=C on a target without
+ * clusters: an error naming it, and the same IR still compiles for sm_90a. */
+Test(fuzz, cluster_ir_for_a_target_without_clusters) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/golden/ir/cluster-rows/rmsnorm_65536.out", test_source_dir());
+  char *src = test_read_file(path, NULL);
+  cr_assert(src, "cannot read %s", path);
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  tile_emit_options eo = {.what = TILE_EMIT_PTX, .input_is_ir = 1};
+  char *out = NULL;
+  tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = "sm_80"};
+  tile_status st = tile_emit(ctx, "rmsnorm.ir", src, strlen(src), &co, &eo, &out, NULL);
+  cr_expect_neq(st, TILE_OK, "cluster IR compiled for sm_80");
+  cr_expect(strstr(tile_errmsg(ctx), "cluster") != NULL, "%s", tile_errmsg(ctx));
+  tile_free(out);
+  out = NULL;
+  co.arch = "sm_90a";
+  st = tile_emit(ctx, "rmsnorm.ir", src, strlen(src), &co, &eo, &out, NULL);
+  cr_expect_eq(st, TILE_OK, "%s", tile_errmsg(ctx));
+  cr_expect(out && strstr(out, ".reqnctapercluster 8"), "no cluster in the sm_90a PTX");
+  tile_free(out);
+  tile_context_destroy(ctx);
+  free(src);
+}
+
 /* A vector load of 64-bit elements (two i64 per thread: 128 bits) was split into 32-bit
  * words holding half an element each, and no register of the tile was set: codegen then
  * built a conversion of a null value and crashed inside LLVM (CI's fuzz_pipeline run, an
