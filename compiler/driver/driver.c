@@ -212,6 +212,13 @@ enum tl_result tl_gpu_lower(struct ir_func *f, const struct tl_target *target, c
   e->code = e->brief = NULL;
   struct strbuf err;
   sb_init(&err, e->msg.arena);
+  /* IR text of a cluster kernel (cluster-rows' output) for a target without clusters */
+  if (f->cluster > 1 && !tl_has(f->stage == IR_STAGE_GENERIC ? target : f->target, TL_FEAT_CLUSTER))
+    return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_IR,
+                "%s: error: kernel '%s' runs its programs as clusters of %u CTAs (cluster=%u), which the target %s "
+                "does not have (sm_90 or newer)",
+                f->file ? f->file : f->name, f->name, (unsigned)f->cluster, (unsigned)f->cluster,
+                target ? target->name : "?");
   for (uint32_t i = 1; i < f->ops.n; i++) {
     const struct ir_op *op = &f->ops.v[i];
     if (!op->block || !op->nres) continue;
