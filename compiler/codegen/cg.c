@@ -807,7 +807,7 @@ static void gen_op_at(struct cg *g, uint32_t id) {
   case IR_TURN_WAIT: case IR_TURN_PASS: case IR_MBAR_WAIT: case IR_MBAR_ARRIVE:
   case IR_CONVERT_LAYOUT: case IR_REDUCE_SUM: case IR_REDUCE_MAX: case IR_REDUCE_MIN:
   case IR_SCAN_SUM: case IR_SCAN_PROD: case IR_SCAN_MAX: case IR_SCAN_MIN:
-  case IR_LOCAL_STORE:
+  case IR_LOCAL_STORE: case IR_CLUSTER_REDUCE:
     cg_flush_stores(g);
     break;
   default:
