@@ -571,7 +571,7 @@ static void exec_op(struct frame *fr, uint32_t id) {
     fr->cl->slot[fr->rank] = V(fr, op->args[0])[0];
     pthread_barrier_wait(&fr->cl->bar);
     ir_scalar acc = fr->cl->slot[0];
-    ir_opcode e = op->i[0] == 0 ? IR_ADD : op->i[0] == 1 ? IR_MAX : IR_MIN;
+    ir_opcode e = ir_cluster_combine(op->i[0]);
     for (int r = 1; r < f->cluster; r++) {
       ir_scalar a[2] = {acc, fr->cl->slot[r]};
       ir_eval_elem(e, dt, a, &acc);

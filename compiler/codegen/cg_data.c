@@ -183,6 +183,12 @@ static LLVMValueRef combine(struct cg *g, ir_opcode code, ir_dtype dt, LLVMValue
  * barrier in front makes sure every peer has started (its shared memory exists) before it
  * is written. Each op has its own slots and runs once (not in loops: the pass checks), so
  * no write can overtake a read of the same slot. */
+/* barrier.cluster: every thread of every CTA of the cluster (arrive releases, wait acquires) */
+static void cluster_sync(struct cg *g) {
+  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.arrive.aligned", NULL, 0, NULL, 0);
+  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.wait.aligned", NULL, 0, NULL, 0);
+}
+
 void cg_gen_cluster_reduce(struct cg *g, const struct ir_op *op) {
   struct cgval *a = cg_val(g, op->args[0]);
   if (g->failed) return;
@@ -192,18 +198,17 @@ void cg_gen_cluster_reduce(struct cg *g, const struct ir_op *op) {
     return;
   }
   ir_dtype dt = (ir_dtype)ir_vtype(g->f, op->res)->dtype;
+  LLVMTypeRef arr = LLVMArrayType2(g->i32, CG_CLUSTER_SLOTS);
   if (!g->cluster_slots) {
-    g->cluster_slots = LLVMAddGlobalInAddressSpace(g->mod, LLVMArrayType2(g->i32, CG_CLUSTER_SLOTS), "__tile_cluster", 3);
-    LLVMSetInitializer(g->cluster_slots, LLVMGetUndef(LLVMArrayType2(g->i32, CG_CLUSTER_SLOTS)));
+    g->cluster_slots = LLVMAddGlobalInAddressSpace(g->mod, arr, "__tile_cluster", 3);
+    LLVMSetInitializer(g->cluster_slots, LLVMGetUndef(arr));
     LLVMSetLinkage(g->cluster_slots, LLVMInternalLinkage);
     LLVMSetAlignment(g->cluster_slots, 16);
   }
   int base = g->ncluster++ * 8;
-  LLVMTypeRef arr = LLVMArrayType2(g->i32, CG_CLUSTER_SLOTS);
   LLVMValueRef x = a->r[0];
   LLVMValueRef bits = LLVMTypeOf(x) == g->i32 ? x : LLVMBuildBitCast(g->b, x, g->i32, "");
-  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.arrive.aligned", NULL, 0, NULL, 0);
-  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.wait.aligned", NULL, 0, NULL, 0);
+  cluster_sync(g);
   LLVMValueRef rank = cg_intrinsic(g, "llvm.nvvm.read.ptx.sreg.cluster.ctarank", NULL, 0, NULL, 0);
   LLVMBasicBlockRef put = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "cluster.put");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "cluster.done");
@@ -218,9 +223,8 @@ void cg_gen_cluster_reduce(struct cg *g, const struct ir_op *op) {
   }
   LLVMBuildBr(g->b, done);
   LLVMPositionBuilderAtEnd(g->b, done);
-  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.arrive.aligned", NULL, 0, NULL, 0);
-  cg_intrinsic(g, "llvm.nvvm.barrier.cluster.wait.aligned", NULL, 0, NULL, 0);
-  ir_opcode e = op->i[0] == 0 ? IR_ADD : op->i[0] == 1 ? IR_MAX : IR_MIN;
+  cluster_sync(g);
+  ir_opcode e = ir_cluster_combine(op->i[0]);
   LLVMValueRef acc = NULL;
   for (int r = 0; r < C; r++) {
     LLVMValueRef ix[2] = {cg_i32(g, 0), cg_i32(g, base + r)};

@@ -151,6 +151,8 @@ bool cg_dot_is_mma(struct cg *g, const struct ir_op *op);
 /* Two 16-bit elements as one 32-bit operand register (lo in the low half): an i32 for bf16,
  * <2 x half> for f16; a pair just rounded from f32 is rounded by one cvt.rn.*x2.f32. */
 LLVMValueRef cg_pack_pair(struct cg *g, LLVMValueRef lo, LLVMValueRef hi, bool bf16);
+/* Whether lo and hi are both just rounded from f32 (cg_pack_pair then rounds them together). */
+bool cg_rounded_pair(struct cg *g, LLVMValueRef lo, LLVMValueRef hi);
 void cg_gen_mma_dot(struct cg *g, const struct ir_op *op);
 int64_t cg_divisibility(struct cg *g, ir_val v);
 /* The shared-memory address of element (row, col) of a copy's destination. */

@@ -456,9 +456,7 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
  * together (cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32, the same rounding: one instruction where
  * two conversions and the packing took six); NULL when they are not such a pair. */
 static LLVMValueRef rounded_pair(struct cg *g, ir_dtype dt, LLVMValueRef lo, LLVMValueRef hi) {
-  if (!hi || (dt != DT_F16 && dt != DT_BF16) || !LLVMIsAFPTruncInst(lo) || !LLVMIsAFPTruncInst(hi) ||
-      LLVMTypeOf(LLVMGetOperand(lo, 0)) != g->f32 || LLVMTypeOf(LLVMGetOperand(hi, 0)) != g->f32)
-    return NULL;
+  if (!hi || (dt != DT_F16 && dt != DT_BF16) || !cg_rounded_pair(g, lo, hi)) return NULL;
   LLVMValueRef p = cg_pack_pair(g, lo, hi, dt == DT_BF16);
   return LLVMTypeOf(p) == g->i32 ? p : LLVMBuildBitCast(g->b, p, g->i32, "");
 }

@@ -22,11 +22,15 @@ bool cg_dot_is_mma(struct cg *g, const struct ir_op *op) {
 /* Two 16-bit elements as one 32-bit operand register, element `lo` in the low half. When
  * both halves were just rounded from f32 (attention's P), the pair is rounded together
  * (cvt.rn.f16x2.f32 / cvt.rn.bf16x2.f32: one instruction instead of two plus packing). */
+bool cg_rounded_pair(struct cg *g, LLVMValueRef lo, LLVMValueRef hi) {
+  return LLVMIsAFPTruncInst(lo) && LLVMIsAFPTruncInst(hi) && LLVMTypeOf(LLVMGetOperand(lo, 0)) == g->f32 &&
+         LLVMTypeOf(LLVMGetOperand(hi, 0)) == g->f32;
+}
+
 LLVMValueRef cg_pack_pair(struct cg *g, LLVMValueRef lo, LLVMValueRef hi, bool bf16) {
   LLVMTypeRef et = LLVMTypeOf(lo);
   LLVMTypeRef vt = LLVMVectorType(et, 2);
-  if (LLVMIsAFPTruncInst(lo) && LLVMIsAFPTruncInst(hi) && LLVMTypeOf(LLVMGetOperand(lo, 0)) == g->f32 &&
-      LLVMTypeOf(LLVMGetOperand(hi, 0)) == g->f32) {
+  if (cg_rounded_pair(g, lo, hi)) {
     LLVMValueRef f = LLVMGetUndef(LLVMVectorType(g->f32, 2));
     f = LLVMBuildInsertElement(g->b, f, LLVMGetOperand(lo, 0), cg_i32(g, 0), "");
     f = LLVMBuildInsertElement(g->b, f, LLVMGetOperand(hi, 0), cg_i32(g, 1), "");

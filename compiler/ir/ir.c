@@ -516,6 +516,15 @@ void ir_replace_uses(struct ir_func *f, ir_val from, ir_val to) {
   replace_in_block(f, IR_BODY_BLOCK, from, to);
 }
 
+void ir_wrap_uses(struct ir_func *f, ir_val from, ir_val to) {
+  ir_replace_uses(f, from, to);
+  uint32_t d = ir_def_op(f, to);
+  const struct ir_op *o = &f->ops.v[d];
+  ir_val *na = ARENA_NEWN(f->arena, ir_val, o->nargs + 1);
+  for (uint32_t k = 0; k < o->nargs; k++) na[k] = o->args[k] == to ? from : o->args[k];
+  f->ops.v[d].args = na; /* (a fresh array: another op may share the old one) */
+}
+
 void ir_op_remove(struct ir_func *f, uint32_t op) {
   struct ir_op *o = &f->ops.v[op];
   if (!o->block) return;
@@ -605,6 +614,12 @@ void ir_builder_after(struct ir_builder *b, struct ir_func *f, uint32_t op) {
   if (next) ir_builder_before(b, f, next);
   else ir_builder_at_end(b, f, f->ops.v[op].block);
   b->loc = f->ops.v[op].loc;
+}
+
+bool ir_op_in_loop(const struct ir_func *f, uint32_t op) {
+  for (uint32_t b = f->ops.v[op].block; b && f->blocks.v[b].parent; b = f->ops.v[f->blocks.v[b].parent].block)
+    if (f->ops.v[f->blocks.v[b].parent].code == IR_FOR) return true;
+  return false;
 }
 
 bool ir_op_has_tile(const struct ir_func *f, const struct ir_op *op) {

@@ -337,6 +337,9 @@ void ir_move_ops(struct ir_func *f, uint32_t from, uint32_t to);
 /* if: results of the given types; regions: then, else (both possibly empty of ops). */
 uint32_t ir_build_if(struct ir_builder *b, ir_val cond, const ir_type_id *types, uint32_t ntypes);
 
+/* The elementwise op that combines two values of a cluster_reduce of this kind. */
+static inline ir_opcode ir_cluster_combine(int64_t kind) { return kind == 0 ? IR_ADD : kind == 1 ? IR_MAX : IR_MIN; }
+
 static inline ir_val ir_res(const struct ir_func *f, uint32_t op, uint32_t i) {
   return f->ops.v[op].res + i;
 }
@@ -373,6 +376,8 @@ void ir_block_collect(const struct ir_func *f, uint32_t blk, uint16_t code, uint
 /* Whether op `id` is a load or gather of a tensor that nothing in block blk writes: it may be
  * moved or repeated within blk (every load is bounds-checked). */
 bool ir_reads_unwritten(const struct ir_func *f, uint32_t id, uint32_t blk);
+/* Whether op sits in a loop body (at any depth). */
+bool ir_op_in_loop(const struct ir_func *f, uint32_t op);
 /* Whether op has an operand or a result that is a tile of rank >= 1. */
 bool ir_op_has_tile(const struct ir_func *f, const struct ir_op *op);
 /* Integer value of a CONST op's result (scalar or splat). */
@@ -387,6 +392,8 @@ bool ir_perm_decode(int64_t code, int rank, int *perm);
 /* ---- mutation ---- */
 
 void ir_replace_uses(struct ir_func *f, ir_val from, ir_val to);
+/* The same, except in the op defining `to`, which computes it from `from` (x -> f(x)). */
+void ir_wrap_uses(struct ir_func *f, ir_val from, ir_val to);
 void ir_op_remove(struct ir_func *f, uint32_t op); /* unlinks it from its block (not its regions' ops) */
 /* Unlinks op and marks every op nested in its regions removed too (block = 0), so that
  * scans over f->ops skip them. */

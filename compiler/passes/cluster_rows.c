@@ -55,15 +55,6 @@ static void check_type(const struct ir_func *f, ir_val v, struct rows *R) {
   if (t->dims[0] != R->bn) R->ok = false;
 }
 
-static bool in_loop(const struct ir_func *f, uint32_t op) {
-  for (uint32_t b = f->ops.v[op].block; b; b = f->ops.v[f->blocks.v[b].parent].block) {
-    uint32_t parent = f->blocks.v[b].parent;
-    if (!parent) return false;
-    if (f->ops.v[parent].code == IR_FOR) return true;
-  }
-  return false;
-}
-
 /* Whether the function's body qualifies (see the top); R->bn is its row length. */
 static bool qualifies(const struct ir_func *f, struct rows *R) {
   R->bn = 0, R->ok = true;
@@ -78,7 +69,7 @@ static bool qualifies(const struct ir_func *f, struct rows *R) {
     if (c == IR_REDUCE_SUM || c == IR_REDUCE_MAX || c == IR_REDUCE_MIN) {
       const struct ir_type *r = ir_vtype(f, op->res);
       if (!ir_type_is_scalar(r) || (r->dtype != DT_F32 && r->dtype != DT_I32 && r->dtype != DT_U32) ||
-          in_loop(f, i))
+          ir_op_in_loop(f, i))
         return false;
       continue;
     }
@@ -88,9 +79,7 @@ static bool qualifies(const struct ir_func *f, struct rows *R) {
       continue;
     }
     if (!ir_op_has_tile(f, op)) continue;
-    if (c != IR_CONST && c != IR_SPLAT && c != IR_ARANGE && c != IR_FOR && c != IR_IF && c != IR_YIELD &&
-        !(ir_ops[c].flags & OPF_ELEM))
-      return false;
+    if (!row_body_op(c) && c != IR_FOR && c != IR_IF && c != IR_YIELD) return false;
   }
   /* block arguments (loop-carried tiles) have their inits' types */
   return R->ok && R->bn > 0;
@@ -153,9 +142,7 @@ static void split(struct ir_func *f, int64_t bn, int C) {
       ir_val a = f->ops.v[i].res;
       ir_val s = ir_build1(&ab, IR_SPLAT, f->values.v[a].type, &off, 1);
       ir_val moved = ir_binary(&ab, IR_ADD, a, s);
-      ir_replace_uses(f, a, moved);
-      ir_val back[2] = {a, s};
-      ir_op_set_args(f, ir_def_op(f, moved), back, 2);
+      ir_wrap_uses(f, a, moved);
       break;
     }
     case IR_LOAD:
@@ -177,8 +164,7 @@ static void split(struct ir_func *f, int64_t bn, int C) {
       ir_builder_after(&rb, f, i);
       ir_val all = ir_build1(&rb, IR_CLUSTER_REDUCE, f->values.v[part].type, &part, 1);
       f->ops.v[ir_def_op(f, all)].i[0] = kind;
-      ir_replace_uses(f, part, all);
-      ir_op_set_args(f, ir_def_op(f, all), &part, 1);
+      ir_wrap_uses(f, part, all);
       break;
     }
     default:

@@ -34,6 +34,9 @@ struct pass_ctx {
  * the same tensor and row indices. */
 int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv, ir_val ub, int64_t S, uint32_t body);
 bool same_row(const struct ir_func *f, const struct ir_op *x, const struct ir_op *y);
+/* Whether an op of this code is row work the row passes move freely: elementwise, a
+ * constant, a splat, an arange or a full reduction. */
+bool row_body_op(uint16_t code);
 
 /* cluster_rows.c, also used by row_align.c: the CTAs per program that cluster-rows gives a
  * kernel whose row tiles are bn long (1: it keeps them in one CTA). */

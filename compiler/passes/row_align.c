@@ -76,6 +76,11 @@ int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv, ir_va
   return D;
 }
 
+bool row_body_op(uint16_t code) {
+  return (ir_ops[code].flags & OPF_ELEM) || code == IR_CONST || code == IR_SPLAT || code == IR_ARANGE ||
+         code == IR_REDUCE_SUM || code == IR_REDUCE_MAX || code == IR_REDUCE_MIN;
+}
+
 /* Whether op is `add (splat iv), arange` (either order): the chunk's column indices. */
 static bool column_index(const struct ir_func *f, const struct ir_op *op, ir_val iv) {
   if (op->code != IR_ADD || op->nargs != 2) return false;
@@ -290,9 +295,7 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
       }
       continue;
     }
-    if (!(ir_ops[c].flags & OPF_ELEM) && c != IR_CONST && c != IR_SPLAT && c != IR_ARANGE && c != IR_REDUCE_SUM &&
-        c != IR_REDUCE_MAX && c != IR_REDUCE_MIN && c != IR_YIELD)
-      return false;
+    if (!row_body_op(c) && c != IR_YIELD) return false;
     if (c == IR_SPLAT && op->args[0] == iv) { /* only into column indices (c + arange(BN)) */
       for (uint32_t j = 0; j < body->ops.n; j++) {
         const struct ir_op *u = &f->ops.v[body->ops.v[j]];
@@ -480,9 +483,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
       if (!(ir_ops[c].flags & OPF_PURE)) return false;
       continue;
     }
-    if (!(ir_ops[c].flags & OPF_ELEM) && c != IR_CONST && c != IR_SPLAT && c != IR_REDUCE_SUM && c != IR_REDUCE_MAX &&
-        c != IR_REDUCE_MIN)
-      return false;
+    if (!row_body_op(c)) return false; /* (aranges were checked above) */
   }
   return true;
 }
@@ -555,11 +556,7 @@ void pass_row_align(struct pass_ctx *pc) {
   ir_block_collect(f, IR_BODY_BLOCK, IR_IF, ifs, &nif, MAX_LOOPS);
   blks[nb++] = IR_BODY_BLOCK;
   for (uint32_t i = 0; i < nif; i++) {
-    uint32_t parent = f->ops.v[ifs[i]].block;
-    bool in_loop = false;
-    for (uint32_t bb = parent; bb && f->blocks.v[bb].parent; bb = f->ops.v[f->blocks.v[bb].parent].block)
-      in_loop |= f->ops.v[f->blocks.v[bb].parent].code == IR_FOR;
-    if (in_loop) continue;
+    if (ir_op_in_loop(f, ifs[i])) continue;
     blks[nb++] = f->ops.v[ifs[i]].region;
     blks[nb++] = f->ops.v[ifs[i]].region + 1;
   }

@@ -37,8 +37,6 @@
  * The same chunks are computed with the same values, so every result is what the loop as
  * written gives (tensors written under one name and read under another are taken to be
  * the same elements or disjoint ones, as everywhere in the compiler). */
-#include <string.h>
-
 #include "passes.h"
 
 enum { MAX_LOOPS = 32 };
@@ -71,19 +69,17 @@ static bool independent(const struct ir_func *f, uint32_t loop, int64_t *step) {
       }
       continue;
     }
-    if (!(ir_ops[c].flags & OPF_ELEM) && c != IR_CONST && c != IR_SPLAT && c != IR_ARANGE && c != IR_REDUCE_SUM &&
-        c != IR_REDUCE_MAX && c != IR_REDUCE_MIN && c != IR_YIELD)
-      return false;
+    if (!row_body_op(c) && c != IR_YIELD) return false;
   }
   *step = S;
   return true;
 }
 
-/* Each loop's range as written (its bound and constant step, 0 if not), its variable, and
- * whether it was reversed. */
+/* Each loop's range as written (its bound and constant step, 0 if not: a reversed loop's
+ * operands no longer say it) and whether it was reversed. */
 struct walk {
   uint32_t loop;
-  ir_val ub, var;
+  ir_val ub;
   int64_t step;
   bool reversed;
 };
@@ -94,16 +90,17 @@ struct walk {
 static bool reads_again(const struct ir_func *f, const struct walk *w, uint32_t at) {
   const struct ir_op *lp = &f->ops.v[w[at].loop];
   const struct ir_block *body = &f->blocks.v[lp->region];
+  ir_val iv = body->args;
   for (uint32_t e = at; e-- > 0;) {
     const struct ir_op *ep = &f->ops.v[w[e].loop];
     if (ep->block != lp->block || w[e].ub != w[at].ub || w[e].step != w[at].step) continue;
     const struct ir_block *eb = &f->blocks.v[ep->region];
     for (uint32_t i = 0; i < body->ops.n; i++) {
       const struct ir_op *x = &f->ops.v[body->ops.v[i]];
-      if (x->code != IR_LOAD || row_access(f, x, w[at].var, w[at].ub, w[at].step, lp->region) < 0) continue;
+      if (x->code != IR_LOAD || row_access(f, x, iv, w[at].ub, w[at].step, lp->region) < 0) continue;
       for (uint32_t j = 0; j < eb->ops.n; j++) {
         const struct ir_op *y = &f->ops.v[eb->ops.v[j]];
-        if (y->code == IR_LOAD && row_access(f, y, w[e].var, w[e].ub, w[e].step, ep->region) >= 0 && same_row(f, x, y))
+        if (y->code == IR_LOAD && row_access(f, y, eb->args, w[e].ub, w[e].step, ep->region) >= 0 && same_row(f, x, y))
           return !w[e].reversed;
       }
     }
@@ -134,13 +131,10 @@ static void reverse_loop(struct ir_func *f, uint32_t loop, int64_t S) {
   ir_val span = ir_binary(&b, IR_ADD, ir_binary(&b, IR_SUB, ub, lb), ir_const_int(&b, i32, S - 1));
   ir_val trips = ir_binary(&b, IR_DIV, span, step);
   ir_val last = ir_binary(&b, IR_ADD, lb, ir_binary(&b, IR_MUL, ir_binary(&b, IR_SUB, trips, one), step));
-  const struct ir_op *lp = &f->ops.v[loop];
-  ir_val *args = ARENA_NEWN(f->arena, ir_val, lp->nargs);
-  memcpy(args, lp->args, sizeof *args * lp->nargs);
-  args[0] = last;
-  args[1] = ir_binary(&b, IR_SUB, lb, one);
-  args[2] = ir_const_int(&b, i32, -S);
-  ir_op_set_args(f, loop, args, lp->nargs);
+  ir_val end = ir_binary(&b, IR_SUB, lb, one), down = ir_const_int(&b, i32, -S);
+  ir_op_set_arg(f, loop, 0, last);
+  ir_op_set_arg(f, loop, 1, end);
+  ir_op_set_arg(f, loop, 2, down);
 }
 
 void pass_row_reverse(struct pass_ctx *pc) {
@@ -151,7 +145,7 @@ void pass_row_reverse(struct pass_ctx *pc) {
   ir_block_collect(f, IR_BODY_BLOCK, IR_FOR, loops, &n, MAX_LOOPS);
   for (uint32_t i = 0; i < n; i++) {
     const struct ir_op *lp = &f->ops.v[loops[i]];
-    w[i] = (struct walk){loops[i], lp->nargs >= 3 ? lp->args[1] : 0, f->blocks.v[lp->region].args, 0, false};
+    w[i] = (struct walk){loops[i], lp->nargs >= 3 ? lp->args[1] : 0, 0, false};
     if (lp->nargs < 3 || !ir_value_const_int(f, lp->args[2], &w[i].step)) w[i].step = 0;
   }
   for (uint32_t i = 0; i < n; i++) {
