@@ -37,6 +37,8 @@ bool same_row(const struct ir_func *f, const struct ir_op *x, const struct ir_op
 /* Whether an op of this code is row work the row passes move freely: elementwise, a
  * constant, a splat, an arange or a full reduction. */
 bool row_body_op(uint16_t code);
+/* Whether iv is one of access op's indices (its operands after the tensor). */
+bool indexed_by(const struct ir_op *op, ir_val iv);
 
 /* cluster_rows.c, also used by row_align.c: the CTAs per program that cluster-rows gives a
  * kernel whose row tiles are bn long (1: it keeps them in one CTA). */

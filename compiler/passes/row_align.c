@@ -76,6 +76,12 @@ int row_access(const struct ir_func *f, const struct ir_op *op, ir_val iv, ir_va
   return D;
 }
 
+bool indexed_by(const struct ir_op *op, ir_val iv) {
+  for (uint32_t k = 1; k < op->nargs; k++)
+    if (op->args[k] == iv) return true;
+  return false;
+}
+
 bool row_body_op(uint16_t code) {
   return (ir_ops[code].flags & OPF_ELEM) || code == IR_CONST || code == IR_SPLAT || code == IR_ARANGE ||
          code == IR_REDUCE_SUM || code == IR_REDUCE_MAX || code == IR_REDUCE_MIN;
@@ -276,9 +282,7 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
     uint16_t c = op->code;
     if (op->nregions) return false;
     if (c == IR_LOAD || c == IR_STORE) {
-      bool at_iv = false;
-      for (uint32_t k = 1; k < op->nargs; k++) at_iv |= op->args[k] == iv;
-      if (at_iv || c == IR_STORE) {
+      if (indexed_by(op, iv) || c == IR_STORE) {
         if (row_access(f, op, iv, ub, S, lp->region) < 0) return false;
         bool off = rows_off(f, op);
         if (c == IR_STORE && !off) return false; /* it would lose its vectors */

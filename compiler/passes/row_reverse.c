@@ -55,9 +55,7 @@ static bool independent(const struct ir_func *f, uint32_t loop, int64_t *step) {
     uint16_t c = op->code;
     if (op->nregions) return false;
     if (c == IR_LOAD || c == IR_STORE) {
-      bool at_iv = false;
-      for (uint32_t k = 1; k < op->nargs; k++) at_iv |= op->args[k] == iv;
-      if (at_iv || c == IR_STORE) {
+      if (indexed_by(op, iv) || c == IR_STORE) {
         if (row_access(f, op, iv, ub, S, lp->region) < 0) return false;
         continue;
       }
