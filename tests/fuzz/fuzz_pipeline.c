@@ -108,7 +108,13 @@ static void check(tile_status st, const char *arch, const char *out, size_t len,
  * counts four times more per stage of the deepest loop. A 64x256 bf16 B tile copied
  * element by element (an unaligned column start) on two warps with stages=16 took LLVM's
  * PTX emission 177 s natively (a CI fuzz timeout, 2026-12-03): 4 x 15 x 272 by that term;
- * a GEMM 128x256x64 on 8 warps with 3 stages adds 4 x 2 x 96. */
+ * a GEMM 128x256x64 on 8 warps with 3 stages adds 4 x 2 x 96. Past about 1000 such
+ * registers (loads x (stages - 1)) the time grows as their square: a 16x256 bf16 B tile
+ * at an unaligned column on two warps with stages=16 (1980 by that product) took 13 s of
+ * PTX emission natively, a third of it at stages=8 (924, 3.4 s) and at BN=128 (1020,
+ * 3.8 s); 4 x 1980 alone stays under the limit, and under ASan it took more than 25 s (a
+ * fuzz timeout, 2026-12-07), so the excess over 1024 counts squared / 100. The lib
+ * kernels' deepest pipelines stay below the knee (attention D=256: 768). */
 enum { MAX_COST = 11000 };
 
 static double llvm_cost(const char *ir, size_t n) {
@@ -166,7 +172,8 @@ static double llvm_cost(const char *ir, size_t n) {
     }
     line = eol + 1;
   }
-  return cost + 4 * loads * (stages - 1) + maxregs * maxregs / 50;
+  double staged = loads * (stages - 1), excess = staged > 1024 ? staged - 1024 : 0;
+  return cost + 4 * staged + excess * excess / 100 + maxregs * maxregs / 50;
 }
 
 

@@ -16,7 +16,8 @@
 #       Rewrites the repository's corpus to a minimal subset with the same coverage.
 #
 # Environment: FUZZ_OUT (default build-fuzz: the build and scratch directory), FUZZ_LOG (a
-# file to which one Markdown table row per run is appended, e.g. tests/fuzz/LOG.md).
+# file to which one Markdown table row per run is appended, e.g. tests/fuzz/LOG.md),
+# FUZZ_REPRODUCIBLE=1 (a run that depends only on seed, corpus, binary and count; see below).
 # Reproduce a failure: $FUZZ_OUT/fuzz_TARGET $FUZZ_OUT/artifacts/crash-...
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -70,11 +71,27 @@ esac
 
 SECONDS_=$WHAT
 LOGF=$OUT/fuzz-$TARGET.log
+# The repository's corpora are read as a list of files sorted by name (-seed_inputs), not as
+# directories, whose order is the file system's. FUZZ_REPRODUCIBLE=1 (tests/fuzz/ci.sh) also
+# starts from an empty output corpus and turns off the two things that make two runs with
+# one seed differ (measured: fuzz_ir's runs parted after a few thousand executions): the
+# periodic reload of the output directory (-reload, a timer) and the dictionary of values
+# seen in comparisons (-use_cmp), which holds addresses. Then a run is a function of the
+# seed, the corpus, the binary and the count of executions.
+WORK=$OUT/corpus-$TARGET REPRO=
+if [ "${FUZZ_REPRODUCIBLE:-0}" = 1 ]; then
+  WORK=$OUT/repro-corpus-$TARGET REPRO="-reload=0 -use_cmp=0"
+  rm -rf "$WORK" && mkdir -p "$WORK"
+fi
+LIST=$OUT/seeds-$TARGET.txt
+find "$CORPUS" $SEEDS -type f | LC_ALL=C sort | paste -sd, - >"$LIST"
+SEED_ARG=
+[ -s "$LIST" ] && SEED_ARG="-seed_inputs=@$LIST"
 echo "run.sh: fuzz_$TARGET for ${SECONDS_}s (log: $LOGF)"
 t0=$(date +%s)
 "$BIN" -max_total_time="$SECONDS_" -max_len=$MAXLEN -timeout=$TIMEOUT -rss_limit_mb=4096 \
-  -dict="$ROOT/tests/fuzz/$DICT" -artifact_prefix="$OUT/artifacts/$TARGET-" -print_final_stats=1 $EXTRA \
-  "$@" "$OUT/corpus-$TARGET" "$CORPUS" $SEEDS >"$LOGF" 2>&1
+  -dict="$ROOT/tests/fuzz/$DICT" -artifact_prefix="$OUT/artifacts/$TARGET-" -print_final_stats=1 $EXTRA $REPRO ${SEED_ARG:+"$SEED_ARG"} \
+  "$@" "$WORK" >"$LOGF" 2>&1
 rc=$?
 elapsed=$(($(date +%s) - t0))
 execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$LOGF" | tail -1)
