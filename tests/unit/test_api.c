@@ -1186,6 +1186,147 @@ Test(api, cluster_split_rows_compute_what_the_kernel_does) {
   tile_context_destroy(ctx);
 }
 
+/* The row passes on kernels that are not lib's (tests/kernels/user_rows.tile: cross-entropy
+ * and its gradient, add + RMSNorm with an i32 count, min-max scaling, a three-loop
+ * log-softmax), as a user's launch specializes them for sm_90a: the IR in front of the row
+ * passes (the passes off in the schedule, the IR after the first of them dumped), and that
+ * IR after row-align, row-reverse and cluster-rows, must compute the same in the
+ * interpreter on ragged f16 rows off 16 bytes, for the looped form (BN=256), the one-tile
+ * form (BN=4096, 8 warps) and the cluster form (BN=65536, 16 warps: 8 CTAs), with rows
+ * that fit the tile and rows that take the loop. Each form must have been changed by the
+ * passes (else the comparison proves nothing). */
+struct dump_keep {
+  char *ir;
+};
+
+static void keep_first_dump(void *ud, const char *title, const char *text) {
+  struct dump_keep *d = ud;
+  (void)title;
+  if (!d->ir) d->ir = strdup(text);
+}
+
+/* the IR in front of the row passes, without its schedule, for `kernel` at BN, NW */
+static char *ir_before_row_passes(tile_context *ctx, const char *src, const char *kernel, const char *bn,
+                                  const char *nw) {
+  tile_define d[] = {{"T", "f16"}, {"BN", bn}, {"NW", nw}};
+  tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = "sm_90a", .kernel = kernel, .defines = d,
+                             .ndefines = 3, .flags = TILE_NO_CACHE, .schedule = "rowalign=0,rowrev=0,cluster=1"};
+  struct dump_keep keep = {0};
+  tile_emit_options eo = {.what = TILE_EMIT_PTX, .dump_after = "row-align", .report = keep_first_dump,
+                          .report_ud = &keep, .assume_unaligned = 1};
+  char *ptx = NULL;
+  tile_status st = tile_emit(ctx, "user_rows.tile", src, strlen(src), &co, &eo, &ptx, NULL);
+  cr_assert_eq(st, TILE_OK, "%s BN=%s: %s", kernel, bn, tile_errmsg(ctx));
+  tile_free(ptx);
+  cr_assert_not_null(keep.ir);
+  char *ir = strstr(keep.ir, "kernel @"), *sched = ir ? strstr(ir, " sched(") : NULL, *close = sched ? strchr(sched, ')') : NULL;
+  cr_assert(ir && sched && close && !memchr(ir, '\n', (size_t)(sched - ir)), "%s", keep.ir);
+  memmove(sched, close + 1, strlen(close + 1) + 1);
+  char *out = strdup(ir);
+  free(keep.ir);
+  return out;
+}
+
+static char *run_row_passes(tile_context *ctx, const char *ir) {
+  tile_compile_options co = {.device = TILE_DEVICE_CUDA, .arch = "sm_90a", .flags = TILE_NO_CACHE | TILE_VERIFY_EACH};
+  tile_emit_options eo = {.what = TILE_EMIT_IR, .input_is_ir = 1, .passes = "row-align,row-reverse,cluster-rows"};
+  char *out = NULL;
+  tile_status st = tile_emit(ctx, "rows.ir", ir, strlen(ir), &co, &eo, &out, NULL);
+  cr_assert_eq(st, TILE_OK, "%s\n%s", tile_errmsg(ctx), ir);
+  char *copy = strdup(out);
+  tile_free(out);
+  return copy;
+}
+
+struct row_out {
+  uint16_t *ya, *y;
+  float s[4];
+  int32_t c[4];
+};
+
+static void run_user_rows(tile_context *ctx, const char *ir, int M, int N, const uint16_t *x, const uint16_t *res,
+                          const uint16_t *w, const int32_t *tgt, struct row_out *o) {
+  tile_kernel *k = compile_src(ctx, "rows.ir", ir, TILE_SOURCE_IR);
+  size_t e = (size_t)M * N;
+  for (size_t i = 0; i < e; i++) o->y[i] = 0x7e00; /* a NaN where nothing is written */
+  for (int i = 0; i < M; i++) o->s[i] = -1.0f, o->c[i] = -1;
+  int64_t xs[2] = {M, N}, ws[1] = {N}, ms[1] = {M};
+  tile_arg a[] = {tile_arg_tensor((void *)x, TILE_F16, 2, xs, NULL), tile_arg_tensor((void *)res, TILE_F16, 2, xs, NULL),
+                  tile_arg_tensor((void *)w, TILE_F16, 1, ws, NULL), tile_arg_tensor((void *)tgt, TILE_I32, 1, ms, NULL),
+                  tile_arg_tensor(o->y, TILE_F16, 2, xs, NULL),  tile_arg_tensor(o->s, TILE_F32, 1, ms, NULL),
+                  tile_arg_tensor(o->c, TILE_I32, 1, ms, NULL),  tile_arg_float(1e-5f)};
+  cr_assert_eq(tile_launch(ctx, k, a, 8, NULL), TILE_OK, "%s", tile_errmsg(ctx));
+  tile_kernel_release(k);
+}
+
+Test(api, user_row_kernels_through_the_row_passes) {
+  struct rng r;
+  rng_seed(&r, rng_test_seed("api/user_row_kernels_through_the_row_passes"));
+  tile_context *ctx = new_ctx();
+  char path[1024];
+  snprintf(path, sizeof path, "%s/tests/kernels/user_rows.tile", test_source_dir());
+  char *src = read_text(path, NULL);
+  cr_assert_not_null(src, "%s", path);
+  static const char *const kernels[] = {"xent", "addnorm", "minmax", "logsoftmax"};
+  static const struct {
+    const char *bn, *nw, *mark; /* mark: in the passes' output */
+    int n[4];                   /* row lengths: some fit the tile, some take the loop */
+  } forms[] = {{"256", "4", "align_shift", {1, 33, 300, 4095}},
+               {"4096", "8", "align_shift", {7, 2049, 4095, 5001}},
+               {"65536", "16", "cluster=8", {7, 50257, 65533, 70001}}};
+  for (size_t kk = 0; kk < sizeof kernels / sizeof kernels[0]; kk++)
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+      char *before = ir_before_row_passes(ctx, src, kernels[kk], forms[f].bn, forms[f].nw);
+      char *after = run_row_passes(ctx, before);
+      cr_expect(strstr(after, forms[f].mark) && !strstr(before, forms[f].mark), "%s BN=%s: no %s after the passes",
+                kernels[kk], forms[f].bn, forms[f].mark);
+      for (int sh = 0; sh < 4; sh++) {
+        int M = f == 2 ? 2 : 3, N = forms[f].n[sh];
+        size_t e = (size_t)M * N;
+        uint16_t *xa = calloc(e + 8, 2), *ra = calloc(e + 8, 2), *w = calloc((size_t)N, 2);
+        int32_t tgt[4];
+        struct row_out o[2];
+        cr_assert(xa && ra && w);
+        for (int v = 0; v < 2; v++) {
+          cr_assert((o[v].ya = calloc(e + 8, 2)) != NULL);
+          o[v].y = o[v].ya + 3; /* off 16 bytes, as X and R */
+        }
+        uint16_t *x = xa + 1 + sh % 3, *res = ra + 2 - sh % 2;
+        for (size_t i = 0; i < e; i++)
+          x[i] = tl_f32_to_f16(rng_uniform(&r, -4, 4) + 1.0f), res[i] = tl_f32_to_f16(rng_uniform(&r, -1, 1));
+        for (int i = 0; i < N; i++) w[i] = tl_f32_to_f16(rng_uniform(&r, 0.5f, 1.5f));
+        for (int i = 0; i < M; i++) tgt[i] = (int32_t)rng_below(&r, (uint64_t)N);
+        run_user_rows(ctx, before, M, N, x, res, w, tgt, &o[0]);
+        run_user_rows(ctx, after, M, N, x, res, w, tgt, &o[1]);
+        double worst = 0, stat = 0;
+        size_t unwritten = 0;
+        for (size_t i = 0; i < e; i++) {
+          double a = tl_f16_to_f32(o[0].y[i]), b = tl_f16_to_f32(o[1].y[i]);
+          unwritten += a != a;
+          if (a != a || b != b) worst = (a != a) == (b != b) ? worst : INFINITY;
+          else worst = fmax(worst, fabs(a - b) / fmax(fabs(a), 1e-2));
+        }
+        for (int i = 0; i < M; i++) {
+          stat = fmax(stat, fabs((double)o[0].s[i] - o[1].s[i]) / fmax(fabs((double)o[0].s[i]), 1e-3));
+          cr_expect_eq(o[0].c[i], o[1].c[i], "%s BN=%s %dx%d row %d: count %d, after the passes %d", kernels[kk],
+                       forms[f].bn, M, N, i, o[0].c[i], o[1].c[i]);
+        }
+        /* the kernels write every element of Y (addnorm, minmax, logsoftmax, xent) */
+        cr_expect_eq(unwritten, 0, "%s BN=%s %dx%d: %zu elements of Y unwritten", kernels[kk], forms[f].bn, M, N,
+                     unwritten);
+        /* f16 outputs: an ulp or two where the summation order changed (2^-10 each) */
+        cr_expect(worst <= 4e-3, "%s BN=%s %dx%d: Y after the passes differs by %.3g (relative)", kernels[kk],
+                  forms[f].bn, M, N, worst);
+        cr_expect(stat <= 1e-4, "%s BN=%s %dx%d: S after the passes differs by %.3g", kernels[kk], forms[f].bn, M, N,
+                  stat);
+        free(xa), free(ra), free(w), free(o[0].ya), free(o[1].ya);
+      }
+      free(before), free(after);
+    }
+  free(src);
+  tile_context_destroy(ctx);
+}
+
 Test(api, row_aligned_ir_computes_what_the_kernel_does) {
   struct rng r;
   rng_seed(&r, rng_test_seed("api/row_aligned_ir_computes_what_the_kernel_does"));
