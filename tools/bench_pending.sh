@@ -4,7 +4,9 @@
 # twenty-seventh session (no device time; PERF.md 102-104):
 #   1. gpu_check's row, scan, decode and attention checks (the store packing of PERF.md 104
 #      and the loop counters of PERF.md 102 change the PTX of every row kernel, the scans,
-#      decode's combine and the backward's dQ scaling);
+#      decode's combine and the backward's dQ scaling), with the first run on hardware of
+#      the cluster form (lib's rows at BN=65536 on 16 warps, and the user-written row
+#      kernels of tests/kernels/user_rows.tile in their looped, one-tile and cluster forms);
 #   2. tools/exp/row_align.py rev clustercheck cluster: row-reverse against rowrev=0, and the
 #      rows split across a cluster (PERF.md 103) against PyTorch and against the defaults;
 #   3. ncu: softmax 4096 x 50257 with and without row-reverse (DRAM bytes, L2 hit rate),
@@ -29,7 +31,7 @@ python3 -m pip install -q --no-index --find-links "$CARRY/wheels" --target "$PYS
 PART=${PART:-all}
 if [ "$PART" != 2 ]; then
 echo "== 1. gpu_check rows, scans, decode, attention"
-OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|cumsum|cummax|decode|attention)' TIME_BUDGET=200 \
+OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax|cumsum|cummax|decode|attention)' TIME_BUDGET=200 \
   timeout 300 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -25
 fi
 [ "$PART" = 1 ] && exit 0

@@ -378,6 +378,22 @@ for k in softmax layernorm rmsnorm; do
   tk "$k.tile" "$k" T=f16,BN=256 M=9,N=2049 "$sc"         # rows off 16 bytes: loops from the boundary (row-align)
   tk "$k.tile" "$k" T=bf16,BN=512,NW=2 M=5,N=3001 "$sc"
   TK_TAG=" prefetch=1" tk "$k.tile" "$k" T=f32,BN=64 M=33,N=1000 "$sc" --schedule=prefetch=1
+  # a row in one 65536-wide tile on 16 warps: split across a cluster of 8 CTAs on sm_90
+  # (cluster-rows, PERF.md 103), a vocabulary row shifted to its 16-byte boundary and a row
+  # past the tile (the looped form, split too)
+  tk "$k.tile" "$k" T=f16,BN=65536,NW=16 M=3,N=50257 "$sc"
+  tk "$k.tile" "$k" T=bf16,BN=65536,NW=16 M=2,N=70001 "$sc"
+  TK_TAG=" cluster=1" tk "$k.tile" "$k" T=f16,BN=65536,NW=16 M=2,N=50257 "$sc" --schedule=cluster=1
+done
+
+# user-written row kernels (tests/kernels/user_rows.tile: cross-entropy and its gradient,
+# add + RMSNorm with an i32 count, min-max scaling, three-loop log-softmax) in the looped,
+# one-tile and cluster forms, on ragged rows
+for k in xent addnorm minmax logsoftmax; do
+  tk tests/kernels/user_rows.tile "$k" T=f16 M=7,N=1000 eps=1e-5
+  tk tests/kernels/user_rows.tile "$k" T=bf16,BN=4096,NW=8 M=5,N=4095 eps=1e-5
+  tk tests/kernels/user_rows.tile "$k" T=f16,BN=65536,NW=16 M=3,N=50257 eps=1e-5
+  tk tests/kernels/user_rows.tile "$k" T=f32,BN=65536,NW=16 M=2,N=65536 eps=1e-5
 done
 
 # The language features (scans, gathers, masked stores, atomics, fp8, and the kernels built on
