@@ -218,7 +218,7 @@ for ex in "$CARRY"/example_*; do
   if [ "$DEVICE" = cuda ]; then # an example falls back to the CPU by itself: not here
     # shellcheck disable=SC2016 # expanded by the inner bash
     check example "$name" default "$dt" bash -c 'out=$("$@" 2>&1); rc=$?; printf "%s\n" "$out"
-      if [ $rc -eq 0 ] && printf "%s" "$out" | grep -q "^device: CPU"; then
+      if [ $rc -eq 0 ] && grep -q "^device: CPU" <<<"$out"; then
         echo "FAIL: the example ran on the CPU interpreter, not the GPU"; exit 1; fi
       exit $rc' example "$ex"
   else
@@ -569,7 +569,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     # Runs the sanitizer; a device it cannot instrument (seen under gVisor) is a skip.
     # shellcheck disable=SC2016 # expanded by the inner bash
     wrap='out=$("$@" 2>&1); rc=$?; printf "%s\n" "$out"
-      if [ $rc -ne 0 ] && printf "%s" "$out" | grep -q "Device not supported"; then exit 77; fi
+      if [ $rc -ne 0 ] && grep -q "Device not supported" <<<"$out"; then exit 77; fi
       exit $rc'
     sancheck() { # sancheck TOOL FILE KERNEL DEFINES SIZES SCALARS [tilec options...]
       local args=() tool=$1 file=$2 kernel=$3 defs=$4 sizes=$5 scalars=$6 extra=()

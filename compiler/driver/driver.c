@@ -3,6 +3,7 @@
 
 #include "smem.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static enum tl_result fail(struct tl_error *e, enum tl_result r, const char *code, const char *fmt, ...)
@@ -266,5 +267,30 @@ enum tl_result tl_compile_gpu(struct ir_func *f, const struct tl_target *target,
                               enum cg_output out, struct pass_options *po, struct arena *a, struct cg_result *res,
                               struct tl_error *e) {
   enum tl_result r = tl_gpu_lower(f, target, sched, po, e);
-  return r ? r : tl_codegen(f, out, po, a, res, e);
+  if (r) return r;
+  /* buffers that alone exceed the target's shared memory (codegen's scratch only adds to
+   * them) make a kernel that can never launch: refused here, with the status the launch,
+   * AOT and the tuner give one after code generation, before LLVM spends seconds on it (a
+   * `stages=16` loop of element-wise copies: 15 s, tests/fuzz/LOG.md) */
+  const struct tl_target *t = f->target ? f->target : target;
+  if (t && t->smem_optin) {
+    struct ir_smem_plan plan;
+    ir_smem_liveness(f, a, &plan);
+    unsigned top = ir_smem_top(&plan);
+    if (top > t->smem_optin) {
+      const struct ir_op *deepest = NULL; /* the loop with the most stages: where to look */
+      for (uint32_t i = 1; i < f->ops.n; i++)
+        if (f->ops.v[i].block && f->ops.v[i].code == IR_FOR && f->ops.v[i].i[0] > 1 &&
+            (!deepest || f->ops.v[i].i[0] > deepest->i[0]))
+          deepest = &f->ops.v[i];
+      struct ir_loc l = deepest ? deepest->loc : f->loc;
+      char stages[48] = "";
+      if (deepest) snprintf(stages, sizeof stages, " (this loop keeps %lld stages)", (long long)deepest->i[0]);
+      return fail(e, TL_ERR_UNSUPPORTED, TL_CODE_SMEM,
+                  "%s:%u:%u: error: kernel '%s' needs %u bytes of shared memory per block for its buffers%s; %s "
+                  "allows %u: fewer stages or smaller tiles fit",
+                  f->file ? f->file : f->name, l.line, l.col, f->name, top, stages, t->name, t->smem_optin);
+    }
+  }
+  return tl_codegen(f, out, po, a, res, e);
 }

@@ -105,7 +105,7 @@ wait "$pid" 2>/dev/null
 tune
 expect_reused "after a killed writer"
 check
-"$TILEC" cache list | grep -q '^temp' || fail "the stray temporary file is not listed"
+grep -q '^temp' <<<"$("$TILEC" cache list)" || fail "the stray temporary file is not listed"
 check
 out=$("$TILEC" cache clear)
 case $out in

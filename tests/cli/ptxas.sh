@@ -215,7 +215,7 @@ declare -A must_have=(
   ["tests/kernels/gather_gemm.tile gather_gemm UNALIGNED sm_80"]="ld.global.b16 st.shared.b16"
 )
 
-fails=0
+fails=0 refused=0
 rows=()
 for c in "${configs[@]}"; do
   read -r file kernel defs <<<"$c"
@@ -233,6 +233,15 @@ for c in "${configs[@]}"; do
     path=$SRC/lib/$file
     case $file in */*) path=$SRC/$file ;; esac
     if ! "$TILEC" "$path" -k "$kernel" "${dargs[@]}" --emit=ptx --arch="$arch" -o "$ptx" 2>"$TMP/err"; then
+      # a configuration other than the defaults whose buffers exceed this target's shared
+      # memory (sm_80: 163 KiB, against the H200's 227) is refused before LLVM, as its
+      # launch would be: a row, not a failure
+      if [ "$defs" != - ] && grep -q "shared memory per block for its buffers" "$TMP/err"; then
+        rows+=("$(printf '%-10s %-58s %-7s %5s %7s %7s %7s %7s %9s  %s' "$kernel" "$defs" "$arch" - - - - - - \
+          "refused: $(sed -n 's/.*needs \([0-9]*\) bytes.*/\1/p' "$TMP/err" | head -1) bytes of shared memory")")
+        refused=$((refused + 1))
+        continue
+      fi
       echo "FAIL: tilec $file -k $kernel ${dargs[*]} --arch=$arch did not emit PTX:"
       sed 's/^/  /' "$TMP/err"
       fails=$((fails + 1))
@@ -299,5 +308,5 @@ done
   printf '%s\n' "${rows[@]}"
 } | tee "$REPORT"
 
-echo "ptxas: ${#rows[@]} kernel builds assembled, $fails failed (table: $REPORT); checked: no spills in the default configurations, Tensor Core instructions in the GEMM and attention PTX"
+echo "ptxas: $((${#rows[@]} - refused)) kernel builds assembled, $refused refused for the target's shared memory, $fails failed (table: $REPORT); checked: no spills in the default configurations, Tensor Core instructions in the GEMM and attention PTX"
 [ "$fails" -eq 0 ]

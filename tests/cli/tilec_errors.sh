@@ -119,6 +119,13 @@ expect 1 "^bad\\.ir:[0-9]+:[0-9]+: error: " bad.ir --emit=ir
 printf 'kernel @k(%%X: tensor<f32[%%N]>) warps=4 {\ngrid:\n  %%0 = const 1 : i32\n  grid %%0, %%0, %%0\nbody:\n  %%1 = const 1.0 : f32\n  %%2 = const 1 : i32\n  %%3 = add %%1, %%2 : f32\n}\n' >unverified.ir
 expect 1 "^unverified\\.ir:8:3: error: ir verifier: @k: op [0-9]+ 'add': operand 1 element type i32 differs" unverified.ir --emit=ir
 expect 1 "^unverified\\.ir:8:3: error: ir verifier: " opt unverified.ir --passes=cse
+# buffers beyond the target's shared memory: refused before code generation (as the launch
+# would refuse the kernel), pointing at the pipelined loop: gemm's 4 stages of 128x64 and
+# 64x256 f16 tiles take 192 KiB, sm_80 offers 163; sm_90a's 227 fit
+expect 1 "gemm\\.tile:[0-9]+:3: error: kernel 'gemm' needs 196608 bytes of shared memory per block for its buffers \\(this loop keeps 4 stages\\); sm_80 allows 166912" \
+  "$SRC/lib/gemm.tile" -k gemm -D STAGES=4 --emit=ptx --arch=sm_80
+run_tilec "$SRC/lib/gemm.tile" -k gemm -D STAGES=4 --emit=ptx --arch=sm_90a -o /dev/null
+[ "$rc" -eq 0 ] || { fail "gemm STAGES=4 for sm_90a: exit status $rc, expected 0"; sed 's/^/  /' err.txt | head -5; }
 
 # ---- usage errors: exit status 2 and the usage text ----------------------------------------
 

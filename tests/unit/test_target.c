@@ -1,5 +1,6 @@
 /* test_target.c - the target table and the schedule options (compiler/target). */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <stdlib.h>
@@ -158,6 +159,42 @@ Test(line_info, epilogue_stores_carry_their_own_line) {
     }
     cr_expect(stores > 0, "%s: no global stores", archs[a]);
     cr_expect_eq(wrong, 0, "%s: %d of %d global stores not on line 8", archs[a], wrong, stores);
+    tile_free(ptx);
+  }
+  tile_context_destroy(ctx);
+}
+
+/* Buffers beyond the target's shared memory: refused after the GPU passes and before LLVM
+ * (TILE_UNSUPPORTED, code SMEM_LIMIT, at the pipelined loop), as the launch refuses such a
+ * kernel; the same kernel with fewer stages, or for a target with more shared memory, emits
+ * PTX. 16 stages of a 64x64 and a 64x128 f16 tile: 16 x 24 KiB = 384 KiB. */
+Test(target, buffers_beyond_shared_memory_are_refused_before_codegen) {
+  tile_context *ctx = NULL;
+  tile_context_options o = {.cache_dir = ""};
+  cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
+  char src[1024];
+  static const char *const fmt = "kernel mm(A: f16[M, K], B: f16[K, N], C: out f16[M, N]) grid(cdiv(M, 64), cdiv(N, 128)) {\n"
+                                 "  let m0 = program_id(0) * 64;\n"
+                                 "  let n0 = program_id(1) * 128;\n"
+                                 "  var acc = zeros([64, 128], f32);\n"
+                                 "  for k in range(0, K, 64, stages=%d) {\n"
+                                 "    acc += A[m0 : +64, k : +64] @ B[k : +64, n0 : +128];\n"
+                                 "  }\n"
+                                 "  C[m0 : +64, n0 : +128] = f16(acc);\n"
+                                 "}\n";
+  const char *archs[] = {"sm_80", "sm_86", "sm_90a"};
+  for (int a = 0; a < 3; a++) {
+    char *ptx = NULL;
+    snprintf(src, sizeof src, fmt, 16);
+    cr_expect_eq(test_emit_ptx(ctx, "mm.tile", src, archs[a], 0, &ptx), TILE_UNSUPPORTED, "%s: 16 stages", archs[a]);
+    cr_expect_null(ptx);
+    const char *msg = tile_errmsg(ctx);
+    cr_expect(strstr(msg, "mm.tile:5:3: error: kernel 'mm' needs ") && strstr(msg, "(this loop keeps 16 stages)") &&
+                  strstr(msg, archs[a]),
+              "%s", msg);
+    cr_expect_str_eq(tile_errcode(ctx), "SMEM_LIMIT");
+    snprintf(src, sizeof src, fmt, 3); /* 72 KiB */
+    cr_expect_eq(test_emit_ptx(ctx, "mm.tile", src, archs[a], 0, &ptx), TILE_OK, "%s: %s", archs[a], tile_errmsg(ctx));
     tile_free(ptx);
   }
   tile_context_destroy(ctx);
