@@ -173,19 +173,20 @@ Test(target, buffers_beyond_shared_memory_are_refused_before_codegen) {
   tile_context_options o = {.cache_dir = ""};
   cr_assert_eq(tile_context_create(&o, &ctx), TILE_OK);
   char src[1024];
-  static const char *const fmt = "kernel mm(A: f16[M, K], B: f16[K, N], C: out f16[M, N]) grid(cdiv(M, 64), cdiv(N, 128)) {\n"
-                                 "  let m0 = program_id(0) * 64;\n"
-                                 "  let n0 = program_id(1) * 128;\n"
-                                 "  var acc = zeros([64, 128], f32);\n"
-                                 "  for k in range(0, K, 64, stages=%d) {\n"
-                                 "    acc += A[m0 : +64, k : +64] @ B[k : +64, n0 : +128];\n"
-                                 "  }\n"
-                                 "  C[m0 : +64, n0 : +128] = f16(acc);\n"
-                                 "}\n";
+  static const char *const head = "kernel mm(A: f16[M, K], B: f16[K, N], C: out f16[M, N]) grid(cdiv(M, 64), cdiv(N, 128)) {\n"
+                                  "  let m0 = program_id(0) * 64;\n"
+                                  "  let n0 = program_id(1) * 128;\n"
+                                  "  var acc = zeros([64, 128], f32);\n"
+                                  "  for k in range(0, K, 64, stages=",
+                          *const tail = ") {\n"
+                                  "    acc += A[m0 : +64, k : +64] @ B[k : +64, n0 : +128];\n"
+                                  "  }\n"
+                                  "  C[m0 : +64, n0 : +128] = f16(acc);\n"
+                                  "}\n";
   const char *archs[] = {"sm_80", "sm_86", "sm_90a"};
   for (int a = 0; a < 3; a++) {
     char *ptx = NULL;
-    snprintf(src, sizeof src, fmt, 16);
+    snprintf(src, sizeof src, "%s%d%s", head, 16, tail);
     cr_expect_eq(test_emit_ptx(ctx, "mm.tile", src, archs[a], 0, &ptx), TILE_UNSUPPORTED, "%s: 16 stages", archs[a]);
     cr_expect_null(ptx);
     const char *msg = tile_errmsg(ctx);
@@ -193,7 +194,7 @@ Test(target, buffers_beyond_shared_memory_are_refused_before_codegen) {
                   strstr(msg, archs[a]),
               "%s", msg);
     cr_expect_str_eq(tile_errcode(ctx), "SMEM_LIMIT");
-    snprintf(src, sizeof src, fmt, 3); /* 72 KiB */
+    snprintf(src, sizeof src, "%s%d%s", head, 3, tail); /* 72 KiB */
     cr_expect_eq(test_emit_ptx(ctx, "mm.tile", src, archs[a], 0, &ptx), TILE_OK, "%s: %s", archs[a], tile_errmsg(ctx));
     tile_free(ptx);
   }
