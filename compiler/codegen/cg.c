@@ -1000,7 +1000,15 @@ static LLVMDIBuilderRef line_info_begin(struct cg *g, LLVMValueRef fn) {
 
 static void gen_block(struct cg *g, uint32_t blk) {
   const struct ir_block *b = &g->f->blocks.v[blk];
-  for (uint32_t i = 0; i < b->ops.n && !g->failed; i++) gen_op(g, b->ops.v[i]);
+  for (uint32_t i = 0; i < b->ops.n && !g->failed; i++) {
+    gen_op(g, b->ops.v[i]);
+    /* a top-level loop's epilogue coordinates, after the waits that follow it (cg_gen_for) */
+    if (g->coords_after_waits && g->f->ops.v[b->ops.v[i]].code == IR_WGMMA_WAIT &&
+        (i + 1 == b->ops.n || g->f->ops.v[b->ops.v[i + 1]].code != IR_WGMMA_WAIT)) {
+      g->coords_after_waits = false;
+      cg_fresh_thread_coords(g, NULL);
+    }
+  }
 }
 
 void cg_gen_region(struct cg *g, uint32_t blk) { gen_block(g, blk); }

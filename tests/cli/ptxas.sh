@@ -111,6 +111,8 @@ configs+=(
   "tests/kernels/gather_gemm.tile gather_gemm -"
   "tests/kernels/gather_gemm.tile gather_gemm UNALIGNED"
   "tests/kernels/gather_gemm.tile gather_gemm BM=16,NW=1"
+  "tests/kernels/moe_scatter.tile moe_scatter -"
+  "tests/kernels/moe_scatter.tile moe_scatter T=bf16,BM=32,BK=32"
   "tests/kernels/fp8.tile roundtrip -"
   "tests/kernels/fp8.tile dequant_gemm -"
   "examples/splitk_gemm.tile splitk_gemm -"
@@ -212,6 +214,7 @@ declare -A must_have=(
   ["decode_attention.tile decode_split - sm_90a"]="cp.async.cg.shared.global mma.sync.aligned.m16n8k16"
   ["tests/kernels/gather_gemm.tile gather_gemm - sm_80"]="cp.async.cg.shared.global mma.sync.aligned.m16n8k16"
   ["tests/kernels/gather_gemm.tile gather_gemm - sm_90a"]="cp.async.cg.shared.global wgmma.mma_async"
+  ["tests/kernels/moe_scatter.tile moe_scatter - sm_90a"]="cp.async.cg.shared.global wgmma.mma_async wgmma.wait_group.sync.aligned[[:space:]]1"
   ["tests/kernels/gather_gemm.tile gather_gemm UNALIGNED sm_80"]="ld.global.b16 st.shared.b16"
 )
 
