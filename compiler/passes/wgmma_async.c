@@ -63,6 +63,21 @@ static bool used_only_by(struct ir_func *f, uint32_t body, ir_val v, const uint3
   return true;
 }
 
+/* Whether a wgmma lies in a region nested in block `body` (an inner loop's own chain). */
+static bool nested_wgmma(const struct ir_func *f, uint32_t body) {
+  for (uint32_t i = 1; i < f->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[i];
+    if (!op->block || op->code != IR_WGMMA || op->block == body) continue;
+    for (uint32_t b = op->block; b && b != IR_BODY_BLOCK;) {
+      uint32_t parent = f->blocks.v[b].parent;
+      if (!parent) break;
+      b = f->ops.v[parent].block;
+      if (b == body) return true;
+    }
+  }
+  return false;
+}
+
 static bool make_async(struct pass_ctx *pc, uint32_t loop) {
   struct ir_func *f = pc->f;
   int depth = (int)f->ops.v[loop].i[1];
@@ -79,6 +94,11 @@ static bool make_async(struct pass_ctx *pc, uint32_t loop) {
     if (op->code == IR_MBAR_ARRIVE && n) release = bb->ops.v[i];
   }
   if (!n) return false;
+  /* a product left in flight across the back edge would overlap the next iteration's
+   * nested products (an inner loop's own chain, whose accumulator is set up and read
+   * there): ptxas then serializes every wgmma of the kernel (C7514, C7515: a back-to-back
+   * GEMM, tests/kernels/mlp2.tile). Such a loop's own products stay synchronous. */
+  if (nested_wgmma(f, body)) return false;
   /* the accumulators that leave the iteration: results no later wgmma of it consumes */
   ir_val live[MAX_WGMMA];
   uint32_t nlive = 0;
