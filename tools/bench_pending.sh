@@ -31,7 +31,7 @@ python3 -m pip install -q --no-index --find-links "$CARRY/wheels" --target "$PYS
 PART=${PART:-all}
 if [ "$PART" != 2 ]; then
 echo "== 1. gpu_check rows, scans, decode, attention"
-OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax|cumsum|cummax|decode|attention)' TIME_BUDGET=200 \
+OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax|gemm_tn|linear_ln|swa|bgemm|gemm_softmax|conv1d|linear_t|gqa|gemm_rms|moe_scatter|mlp2|cumsum|cummax|decode|attention)' TIME_BUDGET=200 \
   timeout 300 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -25
 fi
 [ "$PART" = 1 ] && exit 0

@@ -386,6 +386,21 @@ for k in softmax layernorm rmsnorm; do
   TK_TAG=" cluster=1" tk "$k.tile" "$k" T=f16,BN=65536,NW=16 M=2,N=50257 "$sc" --schedule=cluster=1
 done
 
+# kernels written from SPEC.md as a user would (tests/kernels/user_misc.tile: products
+# with transposed operands, fused epilogues over whole rows, sliding-window and GQA
+# attention, a depthwise convolution), on ragged shapes
+tk tests/kernels/user_misc.tile gemm_tn T=f16 M=100,K=70,N=130
+tk tests/kernels/user_misc.tile linear_ln T=bf16 M=70,K=96,N=200 eps=1e-5
+tk tests/kernels/user_misc.tile swa T=f16 BH=3,S=300 scale=0.125
+tk tests/kernels/user_misc.tile bgemm "" Bt=2,M=70,K=40,N=90
+tk tests/kernels/user_misc.tile gemm_softmax T=f16 M=70,K=64,N=100
+tk tests/kernels/user_misc.tile conv1d T=f16 Bt=2,L=100,C=130
+tk tests/kernels/user_misc.tile linear_t T=bf16 M=70,K=64,N=150
+tk tests/kernels/user_misc.tile gqa T=f16 B=1,H=4,HKV=2,S=200 scale=0.125
+tk tests/kernels/user_misc.tile gemm_rms T=f16 M=70,K=64,N=200 eps=1e-5
+tk tests/kernels/moe_scatter.tile moe_scatter T=f16 M=40,K=64,N=128,R=1
+tk tests/kernels/mlp2.tile mlp2 T=f16 M=100,K=64,H=130,D=64
+
 # user-written row kernels (tests/kernels/user_rows.tile: cross-entropy and its gradient,
 # add + RMSNorm with an i32 count, min-max scaling, three-loop log-softmax) in the looped,
 # one-tile and cluster forms, on ragged rows
