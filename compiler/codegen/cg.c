@@ -1000,12 +1000,18 @@ static LLVMDIBuilderRef line_info_begin(struct cg *g, LLVMValueRef fn) {
 
 static void gen_block(struct cg *g, uint32_t blk) {
   const struct ir_block *b = &g->f->blocks.v[blk];
+  bool after_loop = false; /* a top-level loop ended: its epilogue's coordinates are due */
   for (uint32_t i = 0; i < b->ops.n && !g->failed; i++) {
+    uint16_t code = g->f->ops.v[b->ops.v[i]].code;
     gen_op(g, b->ops.v[i]);
-    /* a top-level loop's epilogue coordinates, after the waits that follow it (cg_gen_for) */
-    if (g->coords_after_waits && g->f->ops.v[b->ops.v[i]].code == IR_WGMMA_WAIT &&
-        (i + 1 == b->ops.n || g->f->ops.v[b->ops.v[i + 1]].code != IR_WGMMA_WAIT)) {
-      g->coords_after_waits = false;
+    if (g->failed) return;
+    after_loop |= blk == IR_BODY_BLOCK && code == IR_FOR;
+    /* What follows a top-level loop computes its thread coordinates afresh (PERF.md 17),
+     * after the wgmma_waits that follow the loop: its last products may be in flight until
+     * then, and ptxas serializes every wgmma of the kernel when coordinate arithmetic comes
+     * before such a wait (C7514: a gathered product whose epilogue scatters its rows) */
+    if (after_loop && (i + 1 == b->ops.n || g->f->ops.v[b->ops.v[i + 1]].code != IR_WGMMA_WAIT)) {
+      after_loop = false;
       cg_fresh_thread_coords(g, NULL);
     }
   }

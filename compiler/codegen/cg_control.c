@@ -101,17 +101,7 @@ void cg_gen_for(struct cg *g, uint32_t id) {
     }
   }
   LLVMPositionBuilderAtEnd(g->b, exit);
-  if (op->block == IR_BODY_BLOCK) {
-    /* the loop's last products may still be in flight until the wgmma_waits that follow
-     * it: the epilogue's coordinates come after them (gen_block), since ptxas serializes
-     * every wgmma of the kernel when a wait is preceded by coordinate arithmetic on that
-     * path (C7514: a gathered product whose epilogue scatters its rows) */
-    const struct ir_block *ob = &g->f->blocks.v[op->block];
-    uint32_t at = 0;
-    while (at < ob->ops.n && ob->ops.v[at] != id) at++;
-    if (at + 1 < ob->ops.n && g->f->ops.v[ob->ops.v[at + 1]].code == IR_WGMMA_WAIT) g->coords_after_waits = true;
-    else cg_fresh_thread_coords(g, NULL);
-  }
+  /* (a top-level loop's epilogue gets fresh thread coordinates: gen_block) */
   for (uint32_t k = 0; k < nc; k++) g->vals[op->res + k] = phis[k];
 }
 

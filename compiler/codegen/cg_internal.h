@@ -52,7 +52,6 @@ struct cg {
   LLVMValueRef coord_point;  /* thread coordinates go before it (NULL: prologue_end;
                                 cg_fresh_thread_coords moves it along top-level loops) */
   int top_loops;             /* top-level loops generated so far */
-  bool coords_after_waits;   /* a top-level loop ended: fresh coordinates after its wgmma_waits */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, bf16, f32, gptr, sptr;
   LLVMValueRef lane, warp, pid[3], nprog[3];
   /* the current role (cg_async.c): warps renumbered from warp_base; the thread that issues

@@ -65,15 +65,12 @@ static bool used_only_by(struct ir_func *f, uint32_t body, ir_val v, const uint3
 
 /* Whether a wgmma lies in a region nested in block `body` (an inner loop's own chain). */
 static bool nested_wgmma(const struct ir_func *f, uint32_t body) {
-  for (uint32_t i = 1; i < f->ops.n; i++) {
-    const struct ir_op *op = &f->ops.v[i];
-    if (!op->block || op->code != IR_WGMMA || op->block == body) continue;
-    for (uint32_t b = op->block; b && b != IR_BODY_BLOCK;) {
-      uint32_t parent = f->blocks.v[b].parent;
-      if (!parent) break;
-      b = f->ops.v[parent].block;
-      if (b == body) return true;
-    }
+  static const uint16_t wgmma = IR_WGMMA;
+  const struct ir_block *b = &f->blocks.v[body];
+  for (uint32_t i = 0; i < b->ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[b->ops.v[i]];
+    for (uint32_t r = 0; r < op->nregions; r++)
+      if (ir_block_has_op(f, op->region + r, &wgmma, 1)) return true;
   }
   return false;
 }
