@@ -232,6 +232,8 @@ declare -A must_have=(
 
 fails=0 refused=0
 rows=()
+# one row of the report: kernel, config, arch, regs, smem, stack, spill_st, spill_ld, ptxas_ms, note
+row() { rows+=("$(printf '%-10s %-58s %-7s %5s %7s %7s %7s %7s %9s  %s' "$@")"); }
 for c in "${configs[@]}"; do
   read -r file kernel defs <<<"$c"
   dargs=()
@@ -252,8 +254,8 @@ for c in "${configs[@]}"; do
       # memory (sm_80: 163 KiB, against the H200's 227) is refused before LLVM, as its
       # launch would be: a row, not a failure
       if [ "$defs" != - ] && grep -q "shared memory per block for its buffers" "$TMP/err"; then
-        rows+=("$(printf '%-10s %-58s %-7s %5s %7s %7s %7s %7s %9s  %s' "$kernel" "$defs" "$arch" - - - - - - \
-          "refused: $(sed -n 's/.*needs \([0-9]*\) bytes.*/\1/p' "$TMP/err" | head -1) bytes of shared memory")")
+        row "$kernel" "$defs" "$arch" - - - - - - \
+          "refused: $(sed -n 's/.*needs \([0-9]*\) bytes.*/\1/p' "$TMP/err" | head -1) bytes of shared memory"
         refused=$((refused + 1))
         continue
       fi
@@ -310,8 +312,8 @@ for c in "${configs[@]}"; do
         note="$note $pat x$n"
       fi
     done
-    rows+=("$(printf '%-10s %-58s %-7s %5s %7s %7s %7s %7s %9s  %s' "$kernel" "$defs" "$arch" "$regs" \
-      "${smem:--}" "$stack" "$sst" "$sld" "${ms:--}" "$note")")
+    row "$kernel" "$defs" "$arch" "$regs" \
+      "${smem:--}" "$stack" "$sst" "$sld" "${ms:--}" "$note"
   done
 done
 
