@@ -7,7 +7,9 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
   mid    other row lengths off 16 bytes, and 8192 x 8192 (unchanged: rows on 16 bytes)
   rev    (not by default) the row-reverse pass against rowrev=0 at several row lengths
   clustercheck, cluster  (not by default) rows split across a thread-block cluster (BN=65536):
-         ragged rows against PyTorch; speed against the defaults"""
+         ragged rows against PyTorch; speed against the defaults
+  exp    (not by default) softmax's looped form, one exponential per element against two
+         (tools/exp/softmax_2exp/softmax.tile, the form before PERF.md 109)"""
 import os
 import sys
 
@@ -160,6 +162,13 @@ if "cluster" in only:  # not run by default: the cluster split's speed against t
                 be.rows(kind, m, n, torch.float16, schedule="cluster=" + c, BN=bn, NW=16)
         be.rows(kind, 4096, 50257, torch.bfloat16)
         be.rows(kind, 4096, 50257, torch.bfloat16, BN=65536, NW=16)
+if "exp" in only:  # not run by default: softmax's looped form with one exponential per element (PERF.md 109)
+    two = os.path.join(ROOT, "tools", "exp", "softmax_2exp", "softmax.tile")
+    for m, n in ((4096, 50257), (4096, 50264), (8192, 16385), (2048, 100003), (16384, 4097)):
+        be.rows("softmax", m, n, torch.float16)
+        be.rows("softmax", m, n, torch.float16, path=two)
+    be.rows("softmax", 4096, 50257, torch.bfloat16)
+    be.rows("softmax", 4096, 50257, torch.bfloat16, path=two)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
