@@ -35,8 +35,8 @@ OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|l
   timeout 300 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -25
 fi
 [ "$PART" = 1 ] && exit 0
-echo "== 2. row_align.py rev clustercheck cluster exp"
-PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 330 python3 tools/exp/row_align.py rev clustercheck cluster exp
+echo "== 2. row_align.py clustercheck cluster exp rev"
+PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 330 python3 -u tools/exp/row_align.py clustercheck cluster exp rev
 echo "== 3. ncu: row-reverse and the cluster split"
 PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 bash tools/exp/rows_ncu.sh "softmax 50257 rowrev=0 4096 16" \
   "softmax 50257 - 4096 16" "softmax 50257 - 65536 16" "rmsnorm 50264 - 65536 16"

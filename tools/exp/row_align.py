@@ -9,7 +9,8 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
   clustercheck, cluster  (not by default) rows split across a thread-block cluster (BN=65536):
          ragged rows against PyTorch; speed against the defaults
   exp    (not by default) softmax's looped form, one exponential per element against two
-         (tools/exp/softmax_2exp/softmax.tile, the form before PERF.md 109)"""
+         (tools/exp/softmax_2exp/softmax.tile, the form before PERF.md 109) and against the
+         form without the -inf guard (tools/exp/softmax_fma/softmax.tile, PERF.md 110)"""
 import os
 import sys
 
@@ -131,15 +132,6 @@ if "knobs" in only:  # not run by default
         for bn, nw in ((2048, 4), (4096, 8), (8192, 16), (1024, 2), (2048, 2)):
             be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
             be.rows(kind, 4096, 50257, torch.float16, schedule="prefetch=1", BN=bn, NW=nw)
-if "rev" in only:  # not run by default: the row-reverse pass (PERF.md 102) against rowrev=0
-    for kind in ("softmax", "rmsnorm", "layernorm"):
-        for m, n in ((4096, 50257), (8192, 16385), (4096, 32769), (2048, 100003), (16384, 4097)):
-            be.rows(kind, m, n, torch.float16)
-            be.rows(kind, m, n, torch.float16, schedule="rowrev=0")
-        be.rows(kind, 4096, 50257, torch.bfloat16)
-        be.rows(kind, 4096, 50257, torch.bfloat16, schedule="rowrev=0")
-        for bn, nw in ((2048, 8), (2048, 16), (8192, 16), (1024, 8)):
-            be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
 if "clustercheck" in only:  # not run by default: rows split across a cluster (PERF.md 103) against PyTorch
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for dt in (torch.float16, torch.bfloat16, torch.float32):
@@ -158,17 +150,31 @@ if "cluster" in only:  # not run by default: the cluster split's speed against t
                 continue
             for nw in (16, 8, 4):
                 be.rows(kind, m, n, torch.float16, BN=bn, NW=nw)
+            # two programs of 16 warps per multiprocessor: registers capped at 64
+            be.rows(kind, m, n, torch.float16, schedule="occupancy=2", BN=bn, NW=16)
             for c in ("2", "8"):
                 be.rows(kind, m, n, torch.float16, schedule="cluster=" + c, BN=bn, NW=16)
         be.rows(kind, 4096, 50257, torch.bfloat16)
         be.rows(kind, 4096, 50257, torch.bfloat16, BN=65536, NW=16)
 if "exp" in only:  # not run by default: softmax's looped form with one exponential per element (PERF.md 109)
     two = os.path.join(ROOT, "tools", "exp", "softmax_2exp", "softmax.tile")
+    fma = os.path.join(ROOT, "tools", "exp", "softmax_fma", "softmax.tile")  # PERF.md 110
     for m, n in ((4096, 50257), (4096, 50264), (8192, 16385), (2048, 100003), (16384, 4097)):
         be.rows("softmax", m, n, torch.float16)
         be.rows("softmax", m, n, torch.float16, path=two)
+        be.rows("softmax", m, n, torch.float16, path=fma)
     be.rows("softmax", 4096, 50257, torch.bfloat16)
     be.rows("softmax", 4096, 50257, torch.bfloat16, path=two)
+    be.rows("softmax", 4096, 50257, torch.bfloat16, path=fma)
+if "rev" in only:  # not run by default: the row-reverse pass (PERF.md 102) against rowrev=0
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n in ((4096, 50257), (8192, 16385), (4096, 32769), (2048, 100003), (16384, 4097)):
+            be.rows(kind, m, n, torch.float16)
+            be.rows(kind, m, n, torch.float16, schedule="rowrev=0")
+        be.rows(kind, 4096, 50257, torch.bfloat16)
+        be.rows(kind, 4096, 50257, torch.bfloat16, schedule="rowrev=0")
+        for bn, nw in ((2048, 8), (2048, 16), (8192, 16), (1024, 8)):
+            be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
