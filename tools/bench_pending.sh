@@ -13,7 +13,8 @@
 #      and the cluster split at BN=65536.
 #
 #   bash tools/bench_pending.sh [CARRY_DIR]      (default .carry; from the repository root)
-#   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call)
+#   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call);
+#   PART=3: tools/exp/nodq_ab.py, what the fused backward's dQ reduce-adds cost (PERF.md 111)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 CARRY=$(cd "${1:-.carry}" && pwd) || exit 2
@@ -35,6 +36,11 @@ OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|l
   timeout 300 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -25
 fi
 [ "$PART" = 1 ] && exit 0
+if [ "$PART" = 3 ]; then
+  echo "== 4. the fused backward without its dQ reduce-adds (timing only, PERF.md 111)"
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 300 python3 -u tools/exp/nodq_ab.py 2>&1 | grep -v Warning
+  exit 0
+fi
 echo "== 2. row_align.py clustercheck cluster exp rev"
 PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 330 python3 -u tools/exp/row_align.py clustercheck cluster exp rev
 echo "== 3. ncu: row-reverse and the cluster split"
