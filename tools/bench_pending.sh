@@ -14,7 +14,8 @@
 #
 #   bash tools/bench_pending.sh [CARRY_DIR]      (default .carry; from the repository root)
 #   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call);
-#   PART=3: tools/exp/nodq_ab.py, what the fused backward's dQ reduce-adds cost (PERF.md 111)
+#   PART=3: tools/exp/nodq_ab.py, what the fused backward's dQ reduce-adds cost (PERF.md 111);
+#   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 CARRY=$(cd "${1:-.carry}" && pwd) || exit 2
@@ -38,11 +39,12 @@ fi
 [ "$PART" = 1 ] && exit 0
 if [ "$PART" = 3 ]; then
   echo "== 4. the fused backward without its dQ reduce-adds (timing only, PERF.md 111)"
-  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 300 python3 -u tools/exp/nodq_ab.py 2>&1 | grep -v Warning
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T3:-300} python3 -u tools/exp/nodq_ab.py 2>&1 | grep -v Warning
   exit 0
 fi
 echo "== 2. row_align.py clustercheck cluster exp rev"
 PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 330 python3 -u tools/exp/row_align.py clustercheck cluster exp rev
+[ -n "${SKIP_NCU:-}" ] && exit 0
 echo "== 3. ncu: row-reverse and the cluster split"
 PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 bash tools/exp/rows_ncu.sh "softmax 50257 rowrev=0 4096 16" \
   "softmax 50257 - 4096 16" "softmax 50257 - 65536 16" "rmsnorm 50264 - 65536 16"
