@@ -681,9 +681,9 @@ Test(lib_softmax, large_inputs) {
   tile_context_destroy(ctx);
 }
 
-/* Masked logits (-inf) in the looped form's lanes: a lane whose maximum is still -inf
- * meeting -inf (its sum must stay 0) and meeting a finite value (a new maximum), and rows
- * whose first chunks are all -inf. */
+/* Masked logits (-inf) in the looped form's lanes: a lane that has seen only -inf meeting
+ * -inf (its sum must stay 0; -inf - -inf would make it NaN) and meeting a finite value (a new
+ * maximum), and rows whose first chunks are all -inf. */
 Test(lib_softmax, masked_inputs) {
   struct rng r;
   rng_seed(&r, rng_test_seed("lib_softmax/masked_inputs"));
