@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench_pending.sh - the figures the next session starts from, in one call on the GPU machine
-# (about 8 minutes), each against its reference in the same process. Pending since the
+# (about 8 minutes), each against its reference in the same process (first run on an H100 on
+# 2026-12-07: PERF.md 112). Pending since the
 # twenty-seventh session (no device time; PERF.md 102-104):
 #   1. gpu_check's row, scan, decode and attention checks (the store packing of PERF.md 104
 #      and the loop counters of PERF.md 102 change the PTX of every row kernel, the scans,
