@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # bench_pending.sh - the figures the next session starts from, in one call on the GPU machine
-# (about 8 minutes), each against its reference in the same process (first run on an H100 on
-# 2026-12-07: PERF.md 112). Pending since the
-# twenty-seventh session (no device time; PERF.md 102-104):
+# (about 8 minutes), each against its reference in the same process. Pending since the
+# twenty-seventh session (PERF.md 102-104; first run on an H100 on 2026-12-07, PERF.md 112):
 #   1. gpu_check's row, scan, decode and attention checks (the store packing of PERF.md 104
 #      and the loop counters of PERF.md 102 change the PTX of every row kernel, the scans,
 #      decode's combine and the backward's dQ scaling), with the first run on hardware of
@@ -32,7 +31,7 @@ WHEEL=$(ls "$CARRY"/tile_lang-*.whl | head -1)
 python3 -m pip install -q --no-index --find-links "$CARRY/wheels" --target "$PYSITE" cffi pycparser &&
   python3 -m pip install -q --no-index --no-deps --target "$PYSITE" "$WHEEL" || exit 2
 PART=${PART:-all}
-if [ "$PART" != 2 ]; then
+if [ "$PART" = all ] || [ "$PART" = 1 ]; then
 echo "== 1. gpu_check rows, scans, decode, attention"
 OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax|gemm_tn|linear_ln|swa|bgemm|gemm_softmax|conv1d|linear_t|gqa|gemm_rms|moe_scatter|mlp2|cumsum|cummax|decode|attention)' TIME_BUDGET=200 \
   timeout 300 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -25
