@@ -1018,6 +1018,7 @@ tile_status rt_gpu_build(tile_kernel *k, const struct rt_bound *b, const struct 
   struct cg_result res;
   struct pass_options po = {0};
   po.verify_each = (k->flags & TILE_VERIFY_EACH) != 0;
+  po.dump_after = t->dump_after, po.dump = t->dump, po.dump_ud = t->dump_ud;
   struct rt_trace_pass_ud tp = {ctx, k->name, k->config};
   if (ctx->trace) po.event = rt_trace_pass, po.event_ud = &tp;
   double tc = rt_trace_begin(ctx, k->name, k->config, "GPU passes and LLVM");

@@ -252,6 +252,9 @@ struct rt_gpu_target {
   const struct rt_cuda *cuda;   /* for linking PTX to a cubin; NULL = PTX only */
   CUcontext cuctx;              /* made current on the building thread when linking */
   const char *cache_dir;        /* on-disk module cache to consult ("" or NULL = none) */
+  const char *dump_after;       /* internal tools (tests/host/spec_ptx.c): a pass name or "all" */
+  pass_dump_fn dump;            /* receives the specialization's IR after it; NULL = none */
+  void *dump_ud;
 };
 
 /* The target code of one specialization, before it is loaded. */

@@ -390,7 +390,7 @@ static bool pipeline_ring(struct pass_ctx *pc, struct loop_info *L, const struct
   return true;
 }
 
-enum { MAX_PREFETCH = 4, PREFETCH_REGS = 32 };
+enum { MAX_PREFETCH = 4, PREFETCH_REGS = 32, MAX_AHEAD = 4 };
 static int regs_of(struct ir_func *f, ir_val v);
 
 /* The chain's loads (a paged cache's block table read to address the copies), when they
@@ -513,9 +513,11 @@ static bool pipeline_cp_async(struct pass_ctx *pc, struct loop_info *L, bool wgm
  *     yield ...                              ...uses of %x...
  *   }                                        yield ..., %xn }
  *
- * Loads only of tensors the kernel never writes, with indices computed from the loop
- * variable like the copies' (collect), in loops without products; the load past the last
- * iteration reads nothing out of bounds (every load is bounds-checked) and its value is
+ * With prefetch=D the loop carries D iterations' loads and issues those of iteration
+ * i + D. Loads only of tensors the kernel never writes, with indices computed from the loop
+ * variable like the copies' (collect), in loops without products, and only where every
+ * index that moves with the loop is on a dimension the load bounds-checks (its mask): the
+ * loads past the last iteration then read nothing out of bounds, and their values are
  * dropped. */
 static int regs_of(struct ir_func *f, ir_val v) {
   const struct ir_type *t = ir_vtype(f, v);
@@ -525,12 +527,14 @@ static int regs_of(struct ir_func *f, ir_val v) {
 }
 
 static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
-  /* off unless the schedule asks (prefetch=1): measured on the H200, softmax f16 8192^2
-   * +5%, rmsnorm +3%, layernorm -14% (PERF.md 38). Loops with products are register-bound
-   * rather than latency-bound (their Tensor Core operands are staged and pipelined as
-   * copies; an f32 FMA product spilled with its operands prefetched) */
+  /* off unless the schedule asks (prefetch=D, D iterations ahead): measured on the H200,
+   * softmax f16 8192^2 +5%, rmsnorm +3%, layernorm -14% (PERF.md 38). Loops with products
+   * are register-bound rather than latency-bound (their Tensor Core operands are staged and
+   * pipelined as copies; an f32 FMA product spilled with its operands prefetched) */
   static const uint16_t products[2] = {IR_DOT, IR_WGMMA};
-  if (!tl_sched_get(f->sched.prefetch, 0) || ir_block_has_op(f, L->body, products, 2)) return false;
+  int D = tl_sched_get(f->sched.prefetch, 0);
+  if (D <= 0 || ir_block_has_op(f, L->body, products, 2)) return false;
+  if (D > MAX_AHEAD) D = MAX_AHEAD;
   const struct ir_block *bb = &f->blocks.v[L->body];
   uint32_t loads[MAX_PREFETCH], n = 0;
   int regs = 0;
@@ -538,9 +542,16 @@ static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
     uint32_t id = bb->ops.v[i];
     const struct ir_op *op = &f->ops.v[id];
     if (op->code != IR_LOAD || op->nres != 1 || !ir_reads_unwritten(f, id, IR_BODY_BLOCK)) continue;
-    bool moves = false;
-    for (uint32_t k = 1; k < op->nargs; k++) moves = moves || ir_defined_within(f, op->args[k], L->body);
-    int r = regs_of(f, op->res);
+    /* every index that moves with the loop on a bounds-checked dimension: the loads past
+     * the last iteration then read nothing (a scalar row index is not checked) */
+    bool moves = false, checked = true;
+    for (uint32_t k = 1; k < op->nargs; k++)
+      if (ir_defined_within(f, op->args[k], L->body)) {
+        moves = true;
+        checked = checked && (op->i[0] >> (k - 1) & 1);
+      }
+    if (!checked) continue;
+    int r = D * regs_of(f, op->res);
     if (!moves || regs + r > PREFETCH_REGS) continue;
     struct chain c = L->c; /* taken only if every index is computable ahead */
     bool ok = true;
@@ -552,27 +563,38 @@ static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
   }
   if (!n) return false;
   const struct ir_op *lp = &f->ops.v[L->loop];
-  ir_val lb = lp->args[0];
+  ir_val lb = lp->args[0], step = lp->args[2];
+  ir_type_id ivt = f->values.v[lb].type;
   struct ir_builder b;
   ir_builder_before(&b, f, L->loop);
   b.loc = lp->loc;
-  struct ir_valmap m;
-  ir_valmap_init(&m, f, f->arena);
-  emit_chain(&b, &L->c, L->iv, lb, &m);
-  ir_val init[MAX_PREFETCH];
-  for (uint32_t j = 0; j < n; j++) {
-    uint32_t c = ir_clone_op(&b, loads[j], &m); /* (it may move f->ops.v) */
-    init[j] = f->ops.v[c].res;
+  /* the loop carries, per load, the values of iterations i .. i + D - 1 (slot a * n + j:
+   * load j of iteration i + a); the prologue loads iterations 0 .. D - 1 */
+  ir_val init[MAX_AHEAD * MAX_PREFETCH];
+  for (int a = 0; a < D; a++) {
+    ir_val at = lb;
+    if (a) at = ir_binary(&b, IR_ADD, lb, a == 1 ? step : ir_binary(&b, IR_MUL, ir_const_int(&b, ivt, a), step));
+    struct ir_valmap m;
+    ir_valmap_init(&m, f, f->arena);
+    emit_chain(&b, &L->c, L->iv, at, &m);
+    for (uint32_t j = 0; j < n; j++) {
+      uint32_t c = ir_clone_op(&b, loads[j], &m); /* (it may move f->ops.v) */
+      init[a * n + j] = f->ops.v[c].res;
+    }
   }
   uint32_t nc = f->ops.v[L->loop].nargs - 3;
-  uint32_t nl = ir_for_add_carried(f, L->loop, init, n);
+  uint32_t nl = ir_for_add_carried(f, L->loop, init, (uint32_t)D * n);
   uint32_t nbody = f->ops.v[nl].region;
   ir_val niv = f->blocks.v[nbody].args;
-  /* the next iteration's loads, issued first: in flight while this iteration computes */
+  /* iteration i + D's loads, issued first: in flight while this iteration (and the D - 1
+   * after it) compute */
   uint32_t yid = VEC_LAST(f->blocks.v[nbody].ops);
   ir_builder_before(&b, f, f->blocks.v[nbody].ops.v[0]);
+  struct ir_valmap m;
   ir_valmap_init(&m, f, f->arena);
-  emit_chain(&b, &L->c, niv, ir_binary(&b, IR_ADD, niv, f->ops.v[nl].args[2]), &m);
+  ir_val nstep = f->ops.v[nl].args[2];
+  ir_val ahead = D == 1 ? nstep : ir_binary(&b, IR_MUL, ir_const_int(&b, ivt, D), nstep);
+  emit_chain(&b, &L->c, niv, ir_binary(&b, IR_ADD, niv, ahead), &m);
   ir_val next[MAX_PREFETCH];
   for (uint32_t j = 0; j < n; j++) {
     uint32_t c = ir_clone_op(&b, loads[j], &m);
@@ -583,11 +605,14 @@ static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
     ir_replace_uses(f, f->ops.v[loads[j]].res, niv + 1 + nc + j);
     ir_op_remove(f, loads[j]);
   }
+  /* yield: every slot moves one iteration closer, the new loads take the last */
   const struct ir_op *y = &f->ops.v[yid];
-  ir_val *yargs = ARENA_NEWN(f->arena, ir_val, y->nargs + n + 1);
+  ir_val *yargs = ARENA_NEWN(f->arena, ir_val, y->nargs + (uint32_t)D * n + 1);
   for (uint32_t k = 0; k < y->nargs; k++) yargs[k] = y->args[k];
-  for (uint32_t j = 0; j < n; j++) yargs[nc + j] = next[j];
-  ir_op_set_args(f, yid, yargs, nc + n);
+  for (int a = 0; a + 1 < D; a++)
+    for (uint32_t j = 0; j < n; j++) yargs[nc + a * n + j] = niv + 1 + nc + (a + 1) * n + j;
+  for (uint32_t j = 0; j < n; j++) yargs[nc + (D - 1) * n + j] = next[j];
+  ir_op_set_args(f, yid, yargs, nc + (uint32_t)D * n);
   return true;
 }
 

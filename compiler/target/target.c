@@ -115,7 +115,10 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
       const char *k = item, *v = eq + 1;
       unsigned f = 0;
       while (f < NSCHED_FLAGS && strcmp(k, sched_flags[f].name) != 0) f++;
-      if (f < NSCHED_FLAGS) ok = parse_flag(v, sched_flag(s, f));
+      if (f < NSCHED_FLAGS && strcmp(k, "prefetch") == 0) { /* a distance: 0 (off) .. 4 */
+        ok = v[0] >= '0' && v[0] <= '4' && !v[1];
+        if (ok) s->prefetch = (signed char)(v[0] - '0');
+      } else if (f < NSCHED_FLAGS) ok = parse_flag(v, sched_flag(s, f));
       else if (strcmp(k, "regs") == 0) ok = parse_regs(v, &s->producer_regs, &s->consumer_regs);
       else if (strcmp(k, "occupancy") == 0) {
         char *end;
@@ -138,6 +141,7 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
                  strcmp(k, "regs") == 0        ? " (expected P/C, multiples of 8 in 24..256)"
                  : strcmp(k, "occupancy") == 0 ? " (expected 1..32)"
                  : strcmp(k, "cluster") == 0   ? " (expected 1, 2, 4 or 8)"
+                 : strcmp(k, "prefetch") == 0  ? " (expected 0..4)"
                                                : " (expected 0 or 1)");
         return false;
       }

@@ -47,6 +47,13 @@ Test(target, schedule_parse_and_format) {
   cr_assert_eq(s.prefetch, 0);
   tl_schedule_format(&s, buf, sizeof buf);
   cr_assert_str_eq(buf, "prefetch=0");
+  /* prefetch is a distance in iterations, 0..4 */
+  cr_assert(tl_schedule_parse("prefetch=3", &s, err, sizeof err), "%s", err);
+  cr_assert_eq(s.prefetch, 3);
+  tl_schedule_format(&s, buf, sizeof buf);
+  cr_assert_str_eq(buf, "prefetch=3");
+  cr_assert(!tl_schedule_parse("prefetch=5", &s, err, sizeof err));
+  cr_assert(strstr(err, "0..4") != NULL, "%s", err);
   cr_assert_eq(tl_sched_get(s.handoff, 1), 1);
   cr_assert(tl_schedule_parse("handoff=0", &s, err, sizeof err), "%s", err);
   cr_assert_eq(s.handoff, 0);

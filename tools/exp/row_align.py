@@ -10,7 +10,9 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
          ragged rows against PyTorch; speed against the defaults
   exp    (not by default) softmax's looped form, one exponential per element against two
          (tools/exp/softmax_2exp/softmax.tile, the form before PERF.md 109) and against the
-         form without the -inf guard (tools/exp/softmax_fma/softmax.tile, PERF.md 110)"""
+         form without the -inf guard (tools/exp/softmax_fma/softmax.tile, PERF.md 110)
+  pfcheck, pf  (not by default) register prefetch D chunks ahead (prefetch=D, PERF.md 113):
+         ragged rows against PyTorch; speed against the defaults"""
 import os
 import sys
 
@@ -175,6 +177,27 @@ if "rev" in only:  # not run by default: the row-reverse pass (PERF.md 102) agai
         be.rows(kind, 4096, 50257, torch.bfloat16, schedule="rowrev=0")
         for bn, nw in ((2048, 8), (2048, 16), (8192, 16), (1024, 8)):
             be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
+if "pfcheck" in only:  # not run by default: chunks loaded D iterations ahead (PERF.md 113) against PyTorch
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for dt in (torch.float16, torch.bfloat16):
+            for d in ("1", "2", "4"):
+                for m, n in ((33, 50257), (7, 4097), (3, 100003), (4, 1031)):
+                    check(kind, m, n, dt, schedule="prefetch=" + d)
+                check(kind, 9, 50257, dt, yoff=1, schedule="prefetch=" + d)
+                check(kind, 9, 33333, dt, schedule="prefetch=" + d, BN=512, NW=2)
+        check(kind, 9, 50257, torch.float32, schedule="prefetch=2")
+        check(kind, 9, 50257, torch.float16, schedule="prefetch=2,rowrev=0")
+if "pf" in only:  # not run by default: the prefetch's speed (PERF.md 113)
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n in ((4096, 50257), (16384, 4097), (8192, 16385), (2048, 100003)):
+            be.rows(kind, m, n, torch.float16)
+            for sched in ("prefetch=1", "prefetch=2", "prefetch=2,occupancy=2", "prefetch=3,occupancy=2"):
+                be.rows(kind, m, n, torch.float16, schedule=sched)
+        for bn, nw in ((2048, 16), (2048, 8), (1024, 8)):
+            be.rows(kind, 4096, 50257, torch.float16, BN=bn, NW=nw)
+            be.rows(kind, 4096, 50257, torch.float16, schedule="prefetch=2", BN=bn, NW=nw)
+        be.rows(kind, 4096, 50257, torch.bfloat16)
+        be.rows(kind, 4096, 50257, torch.bfloat16, schedule="prefetch=2")
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
