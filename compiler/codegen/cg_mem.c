@@ -353,10 +353,42 @@ static void store_elem(struct cg *g, ir_dtype dt, LLVMValueRef addr, LLVMValueRe
   cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, 3, true);
 }
 
+/* The elements of w words of a vector of dt (`v` elements in all) into out[0..v-1]. */
+static void split_words(struct cg *g, ir_dtype dt, int v, const LLVMValueRef *words, LLVMValueRef *out) {
+  int bits = ir_dtype_bytes(dt) * 8;
+  int total = v * bits, wbits = word_bits(bits, total), w = total / wbits;
+  int per_word = wbits / bits;
+  LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
+  for (int i = 0; i < w; i++)
+    for (int e = 0; e < per_word; e++) {
+      LLVMValueRef eb_bits = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, words[i], LLVMConstInt(wt, (unsigned)(e * bits), 0), ""),
+                                            LLVMIntTypeInContext(g->ctx, (unsigned)bits), "");
+      out[i * per_word + e] = from_bits(g, eb_bits, dt);
+    }
+}
+
+/* Elements in[0..v-1] of dt packed into the words split_words takes apart (words[]). */
+static void pack_words(struct cg *g, ir_dtype dt, int v, const LLVMValueRef *in, LLVMValueRef *words) {
+  int bits = ir_dtype_bytes(dt) * 8;
+  int total = v * bits, wbits = word_bits(bits, total), w = total / wbits;
+  int per_word = wbits / bits;
+  LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits), et = LLVMIntTypeInContext(g->ctx, (unsigned)bits);
+  for (int i = 0; i < w; i++) {
+    LLVMValueRef word = LLVMConstInt(wt, 0, 0);
+    for (int e = 0; e < per_word; e++) {
+      LLVMValueRef b = to_bits(g, in[i * per_word + e], dt);
+      if (LLVMTypeOf(b) != et) b = LLVMBuildTrunc(g->b, b, et, ""); /* (bytes travel in i16) */
+      if (wt != et) b = LLVMBuildShl(g->b, LLVMBuildZExt(g->b, b, wt, ""), LLVMConstInt(wt, (unsigned)(e * bits), 0), "");
+      word = e ? LLVMBuildOr(g->b, word, b, "") : b;
+    }
+    words[i] = word;
+  }
+}
+
 /* v consecutive elements of dt at addr as one predicated access (fill where pred is
- * false) into out[0..v-1]: w words of `wbits`. */
-static void load_vec(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMValueRef pred, LLVMValueRef fill_bits,
-                     LLVMValueRef *out) {
+ * false): w words of `wbits` into words[0..w-1], as the instruction returns them. */
+static void load_vec_words(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMValueRef pred,
+                           LLVMValueRef fill_bits, LLVMValueRef *words) {
   int bits = ir_dtype_bytes(dt) * 8;
   int total = v * bits, wbits = word_bits(bits, total), w = total / wbits;
   int per_word = wbits / bits;
@@ -383,14 +415,15 @@ static void load_vec(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMVa
   }
   LLVMValueRef args[3] = {addr, LLVMBuildZExt(g->b, pred, g->i32, ""), fw};
   LLVMValueRef res = cg_asm(g, rt, text, cons, args, 3, true);
-  for (int i = 0; i < w; i++) {
-    LLVMValueRef word = w > 1 ? LLVMBuildExtractValue(g->b, res, (unsigned)i, "") : res;
-    for (int e = 0; e < per_word; e++) {
-      LLVMValueRef eb_bits = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, word, LLVMConstInt(wt, (unsigned)(e * bits), 0), ""),
-                                            LLVMIntTypeInContext(g->ctx, (unsigned)bits), "");
-      out[i * per_word + e] = from_bits(g, eb_bits, dt);
-    }
-  }
+  for (int i = 0; i < w; i++) words[i] = w > 1 ? LLVMBuildExtractValue(g->b, res, (unsigned)i, "") : res;
+}
+
+/* The same access's elements into out[0..v-1]. */
+static void load_vec(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMValueRef pred, LLVMValueRef fill_bits,
+                     LLVMValueRef *out) {
+  LLVMValueRef words[8];
+  load_vec_words(g, dt, v, addr, pred, fill_bits, words);
+  split_words(g, dt, v, words, out);
 }
 
 /* x's registers into outr[0..nregs). */
@@ -418,20 +451,42 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
     else x.straddle = false;
     LLVMValueRef *vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
     LLVMValueRef *sregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
-    load_regs(g, &x, fill_bits, vregs);
+    bool words = !x.probe && !x.straddle; /* (a second test inside: elements from it) */
+    int vec = x.vec, total = vec * ir_dtype_bytes(x.dt) * 8;
+    uint32_t per = (uint32_t)(total / word_bits(ir_dtype_bytes(x.dt) * 8, total)), nvec = x.nregs / (uint32_t)vec;
+    if (words) { /* the vectors' words as loaded (their elements are split off after the join) */
+      for (uint32_t i = 0; i < nvec; i++) {
+        LLVMValueRef off, inb;
+        element_address(g, &x, i * (uint32_t)vec, &off, &inb);
+        load_vec_words(g, x.dt, vec, address(g, &x, off), inb, fill_bits, vregs + i * per);
+      }
+    } else {
+      load_regs(g, &x, fill_bits, vregs);
+    }
     ends[0] = LLVMGetInsertBlock(g->b);
     LLVMBuildBr(g->b, join);
     LLVMPositionBuilderAtEnd(g->b, elem);
     x.vec = 1;
     load_regs(g, &x, fill_bits, sregs);
+    /* joined as words: were the elements joined, each vector's elements would be split off
+     * its words before the join, where the thread then waits for the load (and a load
+     * issued an iteration ahead, the prefetch, would wait at once: PERF.md 113) */
+    LLVMValueRef *swords = sregs;
+    if (words) {
+      swords = ARENA_NEWN(g->arena, LLVMValueRef, nvec * per);
+      for (uint32_t i = 0; i < nvec; i++) pack_words(g, x.dt, vec, sregs + i * (uint32_t)vec, swords + i * per);
+    }
     ends[1] = LLVMGetInsertBlock(g->b);
     LLVMBuildBr(g->b, join);
     LLVMPositionBuilderAtEnd(g->b, join);
-    for (uint32_t r = 0; r < x.nregs; r++) {
-      outr[r] = LLVMBuildPhi(g->b, LLVMTypeOf(vregs[r]), "");
-      LLVMValueRef vals[2] = {vregs[r], sregs[r]};
-      LLVMAddIncoming(outr[r], vals, ends, 2);
+    uint32_t nphi = words ? nvec * per : x.nregs;
+    LLVMValueRef *joined = words ? ARENA_NEWN(g->arena, LLVMValueRef, nphi) : outr;
+    for (uint32_t r = 0; r < nphi; r++) {
+      joined[r] = LLVMBuildPhi(g->b, LLVMTypeOf(vregs[r]), "");
+      LLVMValueRef vals[2] = {vregs[r], swords[r]};
+      LLVMAddIncoming(joined[r], vals, ends, 2);
     }
+    for (uint32_t i = 0; words && i < nvec; i++) split_words(g, x.dt, vec, joined + i * per, outr + i * (uint32_t)vec);
     return;
   }
   if (x.vec > 1) {
