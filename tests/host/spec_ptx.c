@@ -1,4 +1,6 @@
-/* prints the PTX of a lib kernel's specialization: spec_ptx FILE KERNEL T BN NW SCHED M N */
+/* spec_ptx.c - prints the PTX of one launch specialization of a kernel (its IR after a pass
+ * with DUMP_AFTER=pass, on stderr), for reading and for nvdisasm's instruction counts:
+ *   spec_ptx FILE KERNEL T BN NW SCHEDULE M N [ARGS]   (ARGS: see below; SCHEDULE "" = none) */
 #include "rt.h"
 #include <setjmp.h>
 #include <stdio.h>
@@ -21,10 +23,16 @@ int main(int argc, char **argv) {
   int64_t M = atoll(argv[7]), N = atoll(argv[8]);
   tile_dtype dt = !strcmp(argv[3], "f16") ? TILE_F16 : !strcmp(argv[3], "bf16") ? TILE_BF16 : TILE_F32;
   void *mem = (void *)(uintptr_t)0x10000000;
-  tile_arg a[4] = {tile_arg_tensor(mem, dt, 2, (int64_t[]){M, N}, NULL), tile_arg_tensor(mem, dt, 2, (int64_t[]){M, N}, NULL)};
-  unsigned na = 2;
-  if (argc > 9) { /* extra 1-d weight tensors of N */
-    for (int i = 9; i < argc; i++) a[na++] = tile_arg_tensor(mem, dt, 1, (int64_t[]){N}, NULL);
+  /* the arguments, one letter each (default "22"): 2 an M x N tensor of T, 1 an N-vector
+   * of T, m an M-vector of f32, s an f32 scalar */
+  const char *sig = argc > 9 ? argv[9] : "22";
+  tile_arg a[16];
+  unsigned na = 0;
+  for (const char *c = sig; *c && na < 16; c++) {
+    if (*c == '2') a[na++] = tile_arg_tensor(mem, dt, 2, (int64_t[]){M, N}, NULL);
+    else if (*c == '1') a[na++] = tile_arg_tensor(mem, dt, 1, (int64_t[]){N}, NULL);
+    else if (*c == 'm') a[na++] = tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){M}, NULL);
+    else if (*c == 's') a[na++] = tile_arg_float(1e-5);
   }
   struct rt_bound b; jmp_buf oom; if (setjmp(oom)) return 7; struct arena ar; arena_init(&ar, NULL, &oom);
   if (rt_bind_args(ctx, k, a, na, &ar, &b)) { fprintf(stderr, "%s\n", tile_errmsg(ctx)); return 5; }
