@@ -42,6 +42,9 @@ if [ "$PART" = 4 ]; then
   echo "== 5. register prefetch D chunks ahead (PERF.md 113): ragged rows, then speed"
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T4:-500} python3 -u tools/exp/row_align.py pfcheck pf 2>&1 |
     tee "${OUT:-/tmp}/pf.txt" | grep -E "FAIL|GB/s|rows ok" | cut -c1-150 | tail -70
+  [ -n "${SKIP_NCU:-}" ] && exit 0
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 150 bash tools/exp/rows_stalls.sh "softmax 50257 - 4096 16" \
+    "softmax 50257 prefetch=1 4096 16" "softmax 50257 rowcache=1,prefetch=1 4096 16" 2>&1 | tee "${OUT:-/tmp}/stalls.txt"
   exit 0
 fi
 if [ "$PART" = 3 ]; then

@@ -187,6 +187,8 @@ if "pfcheck" in only:  # not run by default: chunks loaded D iterations ahead (P
                 check(kind, 9, 33333, dt, schedule="prefetch=" + d, BN=512, NW=2)
         check(kind, 9, 50257, torch.float32, schedule="prefetch=2")
         check(kind, 9, 50257, torch.float16, schedule="prefetch=2,rowrev=0")
+        check(kind, 9, 50257, torch.float16, schedule="prefetch=2,rowcache=1", BN=2048, NW=16)
+        check(kind, 5, 50257, torch.bfloat16, yoff=5, schedule="prefetch=1,rowcache=1")
 if "pf" in only:  # not run by default: the prefetch's speed (PERF.md 113)
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((4096, 50257), (16384, 4097), (8192, 16385), (2048, 100003)):
@@ -198,6 +200,11 @@ if "pf" in only:  # not run by default: the prefetch's speed (PERF.md 113)
             be.rows(kind, 4096, 50257, torch.float16, schedule="prefetch=2", BN=bn, NW=nw)
         be.rows(kind, 4096, 50257, torch.bfloat16)
         be.rows(kind, 4096, 50257, torch.bfloat16, schedule="prefetch=2")
+        # the row cache (the second loop from shared memory) with its fill loop prefetched
+        for m, n in ((4096, 50257), (4096, 32769), (2048, 100003)):
+            for sched in ("rowcache=1", "rowcache=1,prefetch=1", "rowcache=1,prefetch=2"):
+                be.rows(kind, m, n, torch.float16, schedule=sched)
+                be.rows(kind, m, n, torch.float16, schedule=sched, BN=2048, NW=16)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
