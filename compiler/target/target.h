@@ -79,10 +79,11 @@ const char *tl_target_names(void);
  *   wait=0|1         wgmma wait depth in pipelined loops (1: the previous stage's group)
  *   gather=0|1       gathered Tensor Core operands copied asynchronously (cp.async per
  *                    row piece) and so pipelined like slices; 0: loaded into registers
- *   prefetch=0|1     1: loops without asynchronous copies load the next iteration's tiles
- *                    into registers ahead, and cp.async-pipelined loops load their copies'
- *                    addresses (a block table) one iteration before the copies (pipeline
- *                    pass); off by default (PERF.md 38)
+ *   prefetch=D       D = 1..4: loops without asynchronous copies load the tiles of
+ *                    iteration i + D into registers during iteration i (loads whose moving
+ *                    indices are bounds-checked slices), and cp.async-pipelined loops load
+ *                    their copies' addresses (a block table) one iteration before the
+ *                    copies (pipeline pass); 0 (the default) none (PERF.md 38, 113)
  *   overlap=0|1      1: chains of two products (attention): the second product of iteration
  *                    j-1 runs during iteration j's elementwise ops (wgmma-overlap pass);
  *                    off by default (PERF.md 40)

@@ -200,6 +200,10 @@ if "pf" in only:  # not run by default: the prefetch's speed (PERF.md 113)
             be.rows(kind, 4096, 50257, torch.float16, schedule="prefetch=2", BN=bn, NW=nw)
         be.rows(kind, 4096, 50257, torch.bfloat16)
         be.rows(kind, 4096, 50257, torch.bfloat16, schedule="prefetch=2")
+        # rows on 16 bytes: the norms' weights in vectors too (what loads them element by
+        # element at 50257 costs)
+        be.rows(kind, 4096, 50264, torch.float16)
+        be.rows(kind, 4096, 50264, torch.float16, schedule="prefetch=1")
         # the row cache (the second loop from shared memory) with its fill loop prefetched
         for m, n in ((4096, 50257), (4096, 32769), (2048, 100003)):
             for sched in ("rowcache=1", "rowcache=1,prefetch=1", "rowcache=1,prefetch=2"):
