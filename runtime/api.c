@@ -366,7 +366,7 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
   k->name = fr.f->name;
   /* row-cache's candidate, found once: its trip count joins each launch's key */
   uint32_t nloads;
-  if (k->target && tl_sched_get(k->sched.rowcache, 0)) k->cache_loop = ir_row_cache_find(k->ir, NULL, &nloads);
+  if (k->target && tl_sched_get(k->sched.rowcache, 1)) k->cache_loop = ir_row_cache_find(k->ir, NULL, &nloads);
   /* tiles of unequal work: whether the longest runs many steps decides the persistent walk
    * (the long_tiles fact; persistent=1 walks regardless; only targets with warp roles) */
   if (k->target && tl_has(k->target, TL_FEAT_SETMAXNREG) && tl_sched_get(k->sched.persistent, 2) == 2)

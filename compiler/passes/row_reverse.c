@@ -24,8 +24,9 @@
  *   - an earlier loop of the same block over the same %ub and S loads the same row of a
  *     tensor that L loads (same_row), and the last such loop walks forward (a third loop
  *     over the row, after a reversed second, stays forward);
- *   - the schedule allows it (rowrev=1, the default) and keeps the row cache off (the row
- *     cache reads the later loops from shared memory, matched by their variables);
+ *   - the schedule allows it (rowrev=1, the default) and the row cache does not keep the
+ *     row at this launch (row_cache_applies: it reads the later loops from shared memory,
+ *     matched by their ranges);
  *   - its start is a constant or row-align's shifted start. It becomes
  *     %t = (%ub - %lb + S - 1) / S           the trip count
  *     %last = %lb + (%t - 1) * S             the last chunk's start
@@ -137,7 +138,7 @@ static void reverse_loop(struct ir_func *f, uint32_t loop, int64_t S) {
 
 void pass_row_reverse(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
-  if (!tl_sched_get(f->sched.rowrev, 1) || tl_sched_get(f->sched.rowcache, 0)) return;
+  if (!tl_sched_get(f->sched.rowrev, 1) || row_cache_applies(f)) return;
   uint32_t loops[MAX_LOOPS], n = 0;
   struct walk w[MAX_LOOPS];
   ir_block_collect(f, IR_BODY_BLOCK, IR_FOR, loops, &n, MAX_LOOPS);

@@ -103,9 +103,10 @@ const char *tl_target_names(void);
  *                    has issued its last product of the current tile, so the others start
  *                    the next tile during its epilogue (pingpong pass); off by default
  *                    (PERF.md 61: 0-2% slower)
- *   rowcache=0|1     1: a row that later loops read again kept in shared memory for the
- *                    launch's trip count (row-cache pass); off by default (PERF.md 63:
- *                    slower at the row kernels' default warps)
+ *   rowcache=0|1     a row that later loops read again kept in shared memory for the
+ *                    launch's trip count when it fits half of it (row-cache pass); on by
+ *                    default (PERF.md 113; PERF.md 63 measured it slower before loads
+ *                    straddling a row's edge joined their paths as words)
  *   pdl=0|1          programmatic dependent launch (grid-dep pass, sm_90+): a program waits
  *                    at its start for the kernel before it in the stream, and lets the next
  *                    one launch early; on by default

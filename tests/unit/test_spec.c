@@ -74,8 +74,9 @@ static tile_kernel *compile_sm90a(tile_context **ctx, const char *file, const ch
 Test(spec, kernels_without_products_take_the_warp_index_directly) {
   tile_context *ctx = NULL;
   tile_define d[3] = {{"T", "f16"}, {"BN", "1024"}, {"NW", "4"}};
-  /* (rowalign=0: the element form, whose per-element offsets this is about) */
-  tile_kernel *k = compile_sched(&ctx, "softmax.tile", "softmax", d, 3, "rowalign=0");
+  /* (rowalign=0: the element form, whose per-element offsets this is about; rowcache=0:
+   * the loops as written, without the row cache's fill loop) */
+  tile_kernel *k = compile_sched(&ctx, "softmax.tile", "softmax", d, 3, "rowalign=0,rowcache=0");
   struct rt_artifact two = build_softmax(ctx, k, 50257);
   cr_expect(count(two.ptx, "shfl.sync.idx") == 0, "softmax reads its warp index back through a shuffle");
   cr_expect(count(two.ptx, "cvt.u64.u32") <= 5, "%u 64-bit element offsets (one base address expected)",
@@ -85,7 +86,7 @@ Test(spec, kernels_without_products_take_the_warp_index_directly) {
   tile_context_destroy(ctx);
   /* the output loop walked from its end (row-reverse, PERF.md 102) takes one more: its
    * start; without it, 4 */
-  k = compile_sched(&ctx, "softmax.tile", "softmax", d, 3, "rowalign=0,rowrev=0");
+  k = compile_sched(&ctx, "softmax.tile", "softmax", d, 3, "rowalign=0,rowrev=0,rowcache=0");
   two = build_softmax(ctx, k, 50257);
   cr_expect(count(two.ptx, "cvt.u64.u32") <= 4, "%u 64-bit element offsets with rowrev=0", count(two.ptx, "cvt.u64.u32"));
   rt_artifact_free(&two);
@@ -441,7 +442,7 @@ Test(spec, key_blocks_within_a_page_read_one_table_entry) {
   tile_context_destroy(ctx);
 }
 
-/* With rowcache=1, a row read again by later loops is kept in shared memory (row-cache) for
+/* A row read again by later loops is kept in shared memory (row-cache, on by default) for
  * the launch's trip count, a specialization fact: softmax at BN = 1024 stores each chunk of a 50257-element f16
  * row (50 chunks, 100 KB) and reads it back in the second pass; a
  * row whose chunks exceed the budget (half the shared memory) is read twice from global memory
@@ -475,9 +476,16 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
   rt_artifact_free(&b);
   tile_kernel_release(k);
   tile_context_destroy(ctx);
-  /* off by default (PERF.md 63): no candidate, no trip count in the key */
+  /* on by default (PERF.md 113); rowcache=0: no candidate, no trip count in the key */
   k = compile_sm90a(&ctx, "softmax.tile", "softmax", d, 2);
-  cr_expect(k->cache_loop == 0, "row-cache is on by default");
+  cr_expect(k->cache_loop != 0, "row-cache is off by default");
+  vocab = build_softmax(ctx, k, 50257);
+  cr_expect(count(vocab.ptx, "st.shared") > sh, "the default keeps no row in shared memory");
+  rt_artifact_free(&vocab);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+  k = compile_sched(&ctx, "softmax.tile", "softmax", d, 2, "rowcache=0");
+  cr_expect(k->cache_loop == 0, "rowcache=0 still finds a candidate");
   tile_kernel_release(k);
   tile_context_destroy(ctx);
 }
