@@ -15,6 +15,7 @@
 #   bash tools/bench_pending.sh [CARRY_DIR]      (default .carry; from the repository root)
 #   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call);
 #   PART=3: tools/exp/nodq_ab.py, what the fused backward's dQ reduce-adds cost (PERF.md 111);
+#   PART=5: bench_examples.py rows (issue 17's rows at the defaults), T5=SECONDS;
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -38,6 +39,12 @@ OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|l
   timeout 300 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -25
 fi
 [ "$PART" = 1 ] && exit 0
+if [ "$PART" = 5 ]; then
+  echo "== 6. issue 17's rows at the defaults (the row cache on, PERF.md 113)"
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T5:-200} python3 -u tools/bench_examples.py rows 2>&1 |
+    tee "${OUT:-/tmp}/rows.txt" | grep -E "FAIL|GB/s" | cut -c1-150
+  exit 0
+fi
 if [ "$PART" = 4 ]; then
   echo "== 5. register prefetch D chunks ahead (PERF.md 113): ragged rows, then speed"
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T4:-500} python3 -u tools/exp/row_align.py pfcheck pf 2>&1 |
