@@ -270,6 +270,7 @@ void pass_row_cache(struct pass_ctx *pc) {
   if (f->blocks.v[blk].parent) ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
   ir_val ustep = ir_binary(&b, IR_MUL, step, ir_const_int(&b, f->values.v[step].type, U));
   uint32_t fill = ir_build_for(&b, lb, ub, ustep, NULL, 0);
+  f->ops.v[fill].i[0] = 1; /* stages=1: its U loads are already in flight together (no prefetch) */
   uint32_t fb = f->ops.v[fill].region;
   struct ir_builder lb_;
   ir_builder_at_end(&lb_, f, fb);
