@@ -11,6 +11,7 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
   exp    (not by default) softmax's looped form, one exponential per element against two
          (tools/exp/softmax_2exp/softmax.tile, the form before PERF.md 109) and against the
          form without the -inf guard (tools/exp/softmax_fma/softmax.tile, PERF.md 110)
+  pfcache (not by default) prefetch=1 beside the row cache (on by default since PERF.md 113)
   pfcheck, pf  (not by default) register prefetch D chunks ahead (prefetch=D, PERF.md 113):
          ragged rows against PyTorch; speed against the defaults"""
 import os
@@ -209,6 +210,12 @@ if "pf" in only:  # not run by default: the prefetch's speed (PERF.md 113)
             for sched in ("rowcache=1", "rowcache=1,prefetch=1", "rowcache=1,prefetch=2"):
                 be.rows(kind, m, n, torch.float16, schedule=sched)
                 be.rows(kind, m, n, torch.float16, schedule=sched, BN=2048, NW=16)
+if "pfcache" in only:  # not run by default: the prefetch beside the row cache (its fill loop left alone)
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n, dt in ((4096, 50257, torch.float16), (4096, 50264, torch.float16), (8192, 16385, torch.float16),
+                         (4096, 32769, torch.bfloat16), (16384, 4097, torch.float16), (32768, 2049, torch.float16)):
+            be.rows(kind, m, n, dt)
+            be.rows(kind, m, n, dt, schedule="prefetch=1")
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
