@@ -241,6 +241,7 @@ void pass_row_cache(struct pass_ctx *pc) {
   if (U > T) U = T;
   while (U > 1 && U * held > MAX_HELD) U--;
   if (U < 1) U = 1;
+  if (f->sched.rowfill > 0) U = f->sched.rowfill < T ? f->sched.rowfill : T; /* the schedule's */
   uint32_t blk = f->ops.v[first].block;
   struct ir_builder b;
   ir_builder_before(&b, f, first);

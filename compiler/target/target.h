@@ -144,6 +144,9 @@ const char *tl_target_names(void);
  *                    program as C CTAs of a thread-block cluster (cluster-rows pass, sm_90+);
  *                    1 never, 2/4/8 that size where the kernel allows it; by default the pass
  *                    picks C when a tile would hold more than 64 elements per thread
+ *   rowfill=U        row-cache's fill loop loads U chunks before it stores them (1..16); by
+ *                    default as many as make about 32 KB per program, at most 128
+ *                    registers of each thread holding them
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
@@ -152,6 +155,7 @@ struct tl_schedule {
       pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   signed char cluster;   /* CTAs per program for rows split across a cluster (1, 2, 4, 8; -1: the pass decides) */
+  signed char rowfill;   /* chunks row-cache's fill loop loads before it stores them (1..16; -1: the pass decides) */
   short producer_regs, consumer_regs;
 };
 

@@ -47,6 +47,12 @@ Test(target, schedule_parse_and_format) {
   cr_assert_eq(s.prefetch, 0);
   tl_schedule_format(&s, buf, sizeof buf);
   cr_assert_str_eq(buf, "prefetch=0");
+  /* rowfill: the chunks row-cache's fill loop keeps in flight, 1..16 */
+  cr_assert(tl_schedule_parse("rowfill=8", &s, err, sizeof err), "%s", err);
+  cr_assert_eq(s.rowfill, 8);
+  tl_schedule_format(&s, buf, sizeof buf);
+  cr_assert_str_eq(buf, "rowfill=8");
+  cr_assert(!tl_schedule_parse("rowfill=17", &s, err, sizeof err));
   /* prefetch is a distance in iterations, 0..4 */
   cr_assert(tl_schedule_parse("prefetch=3", &s, err, sizeof err), "%s", err);
   cr_assert_eq(s.prefetch, 3);

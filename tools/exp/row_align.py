@@ -216,6 +216,9 @@ if "pfcache" in only:  # not run by default: the prefetch beside the row cache (
                          (4096, 32769, torch.bfloat16), (16384, 4097, torch.float16), (32768, 2049, torch.float16)):
             be.rows(kind, m, n, dt)
             be.rows(kind, m, n, dt, schedule="prefetch=1")
+        for sched in ("rowfill=2", "rowfill=8", "rowfill=8,prefetch=1"):  # the fill's chunks in flight
+            be.rows(kind, 4096, 50257, torch.float16, schedule=sched)
+            be.rows(kind, 8192, 16385, torch.float16, schedule=sched)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
