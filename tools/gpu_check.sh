@@ -378,6 +378,9 @@ for k in softmax layernorm rmsnorm; do
   tk "$k.tile" "$k" T=f16,BN=256 M=9,N=2049 "$sc"         # rows off 16 bytes: loops from the boundary (row-align)
   tk "$k.tile" "$k" T=bf16,BN=512,NW=2 M=5,N=3001 "$sc"
   TK_TAG=" prefetch=1" tk "$k.tile" "$k" T=f32,BN=64 M=33,N=1000 "$sc" --schedule=prefetch=1
+  # a vocabulary row in chunks, kept in shared memory (row-cache, on by default: PERF.md 113)
+  tk "$k.tile" "$k" T=f16,BN=4096,NW=16 M=3,N=50257 "$sc"
+  TK_TAG=" rowcache=0" tk "$k.tile" "$k" T=bf16,BN=4096,NW=16 M=2,N=50257 "$sc" --schedule=rowcache=0
   # a row in one 65536-wide tile on 16 warps: split across a cluster of 8 CTAs on sm_90
   # (cluster-rows, PERF.md 103), a vocabulary row shifted to its 16-byte boundary and a row
   # past the tile (the looped form, split too)
@@ -409,6 +412,10 @@ for k in xent addnorm minmax logsoftmax; do
   tk tests/kernels/user_rows.tile "$k" T=bf16,BN=4096,NW=8 M=5,N=4095 eps=1e-5
   tk tests/kernels/user_rows.tile "$k" T=f16,BN=65536,NW=16 M=3,N=50257 eps=1e-5
   tk tests/kernels/user_rows.tile "$k" T=f32,BN=65536,NW=16 M=2,N=65536 eps=1e-5
+  # the looped form over rows off 16 bytes, the row kept in shared memory (row-cache, on by
+  # default: PERF.md 113), and without it
+  tk tests/kernels/user_rows.tile "$k" T=f16,BN=1024,NW=4 M=5,N=20011 eps=1e-5
+  TK_TAG=" rowcache=0" tk tests/kernels/user_rows.tile "$k" T=bf16,BN=1024,NW=4 M=3,N=20011 eps=1e-5 --schedule=rowcache=0
 done
 
 # The language features (scans, gathers, masked stores, atomics, fp8, and the kernels built on
