@@ -15,7 +15,8 @@
 #   bash tools/bench_pending.sh [CARRY_DIR]      (default .carry; from the repository root)
 #   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call);
 #   PART=3: tools/exp/nodq_ab.py, what the fused backward's dQ reduce-adds cost (PERF.md 111);
-#   PART=5: bench_examples.py rows (issue 17's rows at the defaults), T5=SECONDS;
+#   PART=6: the rows after PERF.md 113 (gpu_check's row checks, row_align.py check, the
+#   rows, pfcache), about 5 minutes; PART=5: bench_examples.py rows (issue 17's rows at the defaults), T5=SECONDS;
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -39,6 +40,25 @@ OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|l
   timeout 300 bash tools/gpu_check.sh "$CARRY" 2>&1 | tail -25
 fi
 [ "$PART" = 1 ] && exit 0
+if [ "$PART" = 6 ]; then
+  echo "== 7. the rows after PERF.md 113 (the row cache on by default): gpu_check's row checks,"
+  echo "   ragged rows against PyTorch, issue 17's rows, the prefetch beside the cache"
+  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=150 \
+    timeout 200 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
+  grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck.txt" | tail -8
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 90 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
+  grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
+  for sec in "bench_examples.py rows" "exp/row_align.py pfcache"; do
+    PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 150 python3 -u tools/$sec 2>&1 | tee -a "${OUT:-/tmp}/rows.txt" |
+      python3 -c '
+import sys, re
+for l in sys.stdin:
+    m = re.search(r"ours (\d+) GB/s = (\d+)% of copy", l); t = re.search(r"torch (\d+) GB/s = (\d+)%", l)
+    if m: print("%-52s %5s %3s%% torch %3s%%" % (l[:52].strip(), m.group(1), m.group(2), t.group(2)))
+    elif "FAIL" in l: print(l.strip()[:150])'
+  done
+  exit 0
+fi
 if [ "$PART" = 5 ]; then
   echo "== 6. issue 17's rows at the defaults (the row cache on, PERF.md 113)"
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T5:-200} python3 -u tools/bench_examples.py rows 2>&1 |
