@@ -43,8 +43,8 @@ fi
 if [ "$PART" = 6 ]; then
   echo "== 7. the rows after PERF.md 113 (the row cache on by default): gpu_check's row checks,"
   echo "   ragged rows against PyTorch, issue 17's rows, the prefetch beside the cache"
-  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=150 \
-    timeout 200 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
+  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=100 \
+    timeout 140 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
   grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck.txt" | tail -8
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 90 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
   grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
