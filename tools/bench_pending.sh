@@ -41,22 +41,24 @@ OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|l
 fi
 [ "$PART" = 1 ] && exit 0
 if [ "$PART" = 6 ]; then
-  echo "== 7. the rows after PERF.md 113 (the row cache on by default): gpu_check's row checks,"
-  echo "   ragged rows against PyTorch, issue 17's rows, the prefetch beside the cache"
-  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=100 \
-    timeout 140 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
-  grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck.txt" | tail -8
-  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 90 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
-  grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
-  for sec in "bench_examples.py rows" "exp/row_align.py pfcache"; do
-    PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 150 python3 -u tools/$sec 2>&1 | tee -a "${OUT:-/tmp}/rows.txt" |
+  echo "== 7. the rows after PERF.md 113 (the row cache on by default): issue 17's rows, ragged"
+  echo "   rows against PyTorch, gpu_check's row checks, the prefetch beside the cache"
+  rows_of() {
+    PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 150 python3 -u tools/$1 $2 2>&1 | tee -a "${OUT:-/tmp}/rows.txt" |
       python3 -c '
 import sys, re
 for l in sys.stdin:
     m = re.search(r"ours (\d+) GB/s = (\d+)% of copy", l); t = re.search(r"torch (\d+) GB/s = (\d+)%", l)
     if m: print("%-52s %5s %3s%% torch %3s%%" % (l[:52].strip(), m.group(1), m.group(2), t.group(2)))
     elif "FAIL" in l: print(l.strip()[:150])'
-  done
+  }
+  rows_of bench_examples.py rows
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 90 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
+  grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
+  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=100 \
+    timeout 140 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
+  grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck.txt" | tail -8
+  rows_of exp/row_align.py pfcache
   exit 0
 fi
 if [ "$PART" = 5 ]; then
