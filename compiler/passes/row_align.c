@@ -315,10 +315,8 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
    * go element by element once the loop starts off their boundary: the loop is aligned
    * only when it gains more vector accesses than it loses (rmsnorm's output pass, X and Y
    * against W: 4096 x 50257 44 -> 53% of the copy; layernorm's, X and Y against W and B:
-   * 51 -> 48% at 16384 x 4097, PERF.md 100). A tie is aligned when the row cache keeps
-   * the row at this launch: the loops then share their start, which the cache needs, and
-   * the group's loads read shared memory (layernorm's output pass, PERF.md 113) */
-  if (*ngroup == 0 || *ngroup < others || (*ngroup == others && !row_cache_applies(f))) return false;
+   * 51 -> 48% at 16384 x 4097, PERF.md 100) */
+  if (*ngroup == 0 || *ngroup <= others) return false;
   if (lp->nres == 0) return true;
   if (stores) return false;
   for (uint32_t k = 0; k < lp->nres; k++)

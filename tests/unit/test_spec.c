@@ -292,30 +292,6 @@ Test(spec, memory_bound_rows_ask_for_four_programs) {
   tile_context_destroy(ctx);
 }
 
-/* layernorm over vocabulary rows (50257 f16, off 16 bytes; BN = 4096, 16 warps): its output
- * pass loads W and B at the loop's variable as well as X, a tie that row-align breaks toward
- * the 16-byte boundary only because the row cache keeps the row (PERF.md 113): both loops
- * then start there, the cache takes them (13 chunks in shared memory), and both read X back
- * as 16-byte vectors. With rowcache=0 the output pass keeps its start: no shared row. */
-Test(spec, layernorm_rows_share_the_row_cache) {
-  tile_context *ctx = NULL;
-  tile_define d[3] = {{"T", "f16"}, {"BN", "4096"}, {"NW", "16"}};
-  tile_kernel *k = compile_sm90a(&ctx, "layernorm.tile", "layernorm", d, 3);
-  struct rt_artifact row = build_layernorm(ctx, k, 50257);
-  unsigned cached = count(row.ptx, "ld.shared.v4");
-  cr_expect(cached >= 2, "%u 16-byte shared loads (the cached row read back by both loops)", cached);
-  rt_artifact_free(&row);
-  tile_kernel_release(k);
-  tile_context_destroy(ctx);
-  k = compile_sched(&ctx, "layernorm.tile", "layernorm", d, 3, "rowcache=0");
-  row = build_layernorm(ctx, k, 50257);
-  cr_expect(count(row.ptx, "ld.shared.v4") < cached, "rowcache=0: %u 16-byte shared loads",
-            count(row.ptx, "ld.shared.v4"));
-  rt_artifact_free(&row);
-  tile_kernel_release(k);
-  tile_context_destroy(ctx);
-}
-
 /* attention_bwd_fused at head dim 128 (bf16), B=1, H=HKV=2, N=NK=n; LSE with the given strides
  * (NULL: contiguous). */
 static struct rt_artifact build_bwd_fused_d(tile_context *ctx, tile_kernel *k, int64_t n, int64_t D,
