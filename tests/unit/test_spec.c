@@ -94,6 +94,36 @@ Test(spec, kernels_without_products_take_the_warp_index_directly) {
   tile_context_destroy(ctx);
 }
 
+/* A load whose 16-byte vectors may straddle the row's edge branches into a vector path and
+ * an element path, joined as the loaded words (PERF.md 113): the vector path ends at its
+ * ld.global.v4 (the branch to the join follows at once), and the halves are split off after
+ * the join where they are used. Split before the join (8 movs per vector), every thread
+ * waited for its load at the branch. Softmax's looped form on vocabulary rows (50257 f16,
+ * BN = 4096 on 16 warps, without the row cache: both loops load from the tensor). */
+Test(spec, straddling_loads_join_as_words) {
+  tile_context *ctx = NULL;
+  tile_define d[3] = {{"T", "f16"}, {"BN", "4096"}, {"NW", "16"}};
+  tile_kernel *k = compile_sched(&ctx, "softmax.tile", "softmax", d, 3, "rowcache=0");
+  struct rt_artifact a = build_softmax(ctx, k, 50257);
+  unsigned vec = 0, joined = 0;
+  for (const char *p = strstr(a.ptx, "ld.global.v4.b32"); p; p = strstr(p + 1, "ld.global.v4.b32")) {
+    vec++;
+    /* the next instruction after the inline asm's closing brace and comment */
+    const char *q = strchr(p, '}');
+    q = q ? strchr(q + 1, '}') : NULL; /* (the asm block's own brace) */
+    while (q && (*q == '}' || *q == '\n' || *q == '\t' || *q == ' ')) q++;
+    while (q && strncmp(q, "//", 2) == 0) {
+      q = strchr(q, '\n');
+      while (q && (*q == '\n' || *q == '\t' || *q == ' ')) q++;
+    }
+    if (q && (strncmp(q, "bra", 3) == 0 || strncmp(q, "$L", 2) == 0)) joined++;
+  }
+  cr_expect(vec >= 2 && joined == vec, "%u of %u vector loads go straight to the join", joined, vec);
+  rt_artifact_free(&a);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
 /* Vector stores of f16 rounded from f32 round each pair into one register
  * (cvt.rn.f16x2.f32): softmax's looped form (N = 5120: the launch folds the one-tile
  * branch away) stores 8 elements per thread per chunk in one 16-byte store, 4 pairs; before,
