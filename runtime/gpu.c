@@ -336,7 +336,7 @@ static uint32_t spec_facts(struct ir_func *f, const struct rt_bound *b, const ti
   }
   if (cache_loop && n + 2 <= cap) { /* last: key[0]'s high bit marks decided conditions */
     int64_t trips = uniform_trips(f, b, cache_loop);
-    if (trips > 65535 || !row_cache_fits(f, k->target, trips)) trips = 0; /* (no cache: 0) */
+    if (trips > 65535 || !row_cache_fits(k->target, trips * k->cache_chunk)) trips = 0; /* (no cache: 0) */
     key[n++] = (uint8_t)(trips & 0xff), key[n++] = (uint8_t)(trips >> 8);
     if (apply) f->cache_trips = (uint16_t)trips;
   }

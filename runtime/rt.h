@@ -151,6 +151,7 @@ struct tile_kernel {
   const char *filename;
   struct ir_func *ir;     /* generic IR after the machine-independent pipeline */
   uint32_t cache_loop;    /* ir's loop whose trip count is a fact (row-cache; 0: none) */
+  int64_t cache_chunk;    /* bytes of one chunk of the loads row-cache would keep from it */
   bool long_tiles_matter; /* pass_long_tiles_matter: the long_tiles fact joins each launch's
                            * key (rt_tile_trips) */
   tile_param_info *params; /* user-visible parameters (tensors and scalars) */

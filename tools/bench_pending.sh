@@ -16,7 +16,7 @@
 #   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call);
 #   PART=3: tools/exp/nodq_ab.py, what the fused backward's dQ reduce-adds cost (PERF.md 111);
 #   PART=6: the rows after PERF.md 113 (gpu_check's row checks, row_align.py check, the
-#   rows, pfcache), about 5 minutes; PART=5: bench_examples.py rows (issue 17's rows at the defaults), T5=SECONDS;
+#   rows, pfcache), about 5 minutes;
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -59,12 +59,6 @@ for l in sys.stdin:
     timeout 140 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
   grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck.txt" | tail -8
   rows_of exp/row_align.py pfcache
-  exit 0
-fi
-if [ "$PART" = 5 ]; then
-  echo "== 6. issue 17's rows at the defaults (the row cache on, PERF.md 113)"
-  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T5:-200} python3 -u tools/bench_examples.py rows 2>&1 |
-    tee "${OUT:-/tmp}/rows.txt" | grep -E "FAIL|GB/s" | cut -c1-150
   exit 0
 fi
 if [ "$PART" = 4 ]; then

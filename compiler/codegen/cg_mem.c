@@ -353,11 +353,17 @@ static void store_elem(struct cg *g, ir_dtype dt, LLVMValueRef addr, LLVMValueRe
   cg_asm(g, LLVMVoidTypeInContext(g->ctx), text, cons, args, 3, true);
 }
 
+/* The words of `wbits` that hold a vector of v elements of dt (their count). */
+static int vec_words(ir_dtype dt, int v, int *wbits) {
+  int bits = ir_dtype_bytes(dt) * 8;
+  *wbits = word_bits(bits, v * bits);
+  return v * bits / *wbits;
+}
+
 /* The elements of w words of a vector of dt (`v` elements in all) into out[0..v-1]. */
 static void split_words(struct cg *g, ir_dtype dt, int v, const LLVMValueRef *words, LLVMValueRef *out) {
   int bits = ir_dtype_bytes(dt) * 8;
-  int total = v * bits, wbits = word_bits(bits, total), w = total / wbits;
-  int per_word = wbits / bits;
+  int wbits, w = vec_words(dt, v, &wbits), per_word = wbits / bits;
   LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
   for (int i = 0; i < w; i++)
     for (int e = 0; e < per_word; e++) {
@@ -370,8 +376,7 @@ static void split_words(struct cg *g, ir_dtype dt, int v, const LLVMValueRef *wo
 /* Elements in[0..v-1] of dt packed into the words split_words takes apart (words[]). */
 static void pack_words(struct cg *g, ir_dtype dt, int v, const LLVMValueRef *in, LLVMValueRef *words) {
   int bits = ir_dtype_bytes(dt) * 8;
-  int total = v * bits, wbits = word_bits(bits, total), w = total / wbits;
-  int per_word = wbits / bits;
+  int wbits, w = vec_words(dt, v, &wbits), per_word = wbits / bits;
   LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits), et = LLVMIntTypeInContext(g->ctx, (unsigned)bits);
   for (int i = 0; i < w; i++) {
     LLVMValueRef word = LLVMConstInt(wt, 0, 0);
@@ -390,8 +395,7 @@ static void pack_words(struct cg *g, ir_dtype dt, int v, const LLVMValueRef *in,
 static void load_vec_words(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMValueRef pred,
                            LLVMValueRef fill_bits, LLVMValueRef *words) {
   int bits = ir_dtype_bytes(dt) * 8;
-  int total = v * bits, wbits = word_bits(bits, total), w = total / wbits;
-  int per_word = wbits / bits;
+  int wbits, w = vec_words(dt, v, &wbits), per_word = wbits / bits;
   LLVMTypeRef wt = LLVMIntTypeInContext(g->ctx, (unsigned)wbits);
   LLVMValueRef fw = LLVMConstInt(wt, 0, 0);
   for (int e = 0; e < per_word; e++)
@@ -451,9 +455,11 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
     else x.straddle = false;
     LLVMValueRef *vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
     LLVMValueRef *sregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
-    bool words = !x.probe && !x.straddle; /* (a second test inside: elements from it) */
-    int vec = x.vec, total = vec * ir_dtype_bytes(x.dt) * 8;
-    uint32_t per = (uint32_t)(total / word_bits(ir_dtype_bytes(x.dt) * 8, total)), nvec = x.nregs / (uint32_t)vec;
+    /* (a test left for the vector path, probe then straddle: it joins its own paths, so
+     * this join takes elements) */
+    bool words = !x.probe && !x.straddle;
+    int vec = x.vec, wbits;
+    uint32_t per = (uint32_t)vec_words(x.dt, vec, &wbits), nvec = x.nregs / (uint32_t)vec;
     if (words) { /* the vectors' words as loaded (their elements are split off after the join) */
       for (uint32_t i = 0; i < nvec; i++) {
         LLVMValueRef off, inb;

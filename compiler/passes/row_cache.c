@@ -197,8 +197,7 @@ static ir_val clone_load(struct pass_ctx *pc, struct ir_builder *b, uint32_t loo
 
 enum { FILL_BYTES = 32768, MAX_UNROLL = 16, MAX_HELD = 128 };
 
-/* Bytes of one chunk of the loads[0..n) row-cache would keep. */
-static int64_t chunk_bytes(const struct ir_func *f, const uint32_t *loads, uint32_t n) {
+int64_t row_cache_chunk_bytes(const struct ir_func *f, const uint32_t *loads, uint32_t n) {
   int64_t chunk = 0;
   for (uint32_t j = 0; j < n; j++) {
     const struct ir_type *t = ir_vtype(f, f->ops.v[loads[j]].res);
@@ -207,15 +206,10 @@ static int64_t chunk_bytes(const struct ir_func *f, const uint32_t *loads, uint3
   return chunk;
 }
 
-/* The budget: half the target's shared memory, so that two programs still fit on a
- * multiprocessor (with the scratch of reductions beside them). */
-static bool within_budget(const struct tl_target *t, int64_t bytes) {
+bool row_cache_fits(const struct tl_target *t, int64_t bytes) {
+  /* half the target's shared memory, so that two programs still fit on a multiprocessor
+   * (with the scratch of reductions beside them) */
   return t && bytes <= (int64_t)t->smem_optin / 2 - 8192;
-}
-
-bool row_cache_fits(const struct ir_func *f, const struct tl_target *t, int64_t trips) {
-  uint32_t loads[MAX_CACHED], n;
-  return ir_row_cache_find(f, loads, &n) && within_budget(t, trips * chunk_bytes(f, loads, n));
 }
 
 bool row_cache_applies(const struct ir_func *f) {
@@ -230,8 +224,8 @@ void pass_row_cache(struct pass_ctx *pc) {
   if (!row_cache_applies(f)) return;
   uint32_t loads[MAX_CACHED], n;
   uint32_t first = ir_row_cache_find(f, loads, &n);
-  int64_t chunk = first ? chunk_bytes(f, loads, n) : 0;
-  if (!first || !within_budget(f->target, T * chunk)) return;
+  int64_t chunk = first ? row_cache_chunk_bytes(f, loads, n) : 0;
+  if (!first || !row_cache_fits(f->target, T * chunk)) return;
   for (uint32_t j = 0; j < n; j++) held += ir_type_numel(ir_vtype(f, f->ops.v[loads[j]].res)) / (32 * f->warps) + 1;
   /* the fill: U chunks loaded per iteration before any is stored, so that about FILL_BYTES
    * of the row are in flight per program (two programs per multiprocessor: enough to keep
