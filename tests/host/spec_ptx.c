@@ -6,14 +6,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
 static void dump_ir(void *ud, const char *pass, const char *ir) {
   (void)ud;
   fprintf(stderr, "// after %s\n%s", pass, ir);
 }
 
 int main(int argc, char **argv) {
-  if (argc < 9) return 2;
-  tile_context *ctx; tile_context_options o = {.cache_dir = ""};
+  if (argc < 9) {
+    fprintf(stderr, "usage: spec_ptx FILE KERNEL T BN NW SCHEDULE M N [ARGS]\n");
+    return 2;
+  }
+  tile_context *ctx;
+  tile_context_options o = {.cache_dir = ""};
   if (tile_context_create(&o, &ctx)) return 3;
   tile_define d[3] = {{"T", argv[3]}, {"BN", argv[4]}, {"NW", argv[5]}};
   tile_compile_options co = {.kernel = argv[2], .defines = d, .ndefines = 3, .device = TILE_DEVICE_CUDA,
@@ -34,9 +39,14 @@ int main(int argc, char **argv) {
     else if (*c == 'm') a[na++] = tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){M}, NULL);
     else if (*c == 's') a[na++] = tile_arg_float(1e-5);
   }
-  struct rt_bound b; jmp_buf oom; if (setjmp(oom)) return 7; struct arena ar; arena_init(&ar, NULL, &oom);
+  struct rt_bound b;
+  struct arena ar;
+  jmp_buf oom;
+  if (setjmp(oom)) return 7;
+  arena_init(&ar, NULL, &oom);
   if (rt_bind_args(ctx, k, a, na, &ar, &b)) { fprintf(stderr, "%s\n", tile_errmsg(ctx)); return 5; }
-  struct rt_gpu_target t = {.smem_optin = 232448}; strcpy(t.arch, "sm_90a");
+  struct rt_gpu_target t = {.smem_optin = (int)tl_target_find("sm_90a")->smem_optin};
+  strcpy(t.arch, "sm_90a");
   const char *dump = getenv("DUMP_AFTER");
   if (dump) t.dump_after = dump, t.dump = dump_ir;
   struct rt_artifact art;
