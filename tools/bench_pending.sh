@@ -15,8 +15,9 @@
 #   bash tools/bench_pending.sh [CARRY_DIR]      (default .carry; from the repository root)
 #   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call);
 #   PART=3: tools/exp/nodq_ab.py, what the fused backward's dQ reduce-adds cost (PERF.md 111);
-#   PART=6: the rows after PERF.md 113 (gpu_check's row checks, row_align.py check, the
-#   rows, pfcache), about 5 minutes;
+#   PART=6: the rows after PERF.md 115 (gpu_check's row checks, row_align.py check, the
+#   rows, row_align.py shift: the norms' shifted weights against occupancy=1 and
+#   prefetch=1), about 5 minutes;
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -41,10 +42,10 @@ OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|l
 fi
 [ "$PART" = 1 ] && exit 0
 if [ "$PART" = 6 ]; then
-  echo "== 7. the rows after PERF.md 113 (the row cache on by default): issue 17's rows, ragged"
-  echo "   rows against PyTorch, gpu_check's row checks, the prefetch beside the cache"
+  echo "== 7. the rows after PERF.md 115 (the norms' weights as shifted vectors): issue 17's rows,"
+  echo "   ragged rows against PyTorch, the norms against occupancy=1 and prefetch=1, gpu_check's rows"
   rows_of() {
-    PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 150 python3 -u tools/$1 $2 2>&1 | tee -a "${OUT:-/tmp}/rows.txt" |
+    PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${3:-150} python3 -u tools/$1 $2 2>&1 | tee -a "${OUT:-/tmp}/rows.txt" |
       python3 -c '
 import sys, re
 for l in sys.stdin:
@@ -53,12 +54,12 @@ for l in sys.stdin:
     elif "FAIL" in l: print(l.strip()[:150])'
   }
   rows_of bench_examples.py rows
-  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 90 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 150 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
   grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
+  rows_of exp/row_align.py shift 200
   OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=100 \
     timeout 140 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
   grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck.txt" | tail -8
-  rows_of exp/row_align.py pfcache
   exit 0
 fi
 if [ "$PART" = 4 ]; then

@@ -102,6 +102,7 @@ struct access {
   bool straddle;          /* a vector may straddle the edge (the size is not a multiple of vec) */
   bool inside;            /* the whole tile is known to be in bounds: no predicates */
   bool probe;             /* vectors only where the tile's first element is 16-byte aligned at run time */
+  bool shifted;           /* probe=2: each run read as the two aligned blocks around it (load_shifted) */
 };
 
 static LLVMValueRef dim_size(struct cg *g, const struct ir_type *tt, int d) {
@@ -178,6 +179,10 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, cons
   int v = cg_contiguous_run(&x->l, vt->rank, eb);
   /* align: row-align placed the slice's first element at a 16-byte boundary (IR.md) */
   bool placed = op->i[1] >= v * eb && x->param->facts.align >= v * eb;
+  if (op->i[2] == 2) { /* shifted: whole 32-bit words, runs of 4 bytes or more (IR.md) */
+    if (v * eb >= 4 && eb <= 4 && op->code == IR_LOAD && vt->rank == 1) x->vec = v, x->shifted = true;
+    return true;
+  }
   if (v == 1 || (!placed && !ir_facts_allow_vector(x->param, tt, D, v * eb))) return true;
   if (!placed && divisibility(g, op->args[1 + D], 0) % v) return true;
   if (IR_DIM_IS_SYM(tt->dims[D])) {
@@ -430,6 +435,86 @@ static void load_vec(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMVa
   split_words(g, dt, v, words, out);
 }
 
+/* ---- shifted loads (probe=2, IR.md) ----
+ * A slice whose first element lies off its 16-byte boundary by an amount only known at run
+ * time, the same for every thread (a norm's weights W[c : +BN] in a loop row-align started
+ * at the row's boundary, c = k * BN - p): each thread's run of v elements (vb = v * eb
+ * bytes) is read as the two vb-aligned blocks it straddles, `ld.v4` at A - s and A - s + vb
+ * with s = A mod vb (the second only when s > 0), and its words are funnelled out of the
+ * eight: word j is bytes s + 4j .. s + 4j + 3 of the pair, a select by s / 4 and a funnel
+ * shift (shf.r) by 8 (s mod 4). The blocks must lie inside the slice's row: a thread whose
+ * blocks reach in front of it or past its end (the row's first and last runs) moves its
+ * elements one at a time, as at an edge (the paths joined as words). */
+
+/* The coordinate (i64) of register r's element along the tensor's dimension D (the tile's
+ * last). */
+static LLVMValueRef last_coord(struct cg *g, struct access *x, uint32_t r, int *D) {
+  LLVMValueRef c[IR_MAX_RANK];
+  cg_coords(g, &x->l, r, c);
+  for (int d = 0; d < x->rank; d++)
+    if (x->tdim[d] == x->tile_rank - 1) *D = d;
+  return LLVMBuildAdd(g->b, x->start[*D], LLVMBuildZExt(g->b, c[x->tile_rank - 1], g->i64, ""), "");
+}
+
+/* Starts `if (each of this thread's runs and the blocks around it inside) {shifted
+ * vectors} else {elements}`: the builder is left in the vector block; returns the element
+ * block and sets *join. */
+static LLVMBasicBlockRef shifted_branch(struct cg *g, struct access *x, LLVMBasicBlockRef *join) {
+  int eb = ir_dtype_bytes(x->dt), vb = x->vec * eb;
+  LLVMValueRef whole = LLVMConstInt(g->i1, 1, 0), zero = cg_i64(g, 0);
+  for (uint32_t r0 = 0; r0 < x->nregs; r0 += (uint32_t)x->vec) {
+    LLVMValueRef off, first, last;
+    element_address(g, x, r0 + (uint32_t)x->vec - 1, &off, &last);
+    element_address(g, x, r0, &off, &first);
+    int D = 0;
+    LLVMValueRef c = last_coord(g, x, r0, &D);
+    LLVMValueRef s = LLVMBuildAnd(g->b, address(g, x, off), cg_i64(g, vb - 1), "");
+    LLVMValueRef q = LLVMBuildUDiv(g->b, s, cg_i64(g, eb), ""); /* elements in front of the run in its block */
+    LLVMValueRef lo = LLVMBuildSub(g->b, c, q, "");
+    LLVMValueRef front = LLVMBuildICmp(g->b, LLVMIntSGE, lo, zero, "");
+    LLVMValueRef end = LLVMBuildAdd(g->b, lo, cg_i64(g, 2 * x->vec), "");
+    LLVMValueRef back = LLVMBuildOr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, s, zero, ""),
+                                    LLVMBuildICmp(g->b, LLVMIntSLE, end, x->size[D], ""), "");
+    whole = LLVMBuildAnd(g->b, whole, LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, first, last, ""),
+                                                   LLVMBuildAnd(g->b, front, back, ""), ""), "");
+  }
+  LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.shifted");
+  LLVMBasicBlockRef elem = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.elem");
+  *join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.end");
+  LLVMBuildCondBr(g->b, whole, vec, elem);
+  LLVMPositionBuilderAtEnd(g->b, vec);
+  return elem;
+}
+
+/* The words of the run at addr (i64; its blocks inside, shifted_branch) into words[]. */
+static void load_shifted(struct cg *g, struct access *x, LLVMValueRef addr, LLVMValueRef *words) {
+  int eb = ir_dtype_bytes(x->dt), vb = x->vec * eb, wn = vb / 4;
+  LLVMValueRef s = LLVMBuildAnd(g->b, addr, cg_i64(g, vb - 1), "");
+  LLVMValueRef a0 = LLVMBuildSub(g->b, addr, s, "");
+  LLVMValueRef a1 = LLVMBuildAdd(g->b, a0, cg_i64(g, vb), "");
+  LLVMValueRef w[8], zero_bits = LLVMConstInt(cg_mem_int_type(g, x->dt), 0, 0);
+  LLVMValueRef s0 = LLVMBuildICmp(g->b, LLVMIntNE, s, cg_i64(g, 0), "");
+  /* the blocks as 32-bit words: v elements of eb bytes are wn words (word_bits) */
+  load_vec_words(g, x->dt, x->vec, a0, LLVMConstInt(g->i1, 1, 0), zero_bits, w);
+  load_vec_words(g, x->dt, x->vec, a1, s0, zero_bits, w + wn);
+  LLVMValueRef s32 = LLVMBuildTrunc(g->b, s, g->i32, "");
+  LLVMValueRef ws = LLVMBuildLShr(g->b, s32, cg_i32(g, 2), "");
+  LLVMValueRef bs = LLVMBuildShl(g->b, LLVMBuildAnd(g->b, s32, cg_i32(g, 3), ""), cg_i32(g, 3), "");
+  /* u[k] = w[k + ws] for k = 0 .. wn, one select per bit of ws */
+  LLVMValueRef u[8];
+  int n = 2 * wn;
+  memcpy(u, w, sizeof *u * (size_t)n);
+  for (int step = 1; step < wn; step *= 2) {
+    LLVMValueRef bit = LLVMBuildICmp(g->b, LLVMIntNE, LLVMBuildAnd(g->b, ws, cg_i32(g, step), ""), cg_i32(g, 0), "");
+    for (int k = 0; k + step < n; k++) u[k] = LLVMBuildSelect(g->b, bit, u[k + step], u[k], "");
+    n -= step;
+  }
+  for (int j = 0; j < wn; j++) {
+    LLVMValueRef a[3] = {u[j + 1], u[j], bs};
+    words[j] = cg_intrinsic(g, "llvm.fshr", &g->i32, 1, a, 3);
+  }
+}
+
 /* x's registers into outr[0..nregs). */
 static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, LLVMValueRef *outr);
 
@@ -446,12 +531,16 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
 static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, LLVMValueRef *outr) {
   struct access x = *xp;
   if (x.inside) x.straddle = false; /* a tile inside has no vector across the edge */
-  if (x.vec > 1 && (x.probe || x.straddle)) {
+  if (x.vec > 1 && (x.probe || x.straddle || x.shifted)) {
     /* vectors where the run-time test holds (the tile on 16 bytes, then this thread's
-     * vectors whole), elements elsewhere; the two joined */
+     * vectors whole; for a shifted access, this thread's blocks inside), elements
+     * elsewhere; the two joined */
     LLVMBasicBlockRef join, ends[2];
-    LLVMBasicBlockRef elem = x.probe ? probe_branch(g, &x, &join) : straddle_branch(g, &x, &join);
-    if (x.probe) x.probe = false;
+    LLVMBasicBlockRef elem = x.shifted ? shifted_branch(g, &x, &join)
+                             : x.probe ? probe_branch(g, &x, &join)
+                                       : straddle_branch(g, &x, &join);
+    if (x.shifted) x.straddle = false; /* (the test covered the edge) */
+    else if (x.probe) x.probe = false;
     else x.straddle = false;
     LLVMValueRef *vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
     LLVMValueRef *sregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
@@ -464,7 +553,8 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
       for (uint32_t i = 0; i < nvec; i++) {
         LLVMValueRef off, inb;
         element_address(g, &x, i * (uint32_t)vec, &off, &inb);
-        load_vec_words(g, x.dt, vec, address(g, &x, off), inb, fill_bits, vregs + i * per);
+        if (x.shifted) load_shifted(g, &x, address(g, &x, off), vregs + i * per);
+        else load_vec_words(g, x.dt, vec, address(g, &x, off), inb, fill_bits, vregs + i * per);
       }
     } else {
       load_regs(g, &x, fill_bits, vregs);
@@ -473,6 +563,7 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
     LLVMBuildBr(g->b, join);
     LLVMPositionBuilderAtEnd(g->b, elem);
     x.vec = 1;
+    x.shifted = false;
     load_regs(g, &x, fill_bits, sregs);
     /* joined as words: were the elements joined, each vector's elements would be split off
      * its words before the join, where the thread then waits for the load (and a load

@@ -27,6 +27,7 @@ enum { TARGET_WARPS = 16, TARGET_REGS = 128 };
 static int64_t tile_regs(const struct ir_func *f, ir_val v, int threads) {
   const struct ir_type *t = ir_vtype(f, v);
   if (t->kind != IR_TY_TILE || t->rank == 0) return 0;
+  if (t->layout && f->layouts.v[t->layout].kind == IR_LAYOUT_SHARED) return 0; /* a buffer (row-cache's) */
   int64_t bytes = ir_type_numel(t) * ir_dtype_bytes((ir_dtype)t->dtype);
   return (bytes + 4 * (int64_t)threads - 1) / (4 * (int64_t)threads);
 }
@@ -113,6 +114,14 @@ static bool scan(const struct ir_func *f, uint32_t blk, int threads, int64_t *la
   return false;
 }
 
+/* Whether row-cache keeps a row of f in shared memory (its buffer is allocated). */
+static bool holds_row(const struct ir_func *f) {
+  if (!row_cache_applies(f)) return false;
+  for (uint32_t i = 1; i < f->ops.n; i++)
+    if (f->ops.v[i].block && f->ops.v[i].code == IR_LOCAL_ALLOC) return true;
+  return false;
+}
+
 void pass_occupancy(struct pass_ctx *pc) {
   struct ir_func *f = pc->f;
   if (f->sched.occupancy >= 0 || !f->target) return;
@@ -124,6 +133,14 @@ void pass_occupancy(struct pass_ctx *pc) {
   int64_t slots = f->target->regs_per_sm / TARGET_REGS;
   if (slots > TARGET_WARPS * 32) slots = TARGET_WARPS * 32;
   int programs = threads > 0 ? (int)(slots / threads) : 0;
+  /* a row kept in shared memory (row-cache) is sized for ROW_CACHE_PROGRAMS programs: at
+   * 16 warps the rule above gives one, and the second half of the shared memory would
+   * stay empty (layernorm 4096 x 50257: 69 registers, one program; 60 without spills at
+   * two, PERF.md 115) */
+  int64_t cap = threads > 0 ? f->target->regs_per_sm / ((int64_t)ROW_CACHE_PROGRAMS * threads) : 0;
+  if (programs < ROW_CACHE_PROGRAMS && holds_row(f) && cap >= 32 && largest <= cap / 2 &&
+      peak_tile_regs(f, threads, pc->scratch) <= 2 * cap)
+    programs = ROW_CACHE_PROGRAMS;
   if (programs < 1) return;
   f->sched.occupancy = (signed char)(programs > 32 ? 32 : programs);
   pc->changed = true;

@@ -96,9 +96,12 @@ uint16_t pass_shared_layout(struct ir_func *f, const struct ir_type *t);
 uint32_t ir_row_cache_find(const struct ir_func *f, uint32_t *loads, uint32_t *nloads);
 /* Bytes of one chunk of the loads[0..n) ir_row_cache_find names. */
 int64_t row_cache_chunk_bytes(const struct ir_func *f, const uint32_t *loads, uint32_t n);
-/* Whether a row of `bytes` fits row-cache's budget on target t (half the shared memory:
- * two programs per multiprocessor). The runtime records trip counts in f->cache_trips
- * only for rows that fit. */
+/* The programs per multiprocessor row-cache's budget is sized for: occupancy asks for
+ * them where the cache holds a row. */
+enum { ROW_CACHE_PROGRAMS = 2 };
+/* Whether a row of `bytes` fits row-cache's budget on target t (the shared memory shared
+ * by ROW_CACHE_PROGRAMS programs). The runtime records trip counts in f->cache_trips only
+ * for rows that fit. */
 bool row_cache_fits(const struct tl_target *t, int64_t bytes);
 /* Whether row-cache keeps a row of f in shared memory at this launch: the schedule allows
  * it (rowcache, on by default) and f->cache_trips is known. Row-reverse leaves such loops

@@ -22,9 +22,7 @@
  *     indices `c + arange(S)` (a mask `c + arange(BN) < N`), whose lanes in front of the
  *     row are given %U in the shifted loop so that they look like those past its end;
  *   - at least one access is of a tensor whose other strides are not known to be 16-byte
- *     multiples (its rows may start off 16 bytes), every store is, and such accesses
- *     outnumber the other loads at %c (a norm's weights, which start off their boundary
- *     in the shifted loop and go element by element);
+ *     multiples (its rows may start off 16 bytes), and every store is;
  *   - either nothing is carried (the iterations are independent: each computes from its
  *     own elements), or nothing is stored and every carried value is a tile whose lanes
  *     are only combined by full reductions after the loop (directly or through elementwise
@@ -38,7 +36,9 @@
  *       ... the same body; the accesses of that row {align=16}, those of other tensors'
  *       rows {align=16, probe=1}: codegen tests at run time whether their row agrees
  *       (Y's rows with X's, when both are contiguous with one row length: the output of a
- *       row kernel) and takes element accesses where it does not
+ *       row kernel) and takes element accesses where it does not; the other loads at %c
+ *       (a norm's weights W[c], now off their boundary by the row's p) {align=16, probe=2}:
+ *       codegen reads each run as the two aligned 16-byte blocks around it and shifts
  *     }
  * The lanes of a carried tile see other elements than before (a chunk's lane j holds
  * element c - p + j), which a full reduction does not see, up to the order of a
@@ -275,7 +275,6 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
   const struct ir_block *body = &f->blocks.v[lp->region];
   ir_val iv = body->args, ub = lp->args[1];
   bool stores = false;
-  uint32_t others = 0;
   *ngroup = 0;
   for (uint32_t i = 0; i < body->ops.n; i++) {
     const struct ir_op *op = &f->ops.v[body->ops.v[i]];
@@ -289,8 +288,6 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
         if (off) {
           if (*ngroup == MAX_GROUP) return false;
           group[(*ngroup)++] = body->ops.v[i];
-        } else {
-          others++;
         }
         stores |= c == IR_STORE;
       } else {
@@ -312,11 +309,10 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
       if (op->args[k] == iv) return false;
   }
   /* the loads at the variable outside the group (a norm's weights W[c], on 16 bytes before)
-   * go element by element once the loop starts off their boundary: the loop is aligned
-   * only when it gains more vector accesses than it loses (rmsnorm's output pass, X and Y
-   * against W: 4096 x 50257 44 -> 53% of the copy; layernorm's, X and Y against W and B:
-   * 51 -> 48% at 16384 x 4097, PERF.md 100) */
-  if (*ngroup == 0 || *ngroup <= others) return false;
+   * start off their boundary in the shifted loop and are read as shifted vectors
+   * (probe=2). (Read element by element, as before PERF.md 115, they made the loop worth
+   * aligning only where it gained more vector accesses than it lost: PERF.md 100.) */
+  if (*ngroup == 0) return false;
   if (lp->nres == 0) return true;
   if (stores) return false;
   for (uint32_t k = 0; k < lp->nres; k++)
@@ -345,6 +341,18 @@ bool same_row(const struct ir_func *f, const struct ir_op *x, const struct ir_op
   return true;
 }
 
+/* The loads in block body at iv outside the group: their slices now start off 16 bytes by
+ * the row's shift, the same in every thread ({align=16, probe=2}, IR.md). */
+static void shift_others(struct ir_func *f, uint32_t body, ir_val iv, const uint32_t *group, uint32_t ngroup) {
+  for (uint32_t i = 0; i < f->blocks.v[body].ops.n; i++) {
+    uint32_t id = f->blocks.v[body].ops.v[i];
+    struct ir_op *op = &f->ops.v[id];
+    bool grouped = false;
+    for (uint32_t g = 0; g < ngroup; g++) grouped |= group[g] == id;
+    if (op->code == IR_LOAD && !grouped && indexed_by(op, iv)) op->i[1] = 16, op->i[2] = 2;
+  }
+}
+
 static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, uint32_t ngroup) {
   struct ir_builder b;
   ir_builder_before(&b, f, loop);
@@ -362,6 +370,7 @@ static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, 
     op->i[1] = 16;
     op->i[2] = !same_row(f, &f->ops.v[group[0]], op); /* another row: aligned only if it agrees */
   }
+  shift_others(f, f->ops.v[loop].region, f->blocks.v[f->ops.v[loop].region].args, group, ngroup);
   /* column indices c + arange(BN): the lanes in front of the row (negative) are given the
    * bound instead, so that they look like the lanes past its end, which the body already
    * masks (`c + arange(BN) < N`); in the loop as written no index is negative */
@@ -435,7 +444,6 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
   if (k0 == end) return false;
   memset(R, 0, sizeof *R);
   R->blk = blk, R->k0 = k0, R->end = end;
-  uint32_t others = 0;
   for (uint32_t i = k0; i < end; i++) { /* the slices first: they give S and the bound */
     const struct ir_op *op = &f->ops.v[b->ops.v[i]];
     if ((op->code != IR_LOAD && op->code != IR_STORE) || !ir_op_has_tile(f, op)) continue;
@@ -451,10 +459,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     if (op->args[1 + D] != R->z || row_access(f, op, R->z, R->ub, R->S, 0) < 0) return false;
     bool off = rows_off(f, op);
     if (op->code == IR_STORE && !off) return false;
-    if (!off) {
-      others++;
-      continue;
-    }
+    if (!off) continue; /* shifted (probe=2) in the shifted copy */
     if (R->ngroup == MAX_GROUP) return false;
     for (int d = 0; d < D; d++) { /* the row must be known in front of the region */
       uint32_t def = ir_def_op(f, op->args[1 + d]);
@@ -462,7 +467,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     }
     R->group[R->ngroup++] = b->ops.v[i];
   }
-  if (R->ngroup == 0 || R->ngroup <= others || R->S <= 0) return false;
+  if (R->ngroup == 0 || R->S <= 0) return false;
   /* the shifted copy and the one as written side by side cost registers: only tiles of at
    * most 16 elements per thread (of each CTA of a cluster, where cluster-rows splits the
    * row); at 32 and 64 (4096 and 8192 wide, 4 warps) ptxas went from 58 to 126 registers
@@ -530,6 +535,7 @@ static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
       ir_op_set_arg(f, c, (uint32_t)ir_vtype(f, op->args[0])->rank, start);
       op = &f->ops.v[c];
       if (grouped[i]) op->i[1] = 16, op->i[2] = !same_row(f, first, op);
+      else if (op->code == IR_LOAD) op->i[1] = 16, op->i[2] = 2; /* shifted (IR.md) */
     } else if (op->code == IR_ARANGE) { /* column indices: moved by p, the lanes in front given N */
       ir_val a = op->res;
       ir_type_id t = f->values.v[a].type;

@@ -207,9 +207,9 @@ int64_t row_cache_chunk_bytes(const struct ir_func *f, const uint32_t *loads, ui
 }
 
 bool row_cache_fits(const struct tl_target *t, int64_t bytes) {
-  /* half the target's shared memory, so that two programs still fit on a multiprocessor
-   * (with the scratch of reductions beside them) */
-  return t && bytes <= (int64_t)t->smem_optin / 2 - 8192;
+  /* a share of the target's shared memory, so that ROW_CACHE_PROGRAMS programs still fit
+   * on a multiprocessor (with the scratch of reductions beside them) */
+  return t && bytes <= (int64_t)t->smem_optin / ROW_CACHE_PROGRAMS - 8192;
 }
 
 bool row_cache_applies(const struct ir_func *f) {

@@ -520,6 +520,37 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
   tile_context_destroy(ctx);
 }
 
+/* Layernorm on vocabulary rows (4096 x 50257 f16, BN = 4096 on 16 warps): both loops start
+ * at the row's 16-byte boundary (row-align), so the row cache keeps the row for the output
+ * pass, and W[c] and B[c], off their own boundary there by the row's shift, are read as
+ * shifted vectors (probe=2, PERF.md 115): two 16-byte loads around each run and its words
+ * funnelled out (prmt.b32.f4e, 4 per run), with elements only at the row's ends. Before, the
+ * output pass kept its start (X and Y against W and B), read X again from global memory
+ * and stored Y element by element. */
+Test(spec, norm_weights_off_the_row_shift_load_as_shifted_vectors) {
+  tile_context *ctx = NULL;
+  tile_define d[3] = {{"T", "f16"}, {"BN", "4096"}, {"NW", "16"}};
+  tile_kernel *k = compile_sm90a(&ctx, "layernorm.tile", "layernorm", d, 3);
+  int64_t n = 50257;
+  tile_arg a[7] = {tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4096, n}, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 1, &n, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 1, &n, NULL),
+                   tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4096, n}, NULL),
+                   tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){4096}, NULL),
+                   tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){4096}, NULL),
+                   tile_arg_float(1e-5)};
+  struct rt_artifact vocab = build(ctx, k, a, 7);
+  unsigned funnels = count(vocab.ptx, "prmt.b32.f4e") + count(vocab.ptx, "shf.r.wrap");
+  cr_expect(funnels >= 8, "%u funnelled words (W and B: 4 each)", funnels);
+  /* the output pass's X from shared memory: its 16-byte shared loads next to the
+   * statistics loop's */
+  cr_expect(count(vocab.ptx, "ld.shared.v4") >= 8, "%u 16-byte shared loads", count(vocab.ptx, "ld.shared.v4"));
+  cr_expect(count(vocab.ptx, "st.global.v4") >= 1, "Y stored without 16-byte vectors");
+  rt_artifact_free(&vocab);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+}
+
 /* rt_tile_trips on the generic IR: the causal fused backward (B=1, H=2, N = NK = 1024, BM =
  * 64, BN = 128, longest first) runs 16 query blocks in its first tile (key block 0) and 2 in
  * its last (key block 7: queries 896-1023); an empty grid evaluates without faulting. */

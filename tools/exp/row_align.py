@@ -37,12 +37,14 @@ def offset_view(m, n, dt, off):
     return torch.empty(m * n + off, device="cuda", dtype=dt)[off:].view(m, n)
 
 
-def check(kind, m, n, dt, xoff=0, yoff=0, schedule=None, **defs):
+def check(kind, m, n, dt, xoff=0, yoff=0, schedule=None, woff=0, **defs):
     x = offset_view(m, n, dt, xoff)
     x.copy_(torch.randn(m, n, device="cuda", dtype=torch.float32) * 3 + 1)
     y = offset_view(m, n, dt, yoff)
-    w = torch.randn(n, device="cuda", dtype=dt)
-    bias = torch.randn(n, device="cuda", dtype=dt)
+    w = offset_view(1, n, dt, woff)[0]  # (woff: the weights off their allocation's 16 bytes)
+    w.copy_(torch.randn(n, device="cuda", dtype=dt))
+    bias = offset_view(1, n, dt, woff)[0]
+    bias.copy_(torch.randn(n, device="cuda", dtype=dt))
     s1 = torch.empty(m, device="cuda", dtype=torch.float32)
     s2 = torch.empty(m, device="cuda", dtype=torch.float32)
     tname = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}[dt]
@@ -68,7 +70,7 @@ def check(kind, m, n, dt, xoff=0, yoff=0, schedule=None, **defs):
     err = max(((y.float() - want).abs().max() / want.abs().max()).item(), stat_err)
     tol = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.float32: 1e-4}[dt]
     cfg = ",".join(["%s=%s" % kv for kv in defs.items()] + ([schedule] if schedule else [])) or "default"
-    be.row("%s %dx%d %s x+%d y+%d %s" % (kind, m, n, str(dt)[6:], xoff, yoff, cfg), 1.0, 1.0, err, tol,
+    be.row("%s %dx%d %s x+%d y+%d w+%d %s" % (kind, m, n, str(dt)[6:], xoff, yoff, woff, cfg), 1.0, 1.0, err, tol,
            k.config())
 
 
@@ -85,6 +87,11 @@ if "check" in only:
             check(kind, 6, 50257, dt, schedule="rowalign=0")
             check(kind, 9, 50257, dt, schedule="rowcache=1", BN=2048, NW=16)
             check(kind, 5, 50257, dt, yoff=5, schedule="rowcache=1", BN=2048, NW=16)
+            # the weights read as shifted vectors (PERF.md 115), off their own boundary too
+            check(kind, 9, 50257, dt, woff=1)
+            check(kind, 9, 50257, dt, woff=3, xoff=5)
+            check(kind, 5, 4097, dt, woff=7, BN=1024, NW=4)
+            check(kind, 5, 3001, dt, woff=2, BN=4096, NW=8)  # the one-tile row shifted
 if "vocab" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for dt in (torch.float16, torch.bfloat16):
@@ -219,6 +226,15 @@ if "pfcache" in only:  # not run by default: the prefetch beside the row cache (
         for sched in ("rowfill=2", "rowfill=8", "rowfill=8,prefetch=1"):  # the fill's chunks in flight
             be.rows(kind, 4096, 50257, torch.float16, schedule=sched)
             be.rows(kind, 8192, 16385, torch.float16, schedule=sched)
+if "shift" in only:  # not run by default: the norms' weights as shifted vectors (PERF.md 115)
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n, dt in ((4096, 50257, torch.float16), (4096, 50257, torch.bfloat16), (4096, 50264, torch.float16),
+                         (8192, 16385, torch.float16), (4096, 32769, torch.bfloat16), (16384, 4097, torch.float16),
+                         (32768, 2049, torch.float16), (8192, 8192, torch.float16)):
+            be.rows(kind, m, n, dt)
+            if kind != "softmax":
+                be.rows(kind, m, n, dt, schedule="occupancy=1")
+                be.rows(kind, m, n, dt, schedule="prefetch=1")
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
