@@ -12,6 +12,16 @@
 
 /* A shared-memory store of a synchronous copy, deferred until the next barrier, wait or
  * end of a loop body, so the global loads before it overlap the matrix work after it. */
+/* A shifted load's run (cg_mem.c) whose words are funnelled out of its two blocks once the
+ * loads issued with it are (so that no thread waits for one before issuing the next). */
+struct pending_funnel {
+  ir_dtype dt;
+  int vec;
+  LLVMValueRef *words; /* the two blocks' words, as joined */
+  LLVMValueRef s32;    /* the run's byte offset in the first block */
+  LLVMValueRef *out;   /* its vec registers */
+};
+
 struct pending_store {
   LLVMValueRef ptr, value, pred; /* pred: NULL = always */
   LLVMValueRef next, shift;      /* realigned copies: value and next are 16-byte blocks, the
@@ -74,6 +84,7 @@ struct cg {
   uint32_t *lazy_load;       /* value -> its local_load op when fragments load per k-slice in the dot */
   bool async_reads;          /* shared memory read by wgmma or TMA: proxy fences after writes */
   VEC(struct pending_store) pending;
+  VEC(struct pending_funnel) funnels; /* shifted loads' runs not yet funnelled (cg_mem.c) */
 };
 
 void cg_fail(struct cg *g, const char *fmt, ...) TL_PRINTF(2, 3);

@@ -486,18 +486,25 @@ static LLVMBasicBlockRef shifted_branch(struct cg *g, struct access *x, LLVMBasi
   return elem;
 }
 
-/* The words of the run at addr (i64; its blocks inside, shifted_branch) into words[]. */
-static void load_shifted(struct cg *g, struct access *x, LLVMValueRef addr, LLVMValueRef *words) {
+/* The two blocks around the run at addr (i64; both inside, shifted_branch) as 2 wn words
+ * into w[], and the run's byte offset in the first (i32) into *s32. */
+static void load_shifted(struct cg *g, struct access *x, LLVMValueRef addr, LLVMValueRef *w, LLVMValueRef *s32) {
   int eb = ir_dtype_bytes(x->dt), vb = x->vec * eb, wn = vb / 4;
   LLVMValueRef s = LLVMBuildAnd(g->b, addr, cg_i64(g, vb - 1), "");
   LLVMValueRef a0 = LLVMBuildSub(g->b, addr, s, "");
   LLVMValueRef a1 = LLVMBuildAdd(g->b, a0, cg_i64(g, vb), "");
-  LLVMValueRef w[8], zero_bits = LLVMConstInt(cg_mem_int_type(g, x->dt), 0, 0);
+  LLVMValueRef zero_bits = LLVMConstInt(cg_mem_int_type(g, x->dt), 0, 0);
   LLVMValueRef s0 = LLVMBuildICmp(g->b, LLVMIntNE, s, cg_i64(g, 0), "");
-  /* the blocks as 32-bit words: v elements of eb bytes are wn words (word_bits) */
+  /* v elements of eb bytes are wn 32-bit words (word_bits) */
   load_vec_words(g, x->dt, x->vec, a0, LLVMConstInt(g->i1, 1, 0), zero_bits, w);
   load_vec_words(g, x->dt, x->vec, a1, s0, zero_bits, w + wn);
-  LLVMValueRef s32 = LLVMBuildTrunc(g->b, s, g->i32, "");
+  *s32 = LLVMBuildTrunc(g->b, s, g->i32, "");
+}
+
+/* The run's wn words out of the 2 wn of its blocks (w[]), s32 bytes into the first. After
+ * the join (a word is selected where it is used, not where it is loaded: the thread would
+ * wait for the load at the branch and the next load's branch would wait behind it). */
+static void funnel_words(struct cg *g, int wn, const LLVMValueRef *w, LLVMValueRef s32, LLVMValueRef *words) {
   LLVMValueRef ws = LLVMBuildLShr(g->b, s32, cg_i32(g, 2), "");
   LLVMValueRef bs = LLVMBuildShl(g->b, LLVMBuildAnd(g->b, s32, cg_i32(g, 3), ""), cg_i32(g, 3), "");
   /* u[k] = w[k + ws] for k = 0 .. wn, one select per bit of ws */
@@ -509,7 +516,7 @@ static void load_shifted(struct cg *g, struct access *x, LLVMValueRef addr, LLVM
     for (int k = 0; k + step < n; k++) u[k] = LLVMBuildSelect(g->b, bit, u[k + step], u[k], "");
     n -= step;
   }
-  for (int j = 0; j < wn; j++) {
+  for (int j = 0; j < wn; j++) { /* bytes bs / 8 .. of u[j + 1]:u[j] (a byte shift: prmt.b32.f4e) */
     LLVMValueRef a[3] = {u[j + 1], u[j], bs};
     words[j] = cg_intrinsic(g, "llvm.fshr", &g->i32, 1, a, 3);
   }
@@ -517,6 +524,18 @@ static void load_shifted(struct cg *g, struct access *x, LLVMValueRef addr, LLVM
 
 /* x's registers into outr[0..nregs). */
 static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, LLVMValueRef *outr);
+
+/* The shifted runs loaded so far, funnelled out of their blocks (their registers set). */
+static void flush_funnels(struct cg *g) {
+  for (uint32_t i = 0; i < g->funnels.n; i++) {
+    const struct pending_funnel *pf = &g->funnels.v[i];
+    int wbits, wn = vec_words(pf->dt, pf->vec, &wbits);
+    LLVMValueRef fw[8];
+    funnel_words(g, wn, pf->words, pf->s32, fw);
+    split_words(g, pf->dt, pf->vec, fw, pf->out);
+  }
+  g->funnels.n = 0;
+}
 
 void cg_gen_load(struct cg *g, const struct ir_op *op) {
   struct access x;
@@ -526,6 +545,13 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
   if (!ir_dtype_is_float(x.dt)) fill = cg_const(g, x.dt, (int64_t)op->f, 0);
   static_inside(g, &x);
   load_regs(g, &x, to_bits(g, fill, x.dt), out->r);
+  /* a shifted load's words wait for the next op unless that is a load too (row-align places
+   * a loop's shifted loads together at its top): each load's branch is then issued before
+   * any thread waits for the one before it */
+  const struct ir_block *b = &g->f->blocks.v[op->block];
+  uint32_t k = ir_op_index(g->f, (uint32_t)(op - g->f->ops.v));
+  const struct ir_op *next = k + 1 < b->ops.n ? &g->f->ops.v[b->ops.v[k + 1]] : NULL;
+  if (!next || next->code != IR_LOAD) flush_funnels(g);
 }
 
 static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, LLVMValueRef *outr) {
@@ -546,14 +572,17 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
     LLVMValueRef *sregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
     /* (a test left for the vector path, probe then straddle: it joins its own paths, so
      * this join takes elements) */
-    bool words = !x.probe && !x.straddle;
+    bool words = !x.probe && !x.straddle, shifted = x.shifted;
     int vec = x.vec, wbits;
-    uint32_t per = (uint32_t)vec_words(x.dt, vec, &wbits), nvec = x.nregs / (uint32_t)vec;
+    uint32_t wn = (uint32_t)vec_words(x.dt, vec, &wbits), nvec = x.nregs / (uint32_t)vec;
+    uint32_t per = shifted ? 2 * wn : wn; /* words joined per run (a shifted run's two blocks) */
+    LLVMValueRef *shift = shifted ? ARENA_NEWN(g->arena, LLVMValueRef, 2 * nvec) : NULL; /* s32 per run and path */
+    if (shifted) vregs = ARENA_NEWN(g->arena, LLVMValueRef, nvec * per);
     if (words) { /* the vectors' words as loaded (their elements are split off after the join) */
       for (uint32_t i = 0; i < nvec; i++) {
         LLVMValueRef off, inb;
         element_address(g, &x, i * (uint32_t)vec, &off, &inb);
-        if (x.shifted) load_shifted(g, &x, address(g, &x, off), vregs + i * per);
+        if (shifted) load_shifted(g, &x, address(g, &x, off), vregs + i * per, &shift[i]);
         else load_vec_words(g, x.dt, vec, address(g, &x, off), inb, fill_bits, vregs + i * per);
       }
     } else {
@@ -569,9 +598,13 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
      * its words before the join, where the thread then waits for the load (and a load
      * issued an iteration ahead, the prefetch, would wait at once: PERF.md 113) */
     LLVMValueRef *swords = sregs;
-    if (words) {
+    if (words) { /* (a shifted run's: its words, then zeros as the second block, at offset 0) */
       swords = ARENA_NEWN(g->arena, LLVMValueRef, nvec * per);
-      for (uint32_t i = 0; i < nvec; i++) pack_words(g, x.dt, vec, sregs + i * (uint32_t)vec, swords + i * per);
+      for (uint32_t i = 0; i < nvec; i++) {
+        pack_words(g, x.dt, vec, sregs + i * (uint32_t)vec, swords + i * per);
+        for (uint32_t j = wn; j < per; j++) swords[i * per + j] = cg_i32(g, 0);
+        if (shifted) shift[nvec + i] = cg_i32(g, 0);
+      }
     }
     ends[1] = LLVMGetInsertBlock(g->b);
     LLVMBuildBr(g->b, join);
@@ -583,7 +616,16 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
       LLVMValueRef vals[2] = {vregs[r], swords[r]};
       LLVMAddIncoming(joined[r], vals, ends, 2);
     }
-    for (uint32_t i = 0; words && i < nvec; i++) split_words(g, x.dt, vec, joined + i * per, outr + i * (uint32_t)vec);
+    for (uint32_t i = 0; words && i < nvec; i++) {
+      if (shifted) { /* funnelled with the loads issued after it (cg_flush_funnels) */
+        LLVMValueRef s32 = LLVMBuildPhi(g->b, g->i32, ""), vals[2] = {shift[i], shift[nvec + i]};
+        LLVMAddIncoming(s32, vals, ends, 2);
+        struct pending_funnel pf = {x.dt, vec, joined + i * per, s32, outr + i * (uint32_t)vec};
+        VEC_PUSH(g->arena, g->funnels, pf);
+        continue;
+      }
+      split_words(g, x.dt, vec, joined + i * per, outr + i * (uint32_t)vec);
+    }
     return;
   }
   if (x.vec > 1) {

@@ -341,16 +341,43 @@ bool same_row(const struct ir_func *f, const struct ir_op *x, const struct ir_op
   return true;
 }
 
+/* Whether block blk stores to tensor t. */
+static bool stores_to(const struct ir_func *f, uint32_t blk, ir_val t) {
+  for (uint32_t i = 0; i < f->blocks.v[blk].ops.n; i++) {
+    const struct ir_op *op = &f->ops.v[f->blocks.v[blk].ops.v[i]];
+    if (op->code == IR_STORE && op->args[0] == t) return true;
+  }
+  return false;
+}
+
 /* The loads in block body at iv outside the group: their slices now start off 16 bytes by
- * the row's shift, the same in every thread ({align=16, probe=2}, IR.md). */
+ * the row's shift, the same in every thread ({align=16, probe=2}, IR.md). They move to the
+ * top of the body, together (their indices are iv and values from outside the loop), so
+ * that their loads are all issued before any is used: codegen funnels a shifted load's
+ * words only after the shifted loads that follow it (cg_mem.c), and each waits for its
+ * load at its first use, not at the next one's branch. */
 static void shift_others(struct ir_func *f, uint32_t body, ir_val iv, const uint32_t *group, uint32_t ngroup) {
+  uint32_t moved[MAX_LOOPS], n = 0;
   for (uint32_t i = 0; i < f->blocks.v[body].ops.n; i++) {
     uint32_t id = f->blocks.v[body].ops.v[i];
     struct ir_op *op = &f->ops.v[id];
     bool grouped = false;
     for (uint32_t g = 0; g < ngroup; g++) grouped |= group[g] == id;
-    if (op->code == IR_LOAD && !grouped && indexed_by(op, iv)) op->i[1] = 16, op->i[2] = 2;
+    if (op->code != IR_LOAD || grouped || !indexed_by(op, iv)) continue;
+    op->i[1] = 16, op->i[2] = 2;
+    if (n < MAX_LOOPS && !stores_to(f, body, op->args[0])) moved[n++] = id;
   }
+  uint32_t anchor = 0; /* the first op of the body not moved (the yield at the latest) */
+  for (uint32_t i = 0; i < f->blocks.v[body].ops.n && !anchor; i++) {
+    uint32_t id = f->blocks.v[body].ops.v[i];
+    bool m = false;
+    for (uint32_t k = 0; k < n; k++) m |= moved[k] == id;
+    if (!m) anchor = id;
+  }
+  if (n == 0 || !anchor) return;
+  struct ir_builder b;
+  ir_builder_before(&b, f, anchor);
+  for (uint32_t k = 0; k < n; k++) ir_op_move(&b, moved[k]);
 }
 
 static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, uint32_t ngroup) {
