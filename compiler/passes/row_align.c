@@ -554,6 +554,7 @@ static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
   struct ir_valmap m;
   ir_valmap_init(&m, f, f->arena);
   const struct ir_op *first = &f->ops.v[R->group[0]];
+  uint32_t shifted[MAX_GROUP], nshifted = 0;
   for (uint32_t i = 0; i < nops; i++) {
     uint32_t c = ir_clone_op(&tb, ops[i], &m);
     struct ir_op *op = &f->ops.v[c];
@@ -562,7 +563,8 @@ static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
       ir_op_set_arg(f, c, (uint32_t)ir_vtype(f, op->args[0])->rank, start);
       op = &f->ops.v[c];
       if (grouped[i]) op->i[1] = 16, op->i[2] = !same_row(f, first, op);
-      else if (op->code == IR_LOAD) op->i[1] = 16, op->i[2] = 2; /* shifted (IR.md) */
+      else if (op->code == IR_LOAD && nshifted < MAX_GROUP) /* shifted (IR.md) */
+        op->i[1] = 16, op->i[2] = 2, shifted[nshifted++] = c;
     } else if (op->code == IR_ARANGE) { /* column indices: moved by p, the lanes in front given N */
       ir_val a = op->res;
       ir_type_id t = f->values.v[a].type;
@@ -574,6 +576,16 @@ static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
     }
   }
   ir_build(&tb, IR_YIELD, NULL, 0, NULL, 0);
+  /* the shifted loads side by side where the first of them was (a norm's W and B: their
+   * loads issued together, shift_others) */
+  for (uint32_t k = 1; k < nshifted; k++) {
+    const struct ir_block *tblk = &f->blocks.v[then_blk];
+    uint32_t after = tblk->ops.v[ir_op_index(f, shifted[k - 1]) + 1]; /* (the yield at the latest) */
+    if (after == shifted[k]) continue;
+    struct ir_builder sb;
+    ir_builder_before(&sb, f, after);
+    ir_op_move(&sb, shifted[k]);
+  }
 }
 
 void pass_row_align(struct pass_ctx *pc) {
