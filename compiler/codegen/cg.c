@@ -1003,6 +1003,7 @@ static void gen_block(struct cg *g, uint32_t blk) {
   bool after_loop = false; /* a top-level loop ended: its epilogue's coordinates are due */
   for (uint32_t i = 0; i < b->ops.n && !g->failed; i++) {
     uint16_t code = g->f->ops.v[b->ops.v[i]].code;
+    cg_funnel_before(g, b->ops.v[i]);
     gen_op(g, b->ops.v[i]);
     if (g->failed) return;
     after_loop |= blk == IR_BODY_BLOCK && code == IR_FOR;

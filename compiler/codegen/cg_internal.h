@@ -12,9 +12,12 @@
 
 /* A shared-memory store of a synchronous copy, deferred until the next barrier, wait or
  * end of a loop body, so the global loads before it overlap the matrix work after it. */
-/* A shifted load's run (cg_mem.c) whose words are funnelled out of its two blocks once the
- * loads issued with it are (so that no thread waits for one before issuing the next). */
+/* A shifted load's run (cg_mem.c) whose words are funnelled out of its two blocks just
+ * before the first op that uses the load (so that no thread waits for it earlier, at the
+ * next load's branch or a row-cache read's). */
 struct pending_funnel {
+  ir_val val;    /* the load's result */
+  uint32_t blk;  /* its block: only its ops use it or flush it (a nested region's yield does not) */
   ir_dtype dt;
   int vec;
   LLVMValueRef *words; /* the two blocks' words, as joined */
@@ -187,6 +190,9 @@ void cg_gen_warp_specialize(struct cg *g, uint32_t id);
 
 /* cg_mem.c */
 void cg_gen_load(struct cg *g, const struct ir_op *op);
+/* Funnels the pending shifted runs (struct pending_funnel) if op id uses one of their loads
+ * (or is a loop or a yield, where registers are carried); before generating op id. */
+void cg_funnel_before(struct cg *g, uint32_t id);
 void cg_gen_store(struct cg *g, const struct ir_op *op);
 void cg_gen_gather(struct cg *g, const struct ir_op *op);
 void cg_gen_scatter(struct cg *g, const struct ir_op *op);

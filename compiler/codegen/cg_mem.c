@@ -545,13 +545,29 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
   if (!ir_dtype_is_float(x.dt)) fill = cg_const(g, x.dt, (int64_t)op->f, 0);
   static_inside(g, &x);
   load_regs(g, &x, to_bits(g, fill, x.dt), out->r);
-  /* a shifted load's words wait for the next op unless that is a load too (row-align places
-   * a loop's shifted loads together at its top): each load's branch is then issued before
-   * any thread waits for the one before it */
-  const struct ir_block *b = &g->f->blocks.v[op->block];
-  uint32_t k = ir_op_index(g->f, (uint32_t)(op - g->f->ops.v));
-  const struct ir_op *next = k + 1 < b->ops.n ? &g->f->ops.v[b->ops.v[k + 1]] : NULL;
-  if (!next || next->code != IR_LOAD) flush_funnels(g);
+}
+
+/* Whether op id, or an op in its regions, uses a pending funnel's value. */
+static bool uses_pending(struct cg *g, uint32_t id, int depth) {
+  const struct ir_op *op = &g->f->ops.v[id];
+  for (uint32_t k = 0; k < op->nargs; k++)
+    for (uint32_t i = 0; i < g->funnels.n; i++)
+      if (g->funnels.v[i].val == op->args[k]) return true;
+  for (uint32_t r = 0; r < op->nregions; r++) {
+    const struct ir_block *b = &g->f->blocks.v[op->region + r];
+    for (uint32_t i = 0; i < b->ops.n; i++)
+      if (depth > 8 || uses_pending(g, b->ops.v[i], depth + 1)) return true;
+  }
+  return false;
+}
+
+void cg_funnel_before(struct cg *g, uint32_t id) {
+  /* (every pending run is of one block: each block's ops flush them by its yield) */
+  if (g->funnels.n == 0 || g->f->ops.v[id].block != g->funnels.v[0].blk) return;
+  uint16_t c = g->f->ops.v[id].code;
+  /* (a yield or a loop carries registers; other region ops, a row-cache read's `if`, are
+   * generated with the funnels still pending when they do not use them) */
+  if (c == IR_YIELD || c == IR_FOR || c == IR_WARP_SPECIALIZE || uses_pending(g, id, 0)) flush_funnels(g);
 }
 
 static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, LLVMValueRef *outr) {
@@ -617,10 +633,10 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
       LLVMAddIncoming(joined[r], vals, ends, 2);
     }
     for (uint32_t i = 0; words && i < nvec; i++) {
-      if (shifted) { /* funnelled with the loads issued after it (cg_flush_funnels) */
+      if (shifted) { /* funnelled where the load is first used (cg_funnel_before) */
         LLVMValueRef s32 = LLVMBuildPhi(g->b, g->i32, ""), vals[2] = {shift[i], shift[nvec + i]};
         LLVMAddIncoming(s32, vals, ends, 2);
-        struct pending_funnel pf = {x.dt, vec, joined + i * per, s32, outr + i * (uint32_t)vec};
+        struct pending_funnel pf = {x.op->res, x.op->block, x.dt, vec, joined + i * per, s32, outr + i * (uint32_t)vec};
         VEC_PUSH(g->arena, g->funnels, pf);
         continue;
       }
