@@ -10,8 +10,6 @@
 #include "smem.h"
 
 
-/* A shared-memory store of a synchronous copy, deferred until the next barrier, wait or
- * end of a loop body, so the global loads before it overlap the matrix work after it. */
 /* A shifted load's run (cg_mem.c) whose words are funnelled out of its two blocks just
  * before the first op that uses the load (so that no thread waits for it earlier, at the
  * next load's branch or a row-cache read's). */
@@ -25,6 +23,8 @@ struct pending_funnel {
   LLVMValueRef *out;   /* its vec registers */
 };
 
+/* A shared-memory store of a synchronous copy, deferred until the next barrier, wait or
+ * end of a loop body, so the global loads before it overlap the matrix work after it. */
 struct pending_store {
   LLVMValueRef ptr, value, pred; /* pred: NULL = always */
   LLVMValueRef next, shift;      /* realigned copies: value and next are 16-byte blocks, the

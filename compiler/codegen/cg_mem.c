@@ -442,7 +442,7 @@ static void load_vec(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMVa
  * bytes) is read as the two vb-aligned blocks it straddles, `ld.v4` at A - s and A - s + vb
  * with s = A mod vb (the second only when s > 0), and its words are funnelled out of the
  * eight: word j is bytes s + 4j .. s + 4j + 3 of the pair, a select by s / 4 and a funnel
- * shift (shf.r) by 8 (s mod 4). The blocks must lie inside the slice's row: a thread whose
+ * shift by 8 (s mod 4) bits (one prmt.b32.f4e). The blocks must lie inside the slice's row: a thread whose
  * blocks reach in front of it or past its end (the row's first and last runs) moves its
  * elements one at a time, as at an edge (the paths joined as words). */
 
@@ -501,9 +501,9 @@ static void load_shifted(struct cg *g, struct access *x, LLVMValueRef addr, LLVM
   *s32 = LLVMBuildTrunc(g->b, s, g->i32, "");
 }
 
-/* The run's wn words out of the 2 wn of its blocks (w[]), s32 bytes into the first. After
- * the join (a word is selected where it is used, not where it is loaded: the thread would
- * wait for the load at the branch and the next load's branch would wait behind it). */
+/* The run's wn words out of the 2 wn of its blocks (w[]), s32 bytes into the first: after
+ * the join, just before the load's first use (cg_funnel_before), not where it is loaded,
+ * where the thread would wait for it before issuing the next load's branch. */
 static void funnel_words(struct cg *g, int wn, const LLVMValueRef *w, LLVMValueRef s32, LLVMValueRef *words) {
   LLVMValueRef ws = LLVMBuildLShr(g->b, s32, cg_i32(g, 2), "");
   LLVMValueRef bs = LLVMBuildShl(g->b, LLVMBuildAnd(g->b, s32, cg_i32(g, 3), ""), cg_i32(g, 3), "");
