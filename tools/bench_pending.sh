@@ -54,11 +54,11 @@ for l in sys.stdin:
     elif "FAIL" in l: print(l.strip()[:150])'
   }
   rows_of bench_examples.py rows
-  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 150 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
   grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
-  rows_of exp/row_align.py shift 200
-  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=100 \
-    timeout 140 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
+  rows_of exp/row_align.py shift 150
+  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=${T6:-100} \
+    timeout $((${T6:-100} + 40)) bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
   grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck.txt" | tail -8
   exit 0
 fi
