@@ -221,14 +221,19 @@ static LLVMValueRef vectors_whole(struct cg *g, struct access *x);
 /* Starts `if (whole) {vector accesses} else {one element at a time}` for an access whose
  * vectors may straddle the edge: the builder is left in the vector block; returns the
  * element block and sets *join. */
-static LLVMBasicBlockRef straddle_branch(struct cg *g, struct access *x, LLVMBasicBlockRef *join) {
-  LLVMValueRef whole = vectors_whole(g, x);
-  LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.vec");
+/* `if (whole) {vec_name} else {mem.elem}`, the builder left in the first; returns the
+ * second and sets *join. */
+static LLVMBasicBlockRef whole_branch(struct cg *g, LLVMValueRef whole, const char *vec_name, LLVMBasicBlockRef *join) {
+  LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(g->ctx, g->fn, vec_name);
   LLVMBasicBlockRef elem = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.elem");
   *join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.end");
   LLVMBuildCondBr(g->b, whole, vec, elem);
   LLVMPositionBuilderAtEnd(g->b, vec);
   return elem;
+}
+
+static LLVMBasicBlockRef straddle_branch(struct cg *g, struct access *x, LLVMBasicBlockRef *join) {
+  return whole_branch(g, vectors_whole(g, x), "mem.vec", join);
 }
 
 /* Element offset (i64) and in-bounds predicate (i1) of register r. */
@@ -478,12 +483,7 @@ static LLVMBasicBlockRef shifted_branch(struct cg *g, struct access *x, LLVMBasi
     whole = LLVMBuildAnd(g->b, whole, LLVMBuildAnd(g->b, LLVMBuildAnd(g->b, first, last, ""),
                                                    LLVMBuildAnd(g->b, front, back, ""), ""), "");
   }
-  LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.shifted");
-  LLVMBasicBlockRef elem = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.elem");
-  *join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.end");
-  LLVMBuildCondBr(g->b, whole, vec, elem);
-  LLVMPositionBuilderAtEnd(g->b, vec);
-  return elem;
+  return whole_branch(g, whole, "mem.shifted", join);
 }
 
 /* The two blocks around the run at addr (i64; both inside, shifted_branch) as 2 wn words

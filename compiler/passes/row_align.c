@@ -354,8 +354,8 @@ static bool stores_to(const struct ir_func *f, uint32_t blk, ir_val t) {
  * the row's shift, the same in every thread ({align=16, probe=2}, IR.md). They move to the
  * top of the body, together (their indices are iv and values from outside the loop), so
  * that their loads are all issued before any is used: codegen funnels a shifted load's
- * words only after the shifted loads that follow it (cg_mem.c), and each waits for its
- * load at its first use, not at the next one's branch. */
+ * words just before its first use (cg_mem.c), so no thread waits for one at the next
+ * one's branch. */
 static void shift_others(struct ir_func *f, uint32_t body, ir_val iv, const uint32_t *group, uint32_t ngroup) {
   uint32_t moved[MAX_LOOPS], n = 0;
   for (uint32_t i = 0; i < f->blocks.v[body].ops.n; i++) {
