@@ -365,7 +365,7 @@ static tile_status front_end(tile_context *ctx, tile_kernel *k, const tile_compi
   k->ir = fr.f;
   k->name = fr.f->name;
   /* row-cache's candidate, found once: its trip count joins each launch's key */
-  uint32_t loads[4], nloads; /* (ir_row_cache_find names at most 4) */
+  uint32_t loads[ROW_CACHE_MAX_LOADS], nloads;
   if (k->target && tl_sched_get(k->sched.rowcache, 1)) {
     k->cache_loop = ir_row_cache_find(k->ir, loads, &nloads);
     if (k->cache_loop) k->cache_chunk = row_cache_chunk_bytes(k->ir, loads, nloads);

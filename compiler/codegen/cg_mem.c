@@ -549,6 +549,7 @@ void cg_gen_load(struct cg *g, const struct ir_op *op) {
 
 /* Whether op id, or an op in its regions, uses a pending funnel's value. */
 static bool uses_pending(struct cg *g, uint32_t id, int depth) {
+  if (depth > 8) return true; /* (deeper than regions nest in practice: flush) */
   const struct ir_op *op = &g->f->ops.v[id];
   for (uint32_t k = 0; k < op->nargs; k++)
     for (uint32_t i = 0; i < g->funnels.n; i++)
@@ -556,7 +557,7 @@ static bool uses_pending(struct cg *g, uint32_t id, int depth) {
   for (uint32_t r = 0; r < op->nregions; r++) {
     const struct ir_block *b = &g->f->blocks.v[op->region + r];
     for (uint32_t i = 0; i < b->ops.n; i++)
-      if (depth > 8 || uses_pending(g, b->ops.v[i], depth + 1)) return true;
+      if (uses_pending(g, b->ops.v[i], depth + 1)) return true;
   }
   return false;
 }
@@ -584,8 +585,6 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
     if (x.shifted) x.straddle = false; /* (the test covered the edge) */
     else if (x.probe) x.probe = false;
     else x.straddle = false;
-    LLVMValueRef *vregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
-    LLVMValueRef *sregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
     /* (a test left for the vector path, probe then straddle: it joins its own paths, so
      * this join takes elements) */
     bool words = !x.probe && !x.straddle, shifted = x.shifted;
@@ -593,7 +592,8 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
     uint32_t wn = (uint32_t)vec_words(x.dt, vec, &wbits), nvec = x.nregs / (uint32_t)vec;
     uint32_t per = shifted ? 2 * wn : wn; /* words joined per run (a shifted run's two blocks) */
     LLVMValueRef *shift = shifted ? ARENA_NEWN(g->arena, LLVMValueRef, 2 * nvec) : NULL; /* s32 per run and path */
-    if (shifted) vregs = ARENA_NEWN(g->arena, LLVMValueRef, nvec * per);
+    LLVMValueRef *vregs = ARENA_NEWN(g->arena, LLVMValueRef, shifted ? nvec * per : x.nregs);
+    LLVMValueRef *sregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
     if (words) { /* the vectors' words as loaded (their elements are split off after the join) */
       for (uint32_t i = 0; i < nvec; i++) {
         LLVMValueRef off, inb;

@@ -128,7 +128,8 @@ void pass_occupancy(struct pass_ctx *pc) {
   int threads = ir_func_threads(f);
   int64_t largest = 0; /* 32-bit registers per thread of the largest tile */
   if (scan(f, IR_BODY_BLOCK, threads, &largest)) return;
-  if (largest > TARGET_REGS / 2 || peak_tile_regs(f, threads, pc->scratch) > 2 * TARGET_REGS) return;
+  int64_t peak = peak_tile_regs(f, threads, pc->scratch);
+  if (largest > TARGET_REGS / 2 || peak > 2 * TARGET_REGS) return;
   /* TARGET_WARPS' threads, or fewer where the register file holds fewer at TARGET_REGS */
   int64_t slots = f->target->regs_per_sm / TARGET_REGS;
   if (slots > TARGET_WARPS * 32) slots = TARGET_WARPS * 32;
@@ -138,8 +139,7 @@ void pass_occupancy(struct pass_ctx *pc) {
    * stay empty (layernorm 4096 x 50257: 69 registers, one program; 60 without spills at
    * two, PERF.md 115) */
   int64_t cap = threads > 0 ? f->target->regs_per_sm / ((int64_t)ROW_CACHE_PROGRAMS * threads) : 0;
-  if (programs < ROW_CACHE_PROGRAMS && holds_row(f) && cap >= 32 && largest <= cap / 2 &&
-      peak_tile_regs(f, threads, pc->scratch) <= 2 * cap)
+  if (programs < ROW_CACHE_PROGRAMS && holds_row(f) && cap >= 32 && largest <= cap / 2 && peak <= 2 * cap)
     programs = ROW_CACHE_PROGRAMS;
   if (programs < 1) return;
   f->sched.occupancy = (signed char)(programs > 32 ? 32 : programs);

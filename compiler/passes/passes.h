@@ -93,6 +93,7 @@ uint16_t pass_shared_layout(struct ir_func *f, const struct ir_type *t);
  * (row_cache.c), with those loads in loads[0..*nloads) (at most 4; loads may be NULL); 0
  * when none. On generic IR too: the runtime evaluates that loop's trip count for
  * f->cache_trips. */
+enum { ROW_CACHE_MAX_LOADS = 4 }; /* the loads ir_row_cache_find names at most */
 uint32_t ir_row_cache_find(const struct ir_func *f, uint32_t *loads, uint32_t *nloads);
 /* Bytes of one chunk of the loads[0..n) ir_row_cache_find names. */
 int64_t row_cache_chunk_bytes(const struct ir_func *f, const uint32_t *loads, uint32_t n);

@@ -40,7 +40,7 @@
 
 #include "passes.h"
 
-enum { MAX_CACHED = 4, EQUIV_DEPTH = 8 };
+enum { MAX_CACHED = ROW_CACHE_MAX_LOADS, EQUIV_DEPTH = 8 };
 
 /* Whether a (in the loop body ba) and b (in the loop body bb) compute the same value: the
  * same value defined outside both loops, the loops' variables, or the same pure op of
