@@ -16,8 +16,8 @@
 #   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call);
 #   PART=3: tools/exp/nodq_ab.py, what the fused backward's dQ reduce-adds cost (PERF.md 111);
 #   PART=6: the rows after PERF.md 115 (gpu_check's row checks, row_align.py check, the
-#   rows, row_align.py shift: the norms' shifted weights against occupancy=1 and
-#   prefetch=1), about 5 minutes;
+#   rows, row_align.py shift: the norms' shifted weights against shift=0 (the rule
+#   before), occupancy=1 and prefetch=1), about 6 minutes;
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -43,7 +43,7 @@ fi
 [ "$PART" = 1 ] && exit 0
 if [ "$PART" = 6 ]; then
   echo "== 7. the rows after PERF.md 115 (the norms' weights as shifted vectors): issue 17's rows,"
-  echo "   ragged rows against PyTorch, the norms against occupancy=1 and prefetch=1, gpu_check's rows"
+  echo "   ragged rows against PyTorch, the norms against shift=0, occupancy=1 and prefetch=1, gpu_check's rows"
   rows_of() {
     PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${3:-150} python3 -u tools/$1 $2 2>&1 | tee -a "${OUT:-/tmp}/rows.txt" |
       python3 -c '
@@ -56,7 +56,7 @@ for l in sys.stdin:
   rows_of bench_examples.py rows
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
   grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
-  rows_of exp/row_align.py shift 150
+  rows_of exp/row_align.py shift 200
   OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=${T6:-100} \
     timeout $((${T6:-100} + 40)) bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
   grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck.txt" | tail -8

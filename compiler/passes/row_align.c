@@ -43,7 +43,9 @@
  * The lanes of a carried tile see other elements than before (a chunk's lane j holds
  * element c - p + j), which a full reduction does not see, up to the order of a
  * floating-point sum. Loops over the same row get the same start (one value after CSE), so
- * row-cache still finds them. The schedule option rowalign=0 turns the pass off. */
+ * row-cache still finds them. The schedule option rowalign=0 turns the pass off; shift=0
+ * leaves the other loads at %c element by element and aligns a loop or one-tile row only
+ * where its accesses of the group outnumber them (the rule before PERF.md 115). */
 #include <math.h>
 #include <string.h>
 
@@ -51,6 +53,10 @@
 #include "passes.h"
 
 enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16, ONE_TILE_MAX = 16 };
+
+/* Whether the other loads at the loop variable are shifted (probe=2; schedule shift=1, the
+ * default) rather than left element by element. */
+static bool shifts(const struct ir_func *f) { return tl_sched_get(f->sched.shift, 1); }
 
 /* The last dimension of op's tensor when op is a 1-d load or store along it at index iv,
  * S elements long, with its other indices defined outside body and the dimension's size ub;
@@ -275,6 +281,7 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
   const struct ir_block *body = &f->blocks.v[lp->region];
   ir_val iv = body->args, ub = lp->args[1];
   bool stores = false;
+  uint32_t others = 0; /* loads at iv outside the group (counted for shift=0) */
   *ngroup = 0;
   for (uint32_t i = 0; i < body->ops.n; i++) {
     const struct ir_op *op = &f->ops.v[body->ops.v[i]];
@@ -288,6 +295,8 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
         if (off) {
           if (*ngroup == MAX_GROUP) return false;
           group[(*ngroup)++] = body->ops.v[i];
+        } else {
+          others += c == IR_LOAD;
         }
         stores |= c == IR_STORE;
       } else {
@@ -311,8 +320,9 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
   /* the loads at the variable outside the group (a norm's weights W[c], on 16 bytes before)
    * start off their boundary in the shifted loop and are read as shifted vectors
    * (probe=2). (Read element by element, as before PERF.md 115, they made the loop worth
-   * aligning only where it gained more vector accesses than it lost: PERF.md 100.) */
-  if (*ngroup == 0) return false;
+   * aligning only where it gained more vector accesses than it lost: PERF.md 100; so
+   * still with shift=0.) */
+  if (*ngroup == 0 || (!shifts(f) && *ngroup <= others)) return false;
   if (lp->nres == 0) return true;
   if (stores) return false;
   for (uint32_t k = 0; k < lp->nres; k++)
@@ -357,6 +367,7 @@ static bool stores_to(const struct ir_func *f, uint32_t blk, ir_val t) {
  * words just before its first use (cg_mem.c), so no thread waits for one at the next
  * one's branch. */
 static void shift_others(struct ir_func *f, uint32_t body, ir_val iv, const uint32_t *group, uint32_t ngroup) {
+  if (!shifts(f)) return;
   uint32_t moved[MAX_LOOPS], n = 0;
   for (uint32_t i = 0; i < f->blocks.v[body].ops.n; i++) {
     uint32_t id = f->blocks.v[body].ops.v[i];
@@ -471,6 +482,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
   if (k0 == end) return false;
   memset(R, 0, sizeof *R);
   R->blk = blk, R->k0 = k0, R->end = end;
+  uint32_t others = 0; /* loads of other rows (counted for shift=0) */
   for (uint32_t i = k0; i < end; i++) { /* the slices first: they give S and the bound */
     const struct ir_op *op = &f->ops.v[b->ops.v[i]];
     if ((op->code != IR_LOAD && op->code != IR_STORE) || !ir_op_has_tile(f, op)) continue;
@@ -486,7 +498,10 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     if (op->args[1 + D] != R->z || row_access(f, op, R->z, R->ub, R->S, 0) < 0) return false;
     bool off = rows_off(f, op);
     if (op->code == IR_STORE && !off) return false;
-    if (!off) continue; /* shifted (probe=2) in the shifted copy */
+    if (!off) { /* shifted (probe=2) in the shifted copy */
+      others += op->code == IR_LOAD;
+      continue;
+    }
     if (R->ngroup == MAX_GROUP) return false;
     for (int d = 0; d < D; d++) { /* the row must be known in front of the region */
       uint32_t def = ir_def_op(f, op->args[1 + d]);
@@ -494,7 +509,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     }
     R->group[R->ngroup++] = b->ops.v[i];
   }
-  if (R->ngroup == 0 || R->S <= 0) return false;
+  if (R->ngroup == 0 || R->S <= 0 || (!shifts(f) && R->ngroup <= others)) return false;
   /* the shifted copy and the one as written side by side cost registers: only tiles of at
    * most 16 elements per thread (of each CTA of a cluster, where cluster-rows splits the
    * row); at 32 and 64 (4096 and 8192 wide, 4 warps) ptxas went from 58 to 126 registers
@@ -563,7 +578,7 @@ static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
       ir_op_set_arg(f, c, (uint32_t)ir_vtype(f, op->args[0])->rank, start);
       op = &f->ops.v[c];
       if (grouped[i]) op->i[1] = 16, op->i[2] = !same_row(f, first, op);
-      else if (op->code == IR_LOAD && nshifted < MAX_GROUP) /* shifted (IR.md) */
+      else if (op->code == IR_LOAD && shifts(f) && nshifted < MAX_GROUP) /* shifted (IR.md) */
         op->i[1] = 16, op->i[2] = 2, shifted[nshifted++] = c;
     } else if (op->code == IR_ARANGE) { /* column indices: moved by p, the lanes in front given N */
       ir_val a = op->res;

@@ -140,6 +140,12 @@ const char *tl_target_names(void);
  *   rowrev=0|1       a loop over a row's chunks that reads a row an earlier loop read walks
  *                    it from its last chunk, whose reuse distance is then the shortest
  *                    (row-reverse pass); on by default (PERF.md 102)
+ *   shift=0|1        in a row loop (or one-tile row) that row-align starts at the row's
+ *                    16-byte boundary, the other loads at the loop variable (a norm's
+ *                    weights, now off their own boundary by the row's shift) are read as
+ *                    two aligned 16-byte vectors and shifted ({align=16, probe=2}); with 0
+ *                    they go element by element and row-align aligns only where that gains
+ *                    more vector accesses than it loses (the rule before PERF.md 115)
  *   cluster=C        row kernels whose row tile is too long for one CTA's registers run each
  *                    program as C CTAs of a thread-block cluster (cluster-rows pass, sm_90+);
  *                    1 never, 2/4/8 that size where the kernel allows it; by default the pass
@@ -152,7 +158,7 @@ const char *tl_target_names(void);
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev;
+      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev, shift;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   signed char cluster;   /* CTAs per program for rows split across a cluster (1, 2, 4, 8; -1: the pass decides) */
   signed char rowfill;   /* chunks row-cache's fill loop loads before it stores them (1..16; -1: the pass decides) */

@@ -526,7 +526,7 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
  * shifted vectors (probe=2, PERF.md 115): two 16-byte loads around each run and its words
  * funnelled out (prmt.b32.f4e, 4 per run), with elements only at the row's ends. Before, the
  * output pass kept its start (X and Y against W and B), read X again from global memory
- * and stored Y element by element. */
+ * and stored Y element by element, as it still does with the schedule's shift=0. */
 Test(spec, norm_weights_off_the_row_shift_load_as_shifted_vectors) {
   tile_context *ctx = NULL;
   tile_define d[3] = {{"T", "f16"}, {"BN", "4096"}, {"NW", "16"}};
@@ -546,6 +546,14 @@ Test(spec, norm_weights_off_the_row_shift_load_as_shifted_vectors) {
    * statistics loop's */
   cr_expect(count(vocab.ptx, "ld.shared.v4") >= 8, "%u 16-byte shared loads", count(vocab.ptx, "ld.shared.v4"));
   cr_expect(count(vocab.ptx, "st.global.v4") >= 1, "Y stored without 16-byte vectors");
+  rt_artifact_free(&vocab);
+  tile_kernel_release(k);
+  tile_context_destroy(ctx);
+  /* shift=0: the rule before: the output pass keeps its start, nothing funnelled */
+  k = compile_sched(&ctx, "layernorm.tile", "layernorm", d, 3, "shift=0");
+  vocab = build(ctx, k, a, 7);
+  funnels = count(vocab.ptx, "prmt.b32.f4e") + count(vocab.ptx, "shf.r.wrap");
+  cr_expect(funnels == 0, "%u funnelled words with shift=0", funnels);
   rt_artifact_free(&vocab);
   tile_kernel_release(k);
   tile_context_destroy(ctx);

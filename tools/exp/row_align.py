@@ -13,7 +13,9 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
          form without the -inf guard (tools/exp/softmax_fma/softmax.tile, PERF.md 110)
   pfcache (not by default) prefetch=1 beside the row cache (on by default since PERF.md 113)
   pfcheck, pf  (not by default) register prefetch D chunks ahead (prefetch=D, PERF.md 113):
-         ragged rows against PyTorch; speed against the defaults"""
+         ragged rows against PyTorch; speed against the defaults
+  shift  (not by default) the norms' weights as shifted vectors (PERF.md 115): the defaults
+         against shift=0 (the rule before), occupancy=1 and prefetch=1"""
 import os
 import sys
 
@@ -232,6 +234,7 @@ if "shift" in only:  # not run by default: the norms' weights as shifted vectors
                          (8192, 16385, torch.float16), (16384, 4097, torch.float16), (32768, 2049, torch.float16)):
             be.rows(kind, m, n, dt)
             if kind != "softmax":
+                be.rows(kind, m, n, dt, schedule="shift=0")  # W (and B) element by element: the gain itself
                 be.rows(kind, m, n, dt, schedule="occupancy=1")
                 be.rows(kind, m, n, dt, schedule="prefetch=1")
 if "mid" in only:
