@@ -511,6 +511,10 @@ lang_checks() {
   tk attention_bwd.tile attention_bwd_fused T=f16,CAUSAL=true B=2,H=4,HKV=1,N=257,NK=257 "scale=0.125"
   tk attention_bwd.tile attention_bwd_fused T=bf16 B=1,H=4,HKV=2,N=1000,NK=1000 "scale=0.125" # hd64: K in 64-byte panels
   TK_TAG="${TK_TAG:-} early=0" tk attention_bwd.tile attention_bwd_fused T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088" --schedule=early=0
+  # the producer warp issuing dQ's reduce-adds (bulk-writer, schedule writer=1; PERF.md 116)
+  TK_TAG="${TK_TAG:-} writer=1" tk attention_bwd.tile attention_bwd_fused T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088" --schedule=writer=1
+  TK_TAG="${TK_TAG:-} writer=1" tk attention_bwd.tile attention_bwd_fused T=bf16 B=1,H=4,HKV=2,N=1000,NK=1000 "scale=0.125" --schedule=writer=1
+  TK_TAG="${TK_TAG:-} writer=1" tk attention_bwd.tile attention_bwd_fused T=f16,CAUSAL=true B=2,H=4,HKV=1,N=257,NK=257 "scale=0.125" --schedule=writer=1
   tk attention_bwd.tile attention_bwd_dq_scale T=bf16,D=128 B=1,H=3,N=77 "scale=0.088"
   # the one-kernel experiment (dQ by atomics; its product over two warpgroups along N)
   tk tools/exp/attention_bwd_atomic.tile attention_bwd_atomic T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088"
@@ -641,6 +645,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck attention_bwd.tile attention_bwd_dkdv T=f16,CAUSAL=true B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
     memcheck attention_bwd.tile attention_bwd_dq T=f16,CAUSAL=true B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
     memcheck attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125"
+    memcheck attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125" --schedule=writer=1
     memcheck examples/embedding_bag.tile embedding_bag T=f16 V=50,B=7,DIM=1000 ""
     # every lib kernel under racecheck and synccheck, in each schedule it is launched with
     # (the warp-specialized TMA ring, the cp.async pipeline, the persistent tile loop)
@@ -664,6 +669,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
       sancheck $tool tests/kernels/gather_gemm.tile gather_gemm "" M=40,K=100,N=33,R=70 ""
       sancheck $tool attention_bwd.tile attention_bwd_dkdv T=f16 B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
       sancheck $tool attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125"
+      sancheck $tool attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125" --schedule=writer=1
     done
   else
     check sanitizer compute-sanitizer - - sh -c 'echo "compute-sanitizer not found"; exit 77'

@@ -132,6 +132,9 @@ bool pass_pipeline_gpu(struct ir_func *f, const struct tl_target *target, const 
        * those releases) into a producer role; persistence wraps each role in a tile loop */
       if (!pass_run(PASS_WGMMA_ASYNC, f, o, err)) return false;
       if (!pass_run(PASS_WARP_SPECIALIZE, f, o, err)) return false;
+      /* on the roles as warp specialization leaves them (one ring loop each, whose ring
+       * positions index the writer's slots), before persistence wraps them */
+      if (!pass_run(PASS_BULK_WRITER, f, o, err)) return false;
       if (!pass_run(PASS_PERSISTENT, f, o, err)) return false;
       /* after warp specialization: it rotates fill-free loops (the consumer's) */
       if (!pass_run(PASS_WGMMA_OVERLAP, f, o, err)) return false;

@@ -146,6 +146,10 @@ const char *tl_target_names(void);
  *                    two aligned 16-byte vectors and shifted ({align=16, probe=2}); with 0
  *                    they go element by element and row-align aligns only where that gains
  *                    more vector accesses than it loses (the rule before PERF.md 115)
+ *   writer=0|1       (off by default) a consumer loop's TMA reduce-adds (bulk-reduce's staged
+ *                    tiles) are issued by the producer warp: the consumers store the tile
+ *                    into a slot of the ring's stage and arrive, without meeting
+ *                    (bulk-writer pass; PERF.md 116)
  *   cluster=C        row kernels whose row tile is too long for one CTA's registers run each
  *                    program as C CTAs of a thread-block cluster (cluster-rows pass, sm_90+);
  *                    1 never, 2/4/8 that size where the kernel allows it; by default the pass
@@ -158,7 +162,7 @@ const char *tl_target_names(void);
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev, shift;
+      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev, shift, writer;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   signed char cluster;   /* CTAs per program for rows split across a cluster (1, 2, 4, 8; -1: the pass decides) */
   signed char rowfill;   /* chunks row-cache's fill loop loads before it stores them (1..16; -1: the pass decides) */
