@@ -18,9 +18,10 @@
 #   PART=6: the rows after PERF.md 115 (gpu_check's row checks, row_align.py check, the
 #   rows, row_align.py shift: the norms' shifted weights against shift=0 (the rule
 #   before), occupancy=1 and prefetch=1), about 6 minutes;
-#   PART=7: tools/exp/writer_ab.py, the producer warp issuing the fused backward's dQ
-#   reduce-adds (writer=1, PERF.md 116) against the default, with gpu_check's backward rows
-#   (writer=1 included, and its memcheck, racecheck and synccheck), T7=SECONDS;
+#   PART=7: tools/exp/writer_ab.py, the fused backward's candidates (writer=1, PERF.md 116;
+#   LSE and delta folded into the accumulators, BM=128 at hd64, PERF.md 117) against the
+#   default, after gpu_check's backward rows (those included, with memcheck, racecheck and
+#   synccheck), T7=SECONDS;
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -66,7 +67,7 @@ for l in sys.stdin:
   exit 0
 fi
 if [ "$PART" = 7 ]; then
-  echo "== 8. the producer warp issuing dQ's reduce-adds (writer=1, PERF.md 116): correctness, then speed"
+  echo "== 8. the fused backward's candidates (PERF.md 116-117): correctness, then speed"
   OUT=${OUT:-$(mktemp -d)} ONLY='^attention_bwd' TIME_BUDGET=120 \
     timeout 200 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck-bwd.txt" 2>&1
   grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck-bwd.txt" | tail -8

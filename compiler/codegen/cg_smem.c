@@ -938,6 +938,33 @@ static LLVMValueRef operand_desc(struct cg *g, const struct sbuf *s, LLVMValueRe
 }
 
 
+/* An accumulator that starts from a tile of repeated values (a broadcast row or column:
+ * attention backward's LSE folded into the scores' accumulator) or of constants: the asm
+ * ties each register to an output, so LLVM copies the repeated ones, between the fence and
+ * the wgmma, where ptxas then waits for any wgmma in flight first (C7517). Each such
+ * register gets its own copy in front of the fence instead, for this wgmma and for the
+ * later ones of its block up to the next wait whose accumulators are already computed (the
+ * IR computes them before the first: wgmma-async), in place, so that their copies are not
+ * made after this wgmma is in flight either. A zero accumulator is not read. */
+static void untie_accumulators(struct cg *g, const struct ir_op *op) {
+  struct ir_func *f = g->f;
+  const struct ir_block *b = &f->blocks.v[op->block];
+  for (uint32_t i = ir_op_index(f, (uint32_t)(op - f->ops.v)); i < b->ops.n; i++) {
+    const struct ir_op *w = &f->ops.v[b->ops.v[i]];
+    if (w->code == IR_WGMMA_WAIT) break;
+    if (w->code != IR_WGMMA) continue;
+    double c0 = 1.0;
+    ir_val acc = w->args[4];
+    if ((ir_value_const_float(f, acc, &c0) && c0 == 0.0) || !g->vals[acc].r) continue;
+    struct cgval *C = &g->vals[acc];
+    for (uint32_t r = 0; r < C->n; r++) {
+      bool copy = LLVMIsConstant(C->r[r]);
+      for (uint32_t q = 0; q < r && !copy; q++) copy = C->r[q] == C->r[r];
+      if (copy) C->r[r] = cg_asm(g, g->f32, "mov.b32 $0, $1;", "=f,f", &C->r[r], 1, true);
+    }
+  }
+}
+
 void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   struct ir_func *f = g->f;
   struct ll lc;
@@ -1026,6 +1053,8 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
         }
       }
   }
+  untie_accumulators(g, op);
+  for (uint32_t r = 0; r < n; r++) out->r[r] = C->r[r];
   cg_intrinsic(g, "llvm.nvvm.wgmma.fence.sync.aligned", NULL, 0, NULL, 0);
   for (int mr = 0; mr < mrep; mr++)
     for (int nc = 0; nc < N; nc += NI) {

@@ -666,7 +666,8 @@ static int auto_stages(const struct ir_func *f, const struct loop_info *L) {
  * each) would be the consumers' own global loads, waited for in the middle of each step
  * (~1 us of latency against a step of a few). A 1-d slice load of a tensor nothing writes,
  * along the tensor's contiguous last dimension, whose indices the ring's chain computes from
- * the loop variable, that TMA can copy (16-byte strides, 16 to 256 bytes, zero fill) becomes
+ * the loop variable, that TMA can copy (16-byte strides, a multiple of 16 bytes and at most
+ * 256 elements: an unswizzled box, gpu-facts.md; zero fill) becomes
  * one more copy of the ring: the producer fills a [1, n] buffer with the stage, the
  * consumers read it (local_load) where the load was, and the stage's release waits for it.
  * A tensor whose other strides are not 16-byte multiples (LSE [B, H, N] with N = 2405) is
@@ -729,7 +730,7 @@ static void ring_small_loads(struct ir_func *f, struct loop_info *L, struct ir_t
     const struct ir_type *rt = ir_vtype(f, op->res), *tt = ir_vtype(f, op->args[0]);
     uint64_t mask = (uint64_t)op->i[0];
     int rank = tt->rank, eb = ir_dtype_bytes((ir_dtype)rt->dtype), n = rt->dims[0];
-    if (rt->rank != 1 || mask != 1ull << (rank - 1) || n * eb % 16 || n * eb > 256 || n > 256) continue;
+    if (rt->rank != 1 || mask != 1ull << (rank - 1) || n * eb % 16 || n > 256) continue;
     const struct ir_param *p = ir_param_of(f, op->args[0]);
     if (!p) continue;
     bool flat = !ir_facts_allow_vector(p, tt, rank - 1, 16);

@@ -231,6 +231,59 @@ static ir_val written_buffer(const struct ir_op *op) {
   return 0;
 }
 
+/* A wgmma whose accumulator starts from a computed tile (attention backward's -delta folded
+ * into dP's: `d_o @ v.T + (-delta)[:, None]`) computed after the wgmma before it: the ops
+ * that compute that tile move in front of the earlier wgmma, so that both groups' starting
+ * registers exist before the first is issued (codegen copies a repeated value's registers
+ * there; copied after a group is in flight, ptxas waits for the group: C7517). Only ops
+ * that are pure or read a buffer nothing between writes or guards (no barrier or mbarrier
+ * wait between), and that do not read the earlier wgmma's result. */
+static void hoist_acc_inits(struct ir_func *f, uint32_t body, struct arena *a) {
+  const struct ir_block *bb = &f->blocks.v[body];
+  uint8_t *chain = ARENA_NEWN(a, uint8_t, bb->ops.n + 1);
+  for (uint32_t wpos = 0, ppos = UINT32_MAX; wpos < f->blocks.v[body].ops.n; wpos++) {
+    bb = &f->blocks.v[body];
+    const struct ir_op *w = &f->ops.v[bb->ops.v[wpos]];
+    if (w->code != IR_WGMMA) continue;
+    uint32_t prev = ppos;
+    ppos = wpos;
+    double c0 = 1.0;
+    uint32_t d = ir_def_op(f, w->args[4]);
+    if (prev == UINT32_MAX || !d || f->ops.v[d].block != body || ir_op_index(f, d) < prev ||
+        (ir_value_const_float(f, w->args[4], &c0) && c0 == 0.0))
+      continue;
+    /* the chain: ops between the two wgmma that the accumulator depends on */
+    memset(chain, 0, bb->ops.n + 1);
+    chain[ir_op_index(f, d)] = 1;
+    bool ok = true;
+    for (uint32_t q = wpos; q-- > prev + 1 && ok;) {
+      if (!chain[q]) continue;
+      const struct ir_op *op = &f->ops.v[bb->ops.v[q]];
+      ok = !op->nregions && ((ir_ops[op->code].flags & OPF_PURE) || op->code == IR_LOCAL_LOAD);
+      for (uint32_t k = 0; k < op->nargs && ok; k++) {
+        uint32_t ad = ir_def_op(f, op->args[k]);
+        if (!ad || f->ops.v[ad].block != body) continue;
+        uint32_t ap = ir_op_index(f, ad);
+        if (ap == prev) ok = false; /* the earlier wgmma's result */
+        else if (ap > prev) chain[ap] = 1;
+      }
+      /* a buffer read moves above nothing that writes it or orders it */
+      for (uint32_t r = prev + 1; r < q && ok && op->code == IR_LOCAL_LOAD; r++) {
+        const struct ir_op *o = &f->ops.v[bb->ops.v[r]];
+        ok = !(o->code == IR_BARRIER || o->code == IR_MBAR_WAIT || o->nregions || written_buffer(o) == op->args[0]);
+      }
+    }
+    if (!ok) continue;
+    struct ir_builder b;
+    ir_builder_before(&b, f, bb->ops.v[prev]);
+    uint32_t nmove = 0, *move = ARENA_NEWN(a, uint32_t, wpos - prev);
+    for (uint32_t q = prev + 1; q < wpos; q++)
+      if (chain[q]) move[nmove++] = bb->ops.v[q];
+    for (uint32_t k = 0; k < nmove; k++) ir_op_move(&b, move[k]);
+    ppos = wpos; /* (positions before wpos shifted, wpos itself did not) */
+  }
+}
+
 static bool issue_early(struct pass_ctx *pc, uint32_t loop) {
   struct ir_func *f = pc->f;
   uint32_t body = f->ops.v[loop].region;
@@ -246,6 +299,7 @@ static bool issue_early(struct pass_ctx *pc, uint32_t loop) {
     has_barrier |= op->code == IR_BARRIER || (op->nregions && ir_block_has_op(f, op->region, barrier, 1));
   }
   if (n < 2 || n > MAX_PEND || !has_barrier || !tl_sched_get(f->sched.early, 1)) return false;
+  hoist_acc_inits(f, body, pc->scratch);
   /* walk the body in order, keeping the in-flight wgmma (oldest first) */
   uint32_t pend[MAX_PEND], np = 0;
   uint32_t *arrivals = ARENA_NEWN(pc->scratch, uint32_t, bb->ops.n), na = 0;
