@@ -115,7 +115,8 @@ static bool find(const struct ir_func *f, struct writer *w) {
   int64_t c;
   w->buf = red->args[0];
   if (f->ops.v[w->bar].code != IR_BARRIER || st->code != IR_LOCAL_STORE || st->args[0] != w->buf ||
-      !ir_value_const_int(f, red->args[1], &c) || c != 0 || !outside(f, w, w->buf) || !outside(f, w, red->args[2]))
+      !ir_value_const_int(f, red->args[1], &c) || c != 0 || !outside(f, w, w->buf) || !outside(f, w, red->args[2]) ||
+      ir_vtype(f, w->buf)->rank != 2) /* (one slot: bulk-reduce's) */
     return false;
   for (uint32_t k = 3; k < red->nargs; k++)
     if (!clonable(f, w, red->args[k], 0)) return false;
