@@ -18,10 +18,9 @@
 #   PART=6: the rows after PERF.md 115 (gpu_check's row checks, row_align.py check, the
 #   rows, row_align.py shift: the norms' shifted weights against shift=0 (the rule
 #   before), occupancy=1 and prefetch=1), about 6 minutes;
-#   PART=7: tools/exp/writer_ab.py, the fused backward's candidates (writer=1, PERF.md 116;
-#   LSE and delta folded into the accumulators, BM=128 at hd64, PERF.md 117) against the
-#   default, after gpu_check's backward rows (those included, with memcheck, racecheck and
-#   synccheck), T7=SECONDS;
+#   PART=7: tools/exp/writer_ab.py, lib's fused backward (PERF.md 117) against the form
+#   before it and against writer=1 (PERF.md 116), after gpu_check's backward rows (with
+#   memcheck, racecheck and synccheck), T7=SECONDS, G7=SECONDS for gpu_check;
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -68,8 +67,8 @@ for l in sys.stdin:
 fi
 if [ "$PART" = 7 ]; then
   echo "== 8. the fused backward's candidates (PERF.md 116-117): correctness, then speed"
-  OUT=${OUT:-$(mktemp -d)} ONLY='^attention_bwd' TIME_BUDGET=120 \
-    timeout 200 bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck-bwd.txt" 2>&1
+  OUT=${OUT:-$(mktemp -d)} ONLY='^attention_bwd' TIME_BUDGET=${G7:-120} \
+    timeout $((${G7:-120} + 80)) bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck-bwd.txt" 2>&1
   grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck-bwd.txt" | tail -8
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T7:-300} python3 -u tools/exp/writer_ab.py 2>&1 | grep -v Warning |
     tee "${OUT:-/tmp}/writer.txt" | cut -c1-190

@@ -515,12 +515,12 @@ lang_checks() {
   TK_TAG="${TK_TAG:-} writer=1" tk attention_bwd.tile attention_bwd_fused T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088" --schedule=writer=1
   TK_TAG="${TK_TAG:-} writer=1" tk attention_bwd.tile attention_bwd_fused T=bf16 B=1,H=4,HKV=2,N=1000,NK=1000 "scale=0.125" --schedule=writer=1
   TK_TAG="${TK_TAG:-} writer=1" tk attention_bwd.tile attention_bwd_fused T=f16,CAUSAL=true B=2,H=4,HKV=1,N=257,NK=257 "scale=0.125" --schedule=writer=1
-  # LSE and delta folded into the accumulators (tools/exp/attention_bwd_fold.tile, PERF.md 117),
-  # at 128 queries per step (their 512-byte rows through the ring)
-  TK_TAG="${TK_TAG:-} w1r32" tk tools/exp/attention_bwd_fold.tile attention_bwd_fused T=bf16,BM=128 B=1,H=4,HKV=2,N=1000,NK=1000 "scale=0.125" --schedule=writer=1,regs=32/240
-  TK_TAG="${TK_TAG:-} w1r32" tk tools/exp/attention_bwd_fold.tile attention_bwd_fused T=f16,BM=128,CAUSAL=true B=2,H=4,HKV=1,N=257,NK=257 "scale=0.125" --schedule=writer=1,regs=32/240
-  tk tools/exp/attention_bwd_fold.tile attention_bwd_fused T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088"
-  tk attention_bwd.tile attention_bwd_fused T=bf16,BM=128 B=1,H=4,HKV=2,N=1000,NK=1000 "scale=0.125" # 128-row LSE boxes
+  # 128 queries per step at hd64 (the default since PERF.md 117; their 512-byte LSE rows
+  # through the ring), with writer=1 and FlashAttention-3's register split; the form before 117
+  TK_TAG="${TK_TAG:-} w1r24" tk attention_bwd.tile attention_bwd_fused T=bf16 B=1,H=4,HKV=2,N=1000,NK=1000 "scale=0.125" --schedule=writer=1,regs=24/240
+  TK_TAG="${TK_TAG:-} w1r24" tk attention_bwd.tile attention_bwd_fused T=f16,CAUSAL=true B=2,H=4,HKV=1,N=257,NK=257 "scale=0.125" --schedule=writer=1,regs=24/240
+  tk attention_bwd.tile attention_bwd_fused T=bf16,BM=64 B=1,H=4,HKV=2,N=1000,NK=1000 "scale=0.125"
+  tk tools/exp/attention_bwd_unfolded.tile attention_bwd_fused T=bf16 B=1,H=4,HKV=2,N=1000,NK=1000 "scale=0.125"
   tk attention_bwd.tile attention_bwd_dq_scale T=bf16,D=128 B=1,H=3,N=77 "scale=0.088"
   # the one-kernel experiment (dQ by atomics; its product over two warpgroups along N)
   tk tools/exp/attention_bwd_atomic.tile attention_bwd_atomic T=bf16,D=128,CAUSAL=true B=1,H=4,HKV=2,N=200,NK=200 "scale=0.088"
@@ -652,7 +652,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck attention_bwd.tile attention_bwd_dq T=f16,CAUSAL=true B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
     memcheck attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125"
     memcheck attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125" --schedule=writer=1
-    memcheck tools/exp/attention_bwd_fold.tile attention_bwd_fused T=f16,BM=128 B=1,H=2,HKV=1,N=300,NK=300 "scale=0.125" --schedule=writer=1,regs=32/240
+    memcheck attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=300,NK=300 "scale=0.125" --schedule=writer=1,regs=24/240
     memcheck examples/embedding_bag.tile embedding_bag T=f16 V=50,B=7,DIM=1000 ""
     # every lib kernel under racecheck and synccheck, in each schedule it is launched with
     # (the warp-specialized TMA ring, the cp.async pipeline, the persistent tile loop)
@@ -677,7 +677,7 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
       sancheck $tool attention_bwd.tile attention_bwd_dkdv T=f16 B=1,H=4,HKV=2,N=100,NK=100 "scale=0.125"
       sancheck $tool attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125"
       sancheck $tool attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=130,NK=130 "scale=0.125" --schedule=writer=1
-      sancheck $tool tools/exp/attention_bwd_fold.tile attention_bwd_fused T=f16,BM=128 B=1,H=2,HKV=1,N=300,NK=300 "scale=0.125" --schedule=writer=1,regs=32/240
+      sancheck $tool attention_bwd.tile attention_bwd_fused T=f16 B=1,H=2,HKV=1,N=300,NK=300 "scale=0.125" --schedule=writer=1,regs=24/240
     done
   else
     check sanitizer compute-sanitizer - - sh -c 'echo "compute-sanitizer not found"; exit 77'

@@ -519,8 +519,11 @@ static bool specialize(struct pass_ctx *pc) {
 
   int pw = 4;
   int preg = f->sched.producer_regs > 0 ? f->sched.producer_regs : 40;
-  int creg = f->sched.consumer_regs > 0 ? f->sched.consumer_regs
-                                        : (int)((f->target->regs_per_sm - 32u * pw * preg) / (32u * f->warps)) / 8 * 8;
+  /* the consumers take what the block holds beside the producer (tl_block_regs), at most
+   * 240; a schedule's regs=P/C asking for more is held to that */
+  int most = (int)((tl_block_regs(f->target, 32u * (unsigned)(f->warps + pw)) - 32u * pw * (unsigned)preg) /
+                   (32u * (unsigned)f->warps)) / 8 * 8;
+  int creg = f->sched.consumer_regs > 0 && f->sched.consumer_regs < most ? f->sched.consumer_regs : most;
   if (creg > 240) creg = 240;
   if (32 * (f->warps + pw) > (int)f->target->max_threads || creg < 24) return false;
   /* consecutive rings of the same copies: one ring */

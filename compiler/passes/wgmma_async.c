@@ -236,8 +236,9 @@ static ir_val written_buffer(const struct ir_op *op) {
  * that compute that tile move in front of the earlier wgmma, so that both groups' starting
  * registers exist before the first is issued (codegen copies a repeated value's registers
  * there; copied after a group is in flight, ptxas waits for the group: C7517). Only ops
- * that are pure or read a buffer nothing between writes or guards (no barrier or mbarrier
- * wait between), and that do not read the earlier wgmma's result. */
+ * that are pure, load a tensor the kernel does not write, or read a buffer nothing between
+ * writes or guards (no barrier or mbarrier wait between), and that do not read the earlier
+ * wgmma's result. */
 static void hoist_acc_inits(struct ir_func *f, uint32_t body, struct arena *a) {
   const struct ir_block *bb = &f->blocks.v[body];
   uint8_t *chain = ARENA_NEWN(a, uint8_t, bb->ops.n + 1);
@@ -259,7 +260,8 @@ static void hoist_acc_inits(struct ir_func *f, uint32_t body, struct arena *a) {
     for (uint32_t q = wpos; q-- > prev + 1 && ok;) {
       if (!chain[q]) continue;
       const struct ir_op *op = &f->ops.v[bb->ops.v[q]];
-      ok = !op->nregions && ((ir_ops[op->code].flags & OPF_PURE) || op->code == IR_LOCAL_LOAD);
+      ok = !op->nregions && ((ir_ops[op->code].flags & OPF_PURE) || op->code == IR_LOCAL_LOAD ||
+                             (op->code == IR_LOAD && !ir_block_writes_tensor(f, IR_BODY_BLOCK, op->args[0])));
       for (uint32_t k = 0; k < op->nargs && ok; k++) {
         uint32_t ad = ir_def_op(f, op->args[k]);
         if (!ad || f->ops.v[ad].block != body) continue;

@@ -61,6 +61,16 @@ enum { TL_MAX_VALUE_REGS = 1024 };
 enum { TL_MAX_PARAM_SLOTS = 224 };
 
 static inline bool tl_has(const struct tl_target *t, unsigned feat) { return t && (t->features & feat) == feat; }
+/* The registers a block of `threads` threads holds when it alone fills a multiprocessor
+ * (warp-specialized kernels: minctasm 1): ptxas caps each thread at regs_per_sm / threads,
+ * a multiple of 8 and at most max_regs_thread, and setmaxnreg only moves registers within
+ * that pool (384 threads: 168 each, 64512; budgets of 32 / 240 need 65536 and the
+ * consumers' setmaxnreg.inc then waits forever, seen on an H100, PERF.md 117). */
+static inline unsigned tl_block_regs(const struct tl_target *t, unsigned threads) {
+  unsigned per = threads ? t->regs_per_sm / threads : 0;
+  if (per > t->max_regs_thread) per = t->max_regs_thread;
+  return threads * (per / 8 * 8);
+}
 
 /* The row called `name` ("sm_80", ..., "sm_90a"), or NULL. */
 const struct tl_target *tl_target_find(const char *name);
@@ -159,7 +169,8 @@ const char *tl_target_names(void);
  *                    registers of each thread holding them
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
- *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups        */
+ *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups; C is held
+ *                    to what the block's registers leave beside P (tl_block_regs)        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
       pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev, shift, writer;

@@ -4,8 +4,6 @@ give dQ, dK, dV for a random dO, and so do the fused kernel (dQ by atomics) and 
 (dK and dV summed over a group), causal and not, head dims 16, 64 and 128. Tolerance:
 2e-2 relative to the largest gradient magnitude (f16 inputs and P, dS rounded to f16 before
 each product, as the GPU does; f32 accumulation)."""
-import os
-
 import numpy as np
 import pytest
 
@@ -86,39 +84,3 @@ def test_attention_backward(causal, b, h, hkv, n, nk, d):
     close(dk, rk)
     close(dv, rv)
 
-
-FOLD = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "exp", "attention_bwd_fold.tile")
-
-
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("b,h,hkv,n,nk,d", [(1, 1, 1, 1, 1, 16), (2, 4, 2, 7, 33, 64), (1, 2, 2, 100, 100, 64),
-                                            (1, 4, 1, 33, 70, 128)])
-def test_attention_backward_folded(causal, b, h, hkv, n, nk, d):
-    """tools/exp/attention_bwd_fold.tile (PERF.md 117, measured against lib on the GPU):
-    the fused form with LSE and delta folded into the products' starting accumulators."""
-    if causal and n != nk and n > nk:
-        pytest.skip("causal rows past the last key have no keys")
-    q = (RNG.standard_normal((b, h, n, d)) * 0.5).astype(np.float16)
-    k = (RNG.standard_normal((b, hkv, nk, d)) * 0.5).astype(np.float16)
-    v = RNG.standard_normal((b, hkv, nk, d)).astype(np.float16)
-    do = RNG.standard_normal((b, h, n, d)).astype(np.float16)
-    scale = d ** -0.5
-    defs = {"D": d, "CAUSAL": causal}
-    fwd = tile.compile(tile.lib_path("attention"), kernel="attention",
-                       defines=dict(defs, HAS_LSE=True, BM=16, BN=16, BNM=16))
-    o = np.empty((b, h, n, d), np.float16)
-    lse = np.empty((b, h, n), np.float32)
-    fwd(q, k, v, o, lse, scale=scale)
-    delta = np.empty((b, h, n), np.float32)
-    tile.compile(tile.lib_path("attention_bwd"), kernel="attention_bwd_pre", defines={"D": d})(o, do, delta)
-    dk = np.full(k.shape, np.nan, np.float16)
-    dv = np.full(v.shape, np.nan, np.float16)
-    dq = np.full(q.shape, np.nan, np.float16)
-    acc = np.zeros(q.shape, np.float32)
-    tile.compile(FOLD, kernel="attention_bwd_fused", defines=dict(defs, BM=16, BN=16))(
-        q, k, v, do, lse, delta, dk, dv, acc, scale=scale)
-    tile.compile(FOLD, kernel="attention_bwd_dq_scale", defines={"D": d, "BM": 16})(acc, dq, scale=scale)
-    rq, rk, rv = reference(q, k, v, do, scale, causal)
-    close(dq, rq)
-    close(dk, rk)
-    close(dv, rv)

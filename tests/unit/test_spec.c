@@ -560,8 +560,9 @@ Test(spec, norm_weights_off_the_row_shift_load_as_shifted_vectors) {
 }
 
 /* rt_tile_trips on the generic IR: the causal fused backward (B=1, H=2, N = NK = 1024, BM =
- * 64, BN = 128, longest first) runs 16 query blocks in its first tile (key block 0) and 2 in
- * its last (key block 7: queries 896-1023); an empty grid evaluates without faulting. */
+ * 128 and BN = 128 at hd64 on sm_90a, longest first) runs 8 query blocks in its first tile
+ * (key block 0) and 1 in its last (key block 7: queries 896-1023); an empty grid evaluates
+ * without faulting. */
 Test(spec, tile_trips_follow_the_program) {
   tile_context *ctx = NULL;
   tile_define d[3] = {{"T", "bf16"}, {"D", "64"}, {"CAUSAL", "true"}};
@@ -580,8 +581,8 @@ Test(spec, tile_trips_follow_the_program) {
     int64_t first[3] = {0, 0, 0}, last[3] = {b.grid[0] - 1, b.grid[1] - 1, b.grid[2] - 1};
     double t0 = rt_tile_trips(k->ir, &b, first), t1 = rt_tile_trips(k->ir, &b, last);
     if (!empty) {
-      cr_expect(t0 == 16, "first tile: %g steps", t0);
-      cr_expect(t1 == 2, "last tile: %g steps", t1);
+      cr_expect(t0 == 8, "first tile: %g steps", t0);
+      cr_expect(t1 == 1, "last tile: %g steps", t1);
     }
     arena_free(&ar);
   }
@@ -616,16 +617,16 @@ static bool build_causal_forward(int64_t D, int persistent[2]) {
 
 /* Heavy tiles of unequal work are walked by persistent programs only when the longest runs
  * few steps (the long_tiles fact, CG_WALK_MAX_TRIPS; PERF.md 91): the causal fused backward
- * at hd64 deals its longest key block first, N / 64 query blocks, so N = 1024 (16 steps)
- * is persistent(few) and N = 4096 (64) a plain grid, two specializations; the forward's
+ * at hd64 deals its longest key block first, N / 128 query blocks, so N = 1024 (8 steps)
+ * is persistent(few) and N = 4096 (32) a plain grid, two specializations; the forward's
  * hd128 causal row blocks likewise (8 key blocks at N = 1024, 32 at N = 4096). */
 Test(spec, long_tiles_are_not_walked) {
   tile_context *ctx = NULL;
   tile_define d[3] = {{"T", "bf16"}, {"D", "64"}, {"CAUSAL", "true"}};
   tile_kernel *k = compile_sm90a(&ctx, "attention_bwd.tile", "attention_bwd_fused", d, 3);
   struct rt_artifact s = build_bwd_fused_d(ctx, k, 1024, 64, NULL), l = build_bwd_fused_d(ctx, k, 4096, 64, NULL);
-  cr_expect_eq(s.code.persistent, 2, "16 steps: persistent=%d", (int)s.code.persistent);
-  cr_expect_eq(l.code.persistent, 0, "64 steps: persistent=%d", (int)l.code.persistent);
+  cr_expect_eq(s.code.persistent, 2, "8 steps: persistent=%d", (int)s.code.persistent);
+  cr_expect_eq(l.code.persistent, 0, "32 steps: persistent=%d", (int)l.code.persistent);
   cr_expect(!same_key(&s, &l), "long_tiles is not in the specialization key");
   rt_artifact_free(&s);
   rt_artifact_free(&l);
