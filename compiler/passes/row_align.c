@@ -44,7 +44,7 @@
  * element c - p + j), which a full reduction does not see, up to the order of a
  * floating-point sum. Loops over the same row get the same start (one value after CSE), so
  * row-cache still finds them. The schedule option rowalign=0 turns the pass off; shift=0
- * leaves the other loads at %c element by element and aligns a loop only
+ * leaves the other loads at %c element by element and aligns a loop or one-tile row only
  * where its accesses of the group outnumber them (the rule before PERF.md 115). */
 #include <math.h>
 #include <string.h>
@@ -482,7 +482,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
   if (k0 == end) return false;
   memset(R, 0, sizeof *R);
   R->blk = blk, R->k0 = k0, R->end = end;
-  uint32_t others = 0; /* loads of other rows */
+  uint32_t others = 0; /* loads of other rows (counted for shift=0) */
   for (uint32_t i = k0; i < end; i++) { /* the slices first: they give S and the bound */
     const struct ir_op *op = &f->ops.v[b->ops.v[i]];
     if ((op->code != IR_LOAD && op->code != IR_STORE) || !ir_op_has_tile(f, op)) continue;
@@ -498,7 +498,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     if (op->args[1 + D] != R->z || row_access(f, op, R->z, R->ub, R->S, 0) < 0) return false;
     bool off = rows_off(f, op);
     if (op->code == IR_STORE && !off) return false;
-    if (!off) { /* element by element in the shifted copy */
+    if (!off) { /* shifted (probe=2) in the shifted copy */
       others += op->code == IR_LOAD;
       continue;
     }
@@ -509,13 +509,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     }
     R->group[R->ngroup++] = b->ops.v[i];
   }
-  /* the other rows' loads (a norm's weights) stay element by element here, shifted or not:
-   * read as shifted vectors, layernorm at 16384 x 4097 and 32768 x 2049 measured 70 -> 56%
-   * of the copy and rmsnorm at 32768 x 2049 73 -> 68% (H100, PERF.md 115: a tile of 4096
-   * over rows of 2049 leaves half the threads past the row, on the element path, which
-   * the shifted form makes longer); so the region is shifted only where its row accesses
-   * outnumber them */
-  if (R->ngroup == 0 || R->S <= 0 || R->ngroup <= others) return false;
+  if (R->ngroup == 0 || R->S <= 0 || (!shifts(f) && R->ngroup <= others)) return false;
   /* the shifted copy and the one as written side by side cost registers: only tiles of at
    * most 16 elements per thread (of each CTA of a cluster, where cluster-rows splits the
    * row); at 32 and 64 (4096 and 8192 wide, 4 warps) ptxas went from 58 to 126 registers
@@ -575,15 +569,17 @@ static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
   struct ir_valmap m;
   ir_valmap_init(&m, f, f->arena);
   const struct ir_op *first = &f->ops.v[R->group[0]];
+  uint32_t shifted[MAX_GROUP], nshifted = 0;
   for (uint32_t i = 0; i < nops; i++) {
     uint32_t c = ir_clone_op(&tb, ops[i], &m);
     struct ir_op *op = &f->ops.v[c];
     if ((op->code == IR_LOAD || op->code == IR_STORE) && ir_op_has_tile(f, op)) {
-      /* a row of the group, or another tensor's (a norm's weights: element by element, see
-       * tile_region): moved the same way */
+      /* a row of the group, or another tensor's (a norm's weights): moved the same way */
       ir_op_set_arg(f, c, (uint32_t)ir_vtype(f, op->args[0])->rank, start);
       op = &f->ops.v[c];
       if (grouped[i]) op->i[1] = 16, op->i[2] = !same_row(f, first, op);
+      else if (op->code == IR_LOAD && shifts(f) && nshifted < MAX_GROUP) /* shifted (IR.md) */
+        op->i[1] = 16, op->i[2] = 2, shifted[nshifted++] = c;
     } else if (op->code == IR_ARANGE) { /* column indices: moved by p, the lanes in front given N */
       ir_val a = op->res;
       ir_type_id t = f->values.v[a].type;
@@ -595,6 +591,16 @@ static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
     }
   }
   ir_build(&tb, IR_YIELD, NULL, 0, NULL, 0);
+  /* the shifted loads side by side where the first of them was (a norm's W and B: their
+   * loads issued together, shift_others) */
+  for (uint32_t k = 1; k < nshifted; k++) {
+    const struct ir_block *tblk = &f->blocks.v[then_blk];
+    uint32_t after = tblk->ops.v[ir_op_index(f, shifted[k - 1]) + 1]; /* (the yield at the latest) */
+    if (after == shifted[k]) continue;
+    struct ir_builder sb;
+    ir_builder_before(&sb, f, after);
+    ir_op_move(&sb, shifted[k]);
+  }
 }
 
 void pass_row_align(struct pass_ctx *pc) {
