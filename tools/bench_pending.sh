@@ -16,8 +16,8 @@
 #   PART=1 or PART=2 runs section 1 or sections 2-3 alone (each fits one 10-minute call);
 #   PART=3: tools/exp/nodq_ab.py, what the fused backward's dQ reduce-adds cost (PERF.md 111);
 #   PART=6: the rows after PERF.md 115 (gpu_check's row checks, row_align.py check, the
-#   rows, row_align.py shift: the norms' shifted weights against shift=0 (the rule
-#   before), occupancy=1 and prefetch=1), about 6 minutes;
+#   rows, row_align.py shift: the norms against shift=1 (shifted weights, off by default
+#   since that run), occupancy=1 and prefetch=1), about 6 minutes;
 #   PART=7: tools/exp/writer_ab.py, lib's fused backward (PERF.md 117) against the form
 #   before it and against writer=1 (PERF.md 116), after gpu_check's backward rows (with
 #   memcheck, racecheck and synccheck), T7=SECONDS, G7=SECONDS for gpu_check;
@@ -46,7 +46,7 @@ fi
 [ "$PART" = 1 ] && exit 0
 if [ "$PART" = 6 ]; then
   echo "== 7. the rows after PERF.md 115 (the norms' weights as shifted vectors): issue 17's rows,"
-  echo "   ragged rows against PyTorch, the norms against shift=0, occupancy=1 and prefetch=1, gpu_check's rows"
+  echo "   ragged rows against PyTorch, the norms against shift=1, occupancy=1 and prefetch=1, gpu_check's rows"
   rows_of() {
     PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${3:-150} python3 -u tools/$1 $2 2>&1 | tee -a "${OUT:-/tmp}/rows.txt" |
       python3 -c '

@@ -629,11 +629,11 @@ if [ "${SANITIZE:-1}" != 0 ] && [ "$DEVICE" = cuda ]; then
     memcheck softmax.tile softmax T=f16 M=7,N=4095 ""
     memcheck rmsnorm.tile rmsnorm T=bf16,BN=512 M=5,N=3001 "eps=1e-5" # row-align: the first chunk starts in front of the row
     memcheck layernorm.tile layernorm T=bf16 M=7,N=1000 "eps=1e-5"
-    # the weights read as shifted vectors (two aligned blocks per run, PERF.md 115): looped,
-    # with the row cache, and the one-tile row shifted
-    memcheck layernorm.tile layernorm T=f16,BN=512 M=5,N=3001 "eps=1e-5"
-    memcheck layernorm.tile layernorm T=f16,BN=1024,NW=4 M=3,N=20011 "eps=1e-5"
-    memcheck layernorm.tile layernorm T=bf16,BN=4096,NW=8 M=3,N=3001 "eps=1e-5"
+    # the weights read as shifted vectors (schedule shift=1: two aligned blocks per run,
+    # PERF.md 115): looped, with the row cache, and the one-tile row shifted
+    memcheck layernorm.tile layernorm T=f16,BN=512 M=5,N=3001 "eps=1e-5" --schedule=shift=1
+    memcheck layernorm.tile layernorm T=f16,BN=1024,NW=4 M=3,N=20011 "eps=1e-5" --schedule=shift=1
+    memcheck layernorm.tile layernorm T=bf16,BN=4096,NW=8 M=3,N=3001 "eps=1e-5" --schedule=shift=1
     memcheck rmsnorm.tile rmsnorm T=f32 M=7,N=33 "eps=1e-5"
     memcheck attention.tile attention T=f16,CAUSAL=true,HAS_LSE=true B=1,H=2,HKV=1,N=33,NK=100 "$SC"
     memcheck attention.tile attention T=f16,D=128,BN=128,BNM=32,NW=8,CAUSAL=true,HAS_LSE=true B=1,H=2,HKV=1,N=333,NK=333 "scale=0.088"

@@ -43,9 +43,10 @@
  * The lanes of a carried tile see other elements than before (a chunk's lane j holds
  * element c - p + j), which a full reduction does not see, up to the order of a
  * floating-point sum. Loops over the same row get the same start (one value after CSE), so
- * row-cache still finds them. The schedule option rowalign=0 turns the pass off; shift=0
- * leaves the other loads at %c element by element and aligns a loop or one-tile row only
- * where its accesses of the group outnumber them (the rule before PERF.md 115). */
+ * row-cache still finds them. The schedule option rowalign=0 turns the pass off. The other
+ * loads at %c are shifted only with shift=1 (off by default, PERF.md 115); otherwise they
+ * go element by element and a loop or one-tile row is aligned only where its accesses of
+ * the group outnumber them. */
 #include <math.h>
 #include <string.h>
 
@@ -54,9 +55,11 @@
 
 enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16, ONE_TILE_MAX = 16 };
 
-/* Whether the other loads at the loop variable are shifted (probe=2; schedule shift=1, the
- * default) rather than left element by element. */
-static bool shifts(const struct ir_func *f) { return tl_sched_get(f->sched.shift, 1); }
+/* Whether the other loads at the loop variable are shifted (probe=2; schedule shift=1)
+ * rather than left element by element (the default: on an H100 shifted weights took
+ * layernorm at 4096 x 50257 from 55 to 65% of the copy but its rows of 16385, 4097 and 2049
+ * from 70 / 70 / 56% to 61 / 56 / 42%, and gained rmsnorm nothing; PERF.md 115). */
+static bool shifts(const struct ir_func *f) { return tl_sched_get(f->sched.shift, 0); }
 
 /* The last dimension of op's tensor when op is a 1-d load or store along it at index iv,
  * S elements long, with its other indices defined outside body and the dimension's size ub;

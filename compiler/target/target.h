@@ -150,12 +150,13 @@ const char *tl_target_names(void);
  *   rowrev=0|1       a loop over a row's chunks that reads a row an earlier loop read walks
  *                    it from its last chunk, whose reuse distance is then the shortest
  *                    (row-reverse pass); on by default (PERF.md 102)
- *   shift=0|1        in a row loop (or one-tile row) that row-align starts at the row's
+ *   shift=0|1        (off by default) in a row loop (or one-tile row) that row-align starts at the row's
  *                    16-byte boundary, the other loads at the loop variable (a norm's
  *                    weights, now off their own boundary by the row's shift) are read as
  *                    two aligned 16-byte vectors and shifted ({align=16, probe=2}); with 0
  *                    they go element by element and row-align aligns only where that gains
- *                    more vector accesses than it loses (the rule before PERF.md 115)
+ *                    more vector accesses than it loses (PERF.md 115: shift=1 helps layernorm
+ *                    on vocabulary rows, loses on shorter ones)
  *   writer=0|1       (off by default) a consumer loop's TMA reduce-adds (bulk-reduce's staged
  *                    tiles) are issued by the producer warp: the consumers store the tile
  *                    into a slot of the ring's stage and arrive, without meeting
