@@ -998,7 +998,6 @@ void cg_gen_wgmma(struct cg *g, const struct ir_op *op) {
   if (g->failed) return;
   uint32_t n = ll_num_regs(&lc);
   struct cgval *out = cg_new_val(g, op->res, n);
-  for (uint32_t r = 0; r < n; r++) out->r[r] = C->r[r];
   LLVMValueRef wg = LLVMBuildLShr(g->b, g->warp, cg_i32(g, 2), ""); /* warpgroup index */
   LLVMValueRef wgn = cg_i32(g, 0);
   if (gn > 1) { /* warpgroup wg covers rows (wg % gm) * 64 and columns (wg / gm) * N */
