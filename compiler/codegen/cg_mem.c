@@ -218,9 +218,6 @@ static LLVMBasicBlockRef probe_branch(struct cg *g, struct access *x, LLVMBasicB
  * (i1): its first and last elements are both in bounds or both not. */
 static LLVMValueRef vectors_whole(struct cg *g, struct access *x);
 
-/* Starts `if (whole) {vector accesses} else {one element at a time}` for an access whose
- * vectors may straddle the edge: the builder is left in the vector block; returns the
- * element block and sets *join. */
 /* `if (whole) {vec_name} else {mem.elem}`, the builder left in the first; returns the
  * second and sets *join. */
 static LLVMBasicBlockRef whole_branch(struct cg *g, LLVMValueRef whole, const char *vec_name, LLVMBasicBlockRef *join) {
@@ -232,6 +229,9 @@ static LLVMBasicBlockRef whole_branch(struct cg *g, LLVMValueRef whole, const ch
   return elem;
 }
 
+/* Starts `if (whole) {vector accesses} else {one element at a time}` for an access whose
+ * vectors may straddle the edge: the builder is left in the vector block; returns the
+ * element block and sets *join. */
 static LLVMBasicBlockRef straddle_branch(struct cg *g, struct access *x, LLVMBasicBlockRef *join) {
   return whole_branch(g, vectors_whole(g, x), "mem.vec", join);
 }

@@ -284,7 +284,7 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
   const struct ir_block *body = &f->blocks.v[lp->region];
   ir_val iv = body->args, ub = lp->args[1];
   bool stores = false;
-  uint32_t others = 0; /* loads at iv outside the group (counted for shift=0) */
+  uint32_t others = 0; /* loads at iv outside the group */
   *ngroup = 0;
   for (uint32_t i = 0; i < body->ops.n; i++) {
     const struct ir_op *op = &f->ops.v[body->ops.v[i]];
@@ -321,10 +321,9 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
       if (op->args[k] == iv) return false;
   }
   /* the loads at the variable outside the group (a norm's weights W[c], on 16 bytes before)
-   * start off their boundary in the shifted loop and are read as shifted vectors
-   * (probe=2). (Read element by element, as before PERF.md 115, they made the loop worth
-   * aligning only where it gained more vector accesses than it lost: PERF.md 100; so
-   * still with shift=0.) */
+   * start off their boundary in the shifted loop: element by element by default, which
+   * makes the loop worth aligning only where it gains more vector accesses than it loses
+   * (PERF.md 100); read as shifted vectors with shift=1 (probe=2, PERF.md 115) */
   if (*ngroup == 0 || (!shifts(f) && *ngroup <= others)) return false;
   if (lp->nres == 0) return true;
   if (stores) return false;
@@ -485,7 +484,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
   if (k0 == end) return false;
   memset(R, 0, sizeof *R);
   R->blk = blk, R->k0 = k0, R->end = end;
-  uint32_t others = 0; /* loads of other rows (counted for shift=0) */
+  uint32_t others = 0; /* loads of other rows */
   for (uint32_t i = k0; i < end; i++) { /* the slices first: they give S and the bound */
     const struct ir_op *op = &f->ops.v[b->ops.v[i]];
     if ((op->code != IR_LOAD && op->code != IR_STORE) || !ir_op_has_tile(f, op)) continue;
@@ -501,7 +500,7 @@ static bool tile_region(const struct ir_func *f, uint32_t blk, struct tile_regio
     if (op->args[1 + D] != R->z || row_access(f, op, R->z, R->ub, R->S, 0) < 0) return false;
     bool off = rows_off(f, op);
     if (op->code == IR_STORE && !off) return false;
-    if (!off) { /* shifted (probe=2) in the shifted copy */
+    if (!off) { /* in the shifted copy: shifted (probe=2) with shift=1, else element by element */
       others += op->code == IR_LOAD;
       continue;
     }

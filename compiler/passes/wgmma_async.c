@@ -281,8 +281,7 @@ static void hoist_acc_inits(struct ir_func *f, uint32_t body, struct arena *a) {
     uint32_t nmove = 0, *move = ARENA_NEWN(a, uint32_t, wpos - prev);
     for (uint32_t q = prev + 1; q < wpos; q++)
       if (chain[q]) move[nmove++] = bb->ops.v[q];
-    for (uint32_t k = 0; k < nmove; k++) ir_op_move(&b, move[k]);
-    ppos = wpos; /* (positions before wpos shifted, wpos itself did not) */
+    for (uint32_t k = 0; k < nmove; k++) ir_op_move(&b, move[k]); /* (wpos stays where it was) */
   }
 }
 

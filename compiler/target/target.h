@@ -150,8 +150,8 @@ const char *tl_target_names(void);
  *   rowrev=0|1       a loop over a row's chunks that reads a row an earlier loop read walks
  *                    it from its last chunk, whose reuse distance is then the shortest
  *                    (row-reverse pass); on by default (PERF.md 102)
- *   shift=0|1        (off by default) in a row loop (or one-tile row) that row-align starts at the row's
- *                    16-byte boundary, the other loads at the loop variable (a norm's
+ *   shift=0|1        (off by default) in a row loop (or one-tile row) that row-align starts
+ *                    at the row's 16-byte boundary, the other loads at the loop variable (a norm's
  *                    weights, now off their own boundary by the row's shift) are read as
  *                    two aligned 16-byte vectors and shifted ({align=16, probe=2}); with 0
  *                    they go element by element and row-align aligns only where that gains
