@@ -21,6 +21,8 @@
 #   PART=7: tools/exp/writer_ab.py, lib's fused backward (PERF.md 117) against the form
 #   before it and against writer=1 (PERF.md 116), after gpu_check's backward rows (with
 #   memcheck, racecheck and synccheck), T7=SECONDS, G7=SECONDS for gpu_check;
+#   PART=8: ncu (stall samples, then throughput sections) of the norms' vocabulary rows against
+#   softmax's, V8="KIND N SCHEDULE BN NW;..." replaces the variants, T8/T8B bound the two;
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -72,6 +74,15 @@ if [ "$PART" = 7 ]; then
   grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck-bwd.txt" | tail -8
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T7:-300} python3 -u tools/exp/writer_ab.py 2>&1 | grep -v Warning |
     tee "${OUT:-/tmp}/writer.txt" | cut -c1-190
+  exit 0
+fi
+if [ "$PART" = 8 ]; then
+  echo "== 9. ncu: the norms' output pass against softmax's at the vocabulary row (where W's loads cost)"
+  V=("softmax 50264 - 4096 16" "rmsnorm 50264 - 4096 16" "layernorm 50257 - 4096 16" "layernorm 50257 shift=1 4096 16"
+     "layernorm 4097 - 1024 4 16384" "layernorm 4097 shift=1 1024 4 16384")
+  [ -n "${V8:-}" ] && IFS=';' read -r -a V <<< "$V8"
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T8:-250} bash tools/exp/rows_stalls.sh "${V[@]}" 2>&1 | tee "${OUT:-/tmp}/stalls.txt"
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T8B:-250} bash tools/exp/rows_ncu.sh "${V[@]}" 2>&1 | tee "${OUT:-/tmp}/ncu.txt"
   exit 0
 fi
 if [ "$PART" = 4 ]; then
