@@ -23,6 +23,7 @@
 #   memcheck, racecheck and synccheck), T7=SECONDS, G7=SECONDS for gpu_check;
 #   PART=8: ncu (stall samples, then throughput sections) of the norms' vocabulary rows against
 #   softmax's, V8="KIND N SCHEDULE BN NW;..." replaces the variants, T8/T8B bound the two;
+#   NS=SECONDS first runs row_align.py nsweep (the norms over BN, NW, shift=1, prefetch=1);
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -81,6 +82,8 @@ if [ "$PART" = 8 ]; then
   V=("softmax 50264 - 4096 16" "rmsnorm 50264 - 4096 16" "layernorm 50257 - 4096 16" "layernorm 50257 shift=1 4096 16"
      "layernorm 4097 - 1024 4 16384" "layernorm 4097 shift=1 1024 4 16384")
   [ -n "${V8:-}" ] && IFS=';' read -r -a V <<< "$V8"
+  [ -n "${NS:-}" ] && PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${NS} python3 -u tools/exp/row_align.py nsweep 2>&1 |
+    grep -v Warning | tee "${OUT:-/tmp}/nsweep.txt" | cut -c1-200
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T8:-250} bash tools/exp/rows_stalls.sh "${V[@]}" 2>&1 | tee "${OUT:-/tmp}/stalls.txt"
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T8B:-250} bash tools/exp/rows_ncu.sh "${V[@]}" 2>&1 | tee "${OUT:-/tmp}/ncu.txt"
   exit 0

@@ -15,7 +15,9 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
   pfcheck, pf  (not by default) register prefetch D chunks ahead (prefetch=D, PERF.md 113):
          ragged rows against PyTorch; speed against the defaults
   shift  (not by default) the norms' weights as shifted vectors (PERF.md 115): the defaults
-         against shift=1 (off by default since that measurement), occupancy=1 and prefetch=1"""
+         against shift=1 (off by default since that measurement), occupancy=1 and prefetch=1
+  nsweep (not by default) rmsnorm and layernorm at 4096 x 50257 / 50264 f16 over BN, NW,
+         shift=1 and prefetch=1 (what the weights' loads cost in the output pass)"""
 import os
 import sys
 
@@ -238,6 +240,12 @@ if "shift" in only:  # not run by default: the norms' weights as shifted vectors
                 be.rows(kind, m, n, dt, schedule="shift=1")  # W (and B) as shifted vectors
                 be.rows(kind, m, n, dt, schedule="occupancy=1")
                 be.rows(kind, m, n, dt, schedule="prefetch=1")
+if "nsweep" in only:  # not run by default: the norms' vocabulary rows over tile shapes and the W knobs
+    for kind in ("rmsnorm", "layernorm"):
+        for n in (50257, 50264):
+            for bn, nw in ((4096, 16), (8192, 16), (8192, 8), (2048, 8)):
+                for sched in (None, "shift=1", "prefetch=1", "shift=1,prefetch=1"):
+                    be.rows(kind, 4096, n, torch.float16, schedule=sched, BN=bn, NW=nw)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
