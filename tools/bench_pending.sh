@@ -23,7 +23,8 @@
 #   memcheck, racecheck and synccheck), T7=SECONDS, G7=SECONDS for gpu_check;
 #   PART=8: ncu (stall samples, then throughput sections) of the norms' vocabulary rows against
 #   softmax's, V8="KIND N SCHEDULE BN NW;..." replaces the variants, T8/T8B bound the two;
-#   NS=SECONDS first runs row_align.py nsweep (the norms over BN, NW, shift=1, prefetch=1);
+#   NS=SECONDS first runs row_align.py nsweep (the norms over BN, NW, shift=1, prefetch=1),
+#   or the sections NSEC names; NCU=0 then leaves ncu out;
 #   PART=4: tools/exp/row_align.py pfcheck pf, the register prefetch (PERF.md 113), T4=SECONDS;
 #   SKIP_NCU=1 leaves out section 3, T3=SECONDS bounds PART=3
 set -uo pipefail
@@ -82,8 +83,9 @@ if [ "$PART" = 8 ]; then
   V=("softmax 50264 - 4096 16" "rmsnorm 50264 - 4096 16" "layernorm 50257 - 4096 16" "layernorm 50257 shift=1 4096 16"
      "layernorm 4097 - 1024 4 16384" "layernorm 4097 shift=1 1024 4 16384")
   [ -n "${V8:-}" ] && IFS=';' read -r -a V <<< "$V8"
-  [ -n "${NS:-}" ] && PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${NS} python3 -u tools/exp/row_align.py nsweep 2>&1 |
+  [ -n "${NS:-}" ] && PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${NS} python3 -u tools/exp/row_align.py ${NSEC:-nsweep} 2>&1 |
     grep -v Warning | tee "${OUT:-/tmp}/nsweep.txt" | cut -c1-200
+  [ "${NCU:-1}" = 0 ] && exit 0
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T8:-250} bash tools/exp/rows_stalls.sh "${V[@]}" 2>&1 | tee "${OUT:-/tmp}/stalls.txt"
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T8B:-250} bash tools/exp/rows_ncu.sh "${V[@]}" 2>&1 | tee "${OUT:-/tmp}/ncu.txt"
   exit 0

@@ -17,7 +17,9 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
   shift  (not by default) the norms' weights as shifted vectors (PERF.md 115): the defaults
          against shift=1 (off by default since that measurement), occupancy=1 and prefetch=1
   nsweep (not by default) rmsnorm and layernorm at 4096 x 50257 / 50264 f16 over BN, NW,
-         shift=1 and prefetch=1 (what the weights' loads cost in the output pass)"""
+         shift=1 and prefetch=1 (what the weights' loads cost in the output pass)
+  lnocc  (not by default) layernorm's rows with shifted weights at more programs per
+         multiprocessor (occupancy=K caps the registers: 67 at 8192 x 16385 with shift=1)"""
 import os
 import sys
 
@@ -246,6 +248,14 @@ if "nsweep" in only:  # not run by default: the norms' vocabulary rows over tile
             for bn, nw in ((4096, 16), (8192, 16), (8192, 8), (2048, 8)):
                 for sched in (None, "shift=1", "prefetch=1", "shift=1,prefetch=1"):
                     be.rows(kind, 4096, n, torch.float16, schedule=sched, BN=bn, NW=nw)
+if "lnocc" in only:  # not run by default: layernorm's shifted weights at more programs per multiprocessor
+    for m, n, bn, nw, occs in ((8192, 16385, 2048, 8, (3, 4, 5)), (16384, 4097, 1024, 4, (7, 8, 10)),
+                               (32768, 2049, 1024, 4, (8, 10)), (4096, 50257, 4096, 16, (2,))):
+        be.rows("layernorm", m, n, torch.float16)
+        be.rows("layernorm", m, n, torch.float16, schedule="shift=1")
+        for occ in occs:
+            be.rows("layernorm", m, n, torch.float16, schedule="shift=1,occupancy=%d" % occ, BN=bn, NW=nw)
+            be.rows("layernorm", m, n, torch.float16, schedule="shift=0,occupancy=%d" % occ, BN=bn, NW=nw)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
