@@ -18,6 +18,8 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
          against shift=1 (off by default since that measurement), occupancy=1 and prefetch=1
   nsweep (not by default) rmsnorm and layernorm at 4096 x 50257 / 50264 f16 over BN, NW,
          shift=1 and prefetch=1 (what the weights' loads cost in the output pass)
+  pfrule (not by default) the norms' output pass loading W (and B) 1-3 chunks ahead
+         (prefetch=D) at vocabulary and shorter rows
   lnocc  (not by default) layernorm's rows with shifted weights at more programs per
          multiprocessor (occupancy=K caps the registers: 67 at 8192 x 16385 with shift=1)"""
 import os
@@ -256,6 +258,16 @@ if "lnocc" in only:  # not run by default: layernorm's shifted weights at more p
         for occ in occs:
             be.rows("layernorm", m, n, torch.float16, schedule="shift=1,occupancy=%d" % occ, BN=bn, NW=nw)
             be.rows("layernorm", m, n, torch.float16, schedule="shift=0,occupancy=%d" % occ, BN=bn, NW=nw)
+if "pfrule" in only:  # not run by default: how far ahead a norm's output pass should load W (and B)
+    for kind in ("rmsnorm", "layernorm"):
+        for m, n, dt in ((4096, 50257, torch.float16), (4096, 50264, torch.float16), (4096, 32000, torch.bfloat16),
+                         (4096, 32769, torch.bfloat16), (8192, 16385, torch.float16), (16384, 4097, torch.float16),
+                         (8192, 8192, torch.float16)):
+            for sched in (None, "prefetch=1", "prefetch=2", "prefetch=3"):
+                be.rows(kind, m, n, dt, schedule=sched)
+        if kind == "layernorm":
+            for sched in ("shift=1", "shift=1,prefetch=2"):
+                be.rows(kind, 4096, 50257, torch.float16, schedule=sched)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
