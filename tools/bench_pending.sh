@@ -21,6 +21,8 @@
 #   PART=7: tools/exp/writer_ab.py, lib's fused backward (PERF.md 117) against the form
 #   before it and against writer=1 (PERF.md 116), after gpu_check's backward rows (with
 #   memcheck, racecheck and synccheck), T7=SECONDS, G7=SECONDS for gpu_check;
+#   PART=9: PERF.md 119: gpu_check's row checks, row_align.py check, then row_align.py rule
+#   (the defaults against shift=0,prefetch=0), G9 / T9 bound the first and the last;
 #   PART=8: ncu (stall samples, then throughput sections) of the norms' vocabulary rows against
 #   softmax's, V8="KIND N SCHEDULE BN NW;..." replaces the variants, T8/T8B bound the two;
 #   NS=SECONDS first runs row_align.py nsweep (the norms over BN, NW, shift=1, prefetch=1),
@@ -76,6 +78,17 @@ if [ "$PART" = 7 ]; then
   grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck-bwd.txt" | tail -8
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T7:-300} python3 -u tools/exp/writer_ab.py 2>&1 | grep -v Warning |
     tee "${OUT:-/tmp}/writer.txt" | cut -c1-190
+  exit 0
+fi
+if [ "$PART" = 9 ]; then
+  echo "== 10. PERF.md 119 (a long row cache's output pass: ties shifted, weights loaded two chunks ahead)"
+  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|addnorm|xent)' TIME_BUDGET=${G9:-60} \
+    timeout $((${G9:-60} + 40)) bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck-rows.txt" 2>&1
+  grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck-rows.txt" | tail -8
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
+  grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T9:-200} python3 -u tools/exp/row_align.py rule 2>&1 | grep -v Warning |
+    tee "${OUT:-/tmp}/rule.txt" | cut -c1-200
   exit 0
 fi
 if [ "$PART" = 8 ]; then

@@ -526,13 +526,40 @@ static int regs_of(struct ir_func *f, ir_val v) {
   return (int)(((int64_t)ll_num_regs(&l) * ir_dtype_bytes((ir_dtype)t->dtype) + 3) / 4);
 }
 
+static int64_t buffer_bytes(const struct ir_func *f, ir_val buf);
+
+/* The loads ahead by default: CACHED_AHEAD in a loop that reads back a row-cache buffer so
+ * long that no third program fits beside ROW_CACHE_PROGRAMS (16 warps each: the output
+ * pass's loads of a norm's weights, from L2, are each waited for with too few warps to
+ * cover that), where the loop starts at 0 (row-align did not shift it, so those loads lie
+ * on their own 16 bytes). Measured on an H100 (PERF.md 119): 4096 x 50264 f16 layernorm 58
+ * -> 76% of the copy, rmsnorm 75 -> 79%; prefetch at rows of 32 KB or 64 KB (four or
+ * three programs) lost 2-40 points. 0 elsewhere. */
+enum { CACHED_AHEAD = 2 };
+static int default_ahead(const struct ir_func *f, const struct loop_info *L) {
+  int64_t lb;
+  if (!f->target || !row_cache_applies(f) || !ir_value_const_int(f, f->ops.v[L->loop].args[0], &lb) || lb != 0)
+    return 0;
+  uint32_t reads[4], n = 0;
+  ir_block_collect(f, L->body, IR_LOCAL_LOAD, reads, &n, 4);
+  for (uint32_t i = 0; i < n; i++) {
+    ir_val buf = f->ops.v[reads[i]].args[0];
+    uint32_t def = ir_def_op(f, buf);
+    if (def && f->ops.v[def].code == IR_LOCAL_ALLOC &&
+        buffer_bytes(f, buf) * (ROW_CACHE_PROGRAMS + 1) > (int64_t)f->target->smem_optin)
+      return CACHED_AHEAD;
+  }
+  return 0;
+}
+
 static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
-  /* off unless the schedule asks (prefetch=D, D iterations ahead): measured on the H200,
-   * softmax f16 8192^2 +5%, rmsnorm +3%, layernorm -14% (PERF.md 38). Loops with products
-   * are register-bound rather than latency-bound (their Tensor Core operands are staged and
-   * pipelined as copies; an f32 FMA product spilled with its operands prefetched) */
+  /* off unless the schedule asks (prefetch=D, D iterations ahead) or a long row cache's
+   * later loop (default_ahead): measured on the H200, softmax f16 8192^2 +5%, rmsnorm +3%,
+   * layernorm -14% (PERF.md 38). Loops with products are register-bound rather than
+   * latency-bound (their Tensor Core operands are staged and pipelined as copies; an f32
+   * FMA product spilled with its operands prefetched) */
   static const uint16_t products[2] = {IR_DOT, IR_WGMMA};
-  int D = tl_sched_get(f->sched.prefetch, 0);
+  int D = tl_sched_get(f->sched.prefetch, default_ahead(f, L));
   if (D <= 0 || ir_block_has_op(f, L->body, products, 2)) return false;
   if (D > MAX_AHEAD) D = MAX_AHEAD;
   const struct ir_block *bb = &f->blocks.v[L->body];

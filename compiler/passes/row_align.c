@@ -44,9 +44,10 @@
  * element c - p + j), which a full reduction does not see, up to the order of a
  * floating-point sum. Loops over the same row get the same start (one value after CSE), so
  * row-cache still finds them. The schedule option rowalign=0 turns the pass off. The other
- * loads at %c are shifted only with shift=1 (off by default, PERF.md 115); otherwise they
- * go element by element and a loop or one-tile row is aligned only where its accesses of
- * the group outnumber them. */
+ * loads at %c are shifted with shift=1 (PERF.md 115), and by default in a loop where they
+ * tie with the group's accesses and row-cache will keep a long row (shifts_tie, PERF.md
+ * 119); otherwise they go element by element and a loop or one-tile row is aligned only
+ * where its accesses of the group outnumber them. */
 #include <math.h>
 #include <string.h>
 
@@ -60,6 +61,19 @@ enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16, ONE_TILE_MAX = 16 };
  * layernorm at 4096 x 50257 from 55 to 65% of the copy but its rows of 16385, 4097 and 2049
  * from 70 / 70 / 56% to 61 / 56 / 42%, and gained rmsnorm nothing; PERF.md 115). */
 static bool shifts(const struct ir_func *f) { return tl_sched_get(f->sched.shift, 0); }
+
+/* Whether a loop whose group and other loads tie (layernorm's output pass: X and Y against
+ * W and B) is aligned with its other loads shifted when the schedule leaves shift unset:
+ * where row-cache will keep a row so long (T chunks of S elements of es bytes) that no third
+ * program fits beside ROW_CACHE_PROGRAMS. Only aligned does the loop share the first loop's
+ * start, so that the cache takes them: layernorm 4096 x 50257 f16 55 -> 64% of the copy on an
+ * H100, where its rows of 16385, 4097 and 2049 (shorter caches, more programs) lost 9-14
+ * points shifted (PERF.md 115, 119). */
+static bool shifts_tie(const struct ir_func *f, int64_t S, int64_t es) {
+  if (f->sched.shift >= 0 || !row_cache_applies(f)) return shifts(f);
+  int64_t bytes = f->cache_trips * S * es;
+  return row_cache_fits(f->target, bytes) && bytes * (ROW_CACHE_PROGRAMS + 1) > (int64_t)f->target->smem_optin;
+}
 
 /* The last dimension of op's tensor when op is a 1-d load or store along it at index iv,
  * S elements long, with its other indices defined outside body and the dimension's size ub;
@@ -275,7 +289,8 @@ static bool fill_keeps_carried(struct ir_func *f, uint32_t loop, ir_val iv, ir_v
 }
 
 /* Whether loop qualifies (see the top); fills its accesses of rows off 16 bytes. */
-static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_t *ngroup, struct arena *a) {
+static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_t *ngroup, bool *shift,
+                      struct arena *a) {
   const struct ir_op *lp = &f->ops.v[loop];
   int64_t lb, S;
   if (lp->nargs < 3 || !ir_value_const_int(f, lp->args[0], &lb) || lb != 0 ||
@@ -324,7 +339,10 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
    * start off their boundary in the shifted loop: element by element by default, which
    * makes the loop worth aligning only where it gains more vector accesses than it loses
    * (PERF.md 100); read as shifted vectors with shift=1 (probe=2, PERF.md 115) */
-  if (*ngroup == 0 || (!shifts(f) && *ngroup <= others)) return false;
+  if (*ngroup == 0) return false;
+  *shift = shifts(f) || (*ngroup == others &&
+                         shifts_tie(f, S, ir_dtype_bytes((ir_dtype)ir_vtype(f, f->ops.v[group[0]].args[0])->dtype)));
+  if (!*shift && *ngroup <= others) return false;
   if (lp->nres == 0) return true;
   if (stores) return false;
   for (uint32_t k = 0; k < lp->nres; k++)
@@ -369,7 +387,6 @@ static bool stores_to(const struct ir_func *f, uint32_t blk, ir_val t) {
  * words just before its first use (cg_mem.c), so no thread waits for one at the next
  * one's branch. */
 static void shift_others(struct ir_func *f, uint32_t body, ir_val iv, const uint32_t *group, uint32_t ngroup) {
-  if (!shifts(f)) return;
   uint32_t moved[MAX_LOOPS], n = 0;
   for (uint32_t i = 0; i < f->blocks.v[body].ops.n; i++) {
     uint32_t id = f->blocks.v[body].ops.v[i];
@@ -393,7 +410,7 @@ static void shift_others(struct ir_func *f, uint32_t body, ir_val iv, const uint
   for (uint32_t k = 0; k < n; k++) ir_op_move(&b, moved[k]);
 }
 
-static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, uint32_t ngroup) {
+static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, uint32_t ngroup, bool shift) {
   struct ir_builder b;
   ir_builder_before(&b, f, loop);
   b.loc = f->ops.v[loop].loc;
@@ -410,7 +427,7 @@ static void align_loop(struct ir_func *f, uint32_t loop, const uint32_t *group, 
     op->i[1] = 16;
     op->i[2] = !same_row(f, &f->ops.v[group[0]], op); /* another row: aligned only if it agrees */
   }
-  shift_others(f, f->ops.v[loop].region, f->blocks.v[f->ops.v[loop].region].args, group, ngroup);
+  if (shift) shift_others(f, f->ops.v[loop].region, f->blocks.v[f->ops.v[loop].region].args, group, ngroup);
   /* column indices c + arange(BN): the lanes in front of the row (negative) are given the
    * bound instead, so that they look like the lanes past its end, which the body already
    * masks (`c + arange(BN) < N`); in the loop as written no index is negative */
@@ -613,8 +630,9 @@ void pass_row_align(struct pass_ctx *pc) {
   for (uint32_t i = 0; i < n; i++) {
     uint32_t group[MAX_GROUP], ngroup;
     if (!f->ops.v[loops[i]].block) continue;
-    if (!qualifies(f, loops[i], group, &ngroup, pc->scratch)) continue;
-    align_loop(f, loops[i], group, ngroup);
+    bool shift = false;
+    if (!qualifies(f, loops[i], group, &ngroup, &shift, pc->scratch)) continue;
+    align_loop(f, loops[i], group, ngroup, shift);
     pc->changed = true;
   }
   /* one-tile rows: the body and the branches of its ifs (not loop bodies) */

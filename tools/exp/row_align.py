@@ -20,6 +20,8 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
          shift=1 and prefetch=1 (what the weights' loads cost in the output pass)
   pfrule (not by default) the norms' output pass loading W (and B) 1-3 chunks ahead
          (prefetch=D) at vocabulary and shorter rows
+  rule   (not by default) the three row kernels at issue 17's rows and others at the
+         defaults, the norms also at shift=0,prefetch=0 (the defaults before PERF.md 119)
   lnocc  (not by default) layernorm's rows with shifted weights at more programs per
          multiprocessor (occupancy=K caps the registers: 67 at 8192 x 16385 with shift=1)"""
 import os
@@ -268,6 +270,15 @@ if "pfrule" in only:  # not run by default: how far ahead a norm's output pass s
         if kind == "layernorm":
             for sched in ("shift=1", "shift=1,prefetch=2"):
                 be.rows(kind, 4096, 50257, torch.float16, schedule=sched)
+if "rule" in only:  # not run by default: PERF.md 119's defaults against the ones before (shift=0,prefetch=0)
+    for m, n, dt in ((4096, 50257, torch.float16), (4096, 50257, torch.bfloat16), (4096, 50264, torch.float16),
+                     (4096, 32000, torch.bfloat16), (4096, 32769, torch.bfloat16), (8192, 16385, torch.float16),
+                     (16384, 4097, torch.float16), (32768, 2049, torch.float16), (8192, 8192, torch.float16),
+                     (8192, 8192, torch.bfloat16)):
+        for kind in ("softmax", "rmsnorm", "layernorm"):
+            be.rows(kind, m, n, dt)
+            if kind != "softmax":
+                be.rows(kind, m, n, dt, schedule="shift=0,prefetch=0")
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
