@@ -1338,7 +1338,7 @@ Test(api, row_aligned_ir_computes_what_the_kernel_does) {
       int M = shapes[sh][0], N = shapes[sh][1];
       size_t e = (size_t)M * N;
       uint16_t *xa = calloc(e + 8, 2), *wv = calloc((size_t)N, 2), *bv = calloc((size_t)N, 2);
-      enum { NF = 5 };
+      enum { NF = 6 };
       uint16_t *ya[NF], *y[NF];
       float s[2 * NF][64];
       cr_assert(xa && wv && bv && M <= 64);
@@ -1351,13 +1351,16 @@ Test(api, row_aligned_ir_computes_what_the_kernel_does) {
       for (int i = 0; i < N; i++) wv[i] = tl_f32_to_f16(rng_uniform(&r, 0.5f, 1.5f)), bv[i] = tl_f32_to_f16(rng_uniform(&r, -1, 1));
       bool norm = kk > 0, ln = kk == 2;
       /* BN=1024 (N > BN: the loops) before and after row-align and row-reverse; BN=4096 (the
-       * one-tile branch, shifted where N + p <= 4096: at 4095 only for p <= 1) */
-      static const char *const dirs[] = {"row-align", "row-align", "row-reverse", "row-align", "row-align"},
+       * one-tile branch, shifted where N + p <= 4096: at 4095 only for p <= 1); the loops with
+       * the weights as shifted vectors (layernorm: by default beside a long row cache, PERF.md
+       * 119; rmsnorm: shift=1; softmax has none, its aligned loops again) */
+      static const char *const dirs[] = {"row-align", "row-align", "row-reverse", "row-align", "row-align", "row-align"},
                                *const forms_of[] = {"unaligned.ir", "unaligned.out", "unaligned.out", "onetile.ir",
-                                                    "onetile.out"};
+                                                    "onetile.out", NULL},
+                               *const shifted_of[] = {"unaligned.out", "shift_on.out", "long_cache.out"};
       char forms[NF][64];
       for (int v = 0; v < NF; v++) {
-        snprintf(forms[v], sizeof forms[v], "%s/%s_%s", dirs[v], kinds[kk], forms_of[v]);
+        snprintf(forms[v], sizeof forms[v], "%s/%s_%s", dirs[v], kinds[kk], forms_of[v] ? forms_of[v] : shifted_of[kk]);
         run_rows_ir(ctx, forms[v], M, N, x, norm ? wv : NULL, ln ? bv : NULL, y[v], norm ? s[2 * v] : NULL,
                     ln ? s[2 * v + 1] : NULL);
       }
