@@ -957,7 +957,9 @@ static void untie_accumulators(struct cg *g, const struct ir_op *op) {
     ir_val acc = w->args[4];
     if ((ir_value_const_float(f, acc, &c0) && c0 == 0.0) || !g->vals[acc].r) continue;
     struct cgval *C = &g->vals[acc];
-    for (uint32_t r = 0; r < C->n; r++) {
+    bool computed = true; /* (a later wgmma accumulating this one's result: not yet) */
+    for (uint32_t r = 0; r < C->n; r++) computed = computed && C->r[r];
+    for (uint32_t r = 0; r < C->n && computed; r++) {
       bool copy = LLVMIsConstant(C->r[r]);
       for (uint32_t q = 0; q < r && !copy; q++) copy = C->r[q] == C->r[r];
       if (copy) C->r[r] = cg_asm(g, g->f32, "mov.b32 $0, $1;", "=f,f", &C->r[r], 1, true);
