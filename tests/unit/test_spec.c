@@ -529,18 +529,27 @@ Test(spec, rows_read_again_are_kept_in_shared_memory) {
  * that no third program fits (PERF.md 119); with shift=0, and by default on shorter rows
  * (8192 x 16385 at BN = 2048: 36 KB), the output pass keeps its start (X and Y against W
  * and B), reads X again from global memory and stores Y element by element. */
+/* lib/layernorm.tile's arguments for an M x N f16 launch (the shapes live in l). */
+struct ln_args {
+  int64_t xs[2], n, m;
+  tile_arg a[7];
+};
+static void layernorm_args(struct ln_args *l, int64_t M, int64_t N) {
+  l->xs[0] = l->m = M, l->xs[1] = l->n = N;
+  l->a[0] = tile_arg_tensor(mem, TILE_F16, 2, l->xs, NULL);
+  l->a[1] = l->a[2] = tile_arg_tensor(mem, TILE_F16, 1, &l->n, NULL);
+  l->a[3] = tile_arg_tensor(mem, TILE_F16, 2, l->xs, NULL);
+  l->a[4] = l->a[5] = tile_arg_tensor(mem, TILE_F32, 1, &l->m, NULL);
+  l->a[6] = tile_arg_float(1e-5);
+}
+
 Test(spec, norm_weights_off_the_row_shift_load_as_shifted_vectors) {
   tile_context *ctx = NULL;
   tile_define d[3] = {{"T", "f16"}, {"BN", "4096"}, {"NW", "16"}};
   tile_kernel *k = compile_sched(&ctx, "layernorm.tile", "layernorm", d, 3, "shift=1");
-  int64_t n = 50257;
-  tile_arg a[7] = {tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4096, n}, NULL),
-                   tile_arg_tensor(mem, TILE_F16, 1, &n, NULL),
-                   tile_arg_tensor(mem, TILE_F16, 1, &n, NULL),
-                   tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){4096, n}, NULL),
-                   tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){4096}, NULL),
-                   tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){4096}, NULL),
-                   tile_arg_float(1e-5)};
+  struct ln_args la;
+  layernorm_args(&la, 4096, 50257);
+  tile_arg *a = la.a;
   struct rt_artifact vocab = build(ctx, k, a, 7);
   unsigned funnels = count(vocab.ptx, "prmt.b32.f4e") + count(vocab.ptx, "shf.r.wrap");
   cr_expect(funnels >= 8, "%u funnelled words (W and B: 4 each)", funnels);
@@ -569,15 +578,8 @@ Test(spec, norm_weights_off_the_row_shift_load_as_shifted_vectors) {
   tile_context_destroy(ctx);
   tile_define d2[3] = {{"T", "f16"}, {"BN", "2048"}, {"NW", "8"}};
   k = compile_sm90a(&ctx, "layernorm.tile", "layernorm", d2, 3);
-  int64_t n2 = 16385;
-  tile_arg a2[7] = {tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){8192, n2}, NULL),
-                    tile_arg_tensor(mem, TILE_F16, 1, &n2, NULL),
-                    tile_arg_tensor(mem, TILE_F16, 1, &n2, NULL),
-                    tile_arg_tensor(mem, TILE_F16, 2, (int64_t[]){8192, n2}, NULL),
-                    tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){8192}, NULL),
-                    tile_arg_tensor(mem, TILE_F32, 1, (int64_t[]){8192}, NULL),
-                    tile_arg_float(1e-5)};
-  struct rt_artifact mid = build(ctx, k, a2, 7);
+  layernorm_args(&la, 8192, 16385);
+  struct rt_artifact mid = build(ctx, k, la.a, 7);
   funnels = count(mid.ptx, "prmt.b32.f4e") + count(mid.ptx, "shf.r.wrap");
   cr_expect(funnels == 0, "%u funnelled words by default at 16385", funnels);
   rt_artifact_free(&mid);
