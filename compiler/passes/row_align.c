@@ -338,7 +338,8 @@ static bool qualifies(struct ir_func *f, uint32_t loop, uint32_t *group, uint32_
   /* the loads at the variable outside the group (a norm's weights W[c], on 16 bytes before)
    * start off their boundary in the shifted loop: element by element by default, which
    * makes the loop worth aligning only where it gains more vector accesses than it loses
-   * (PERF.md 100); read as shifted vectors with shift=1 (probe=2, PERF.md 115) */
+   * (PERF.md 100); read as shifted vectors with shift=1 (probe=2, PERF.md 115), and by
+   * default where they tie with the group beside a long row cache (shifts_tie) */
   if (*ngroup == 0) return false;
   *shift = shifts(f) || (*ngroup == others &&
                          shifts_tie(f, S, ir_dtype_bytes((ir_dtype)ir_vtype(f, f->ops.v[group[0]].args[0])->dtype)));
