@@ -44,6 +44,25 @@ WHEEL=$(ls "$CARRY"/tile_lang-*.whl | head -1)
 python3 -m pip install -q --no-index --find-links "$CARRY/wheels" --target "$PYSITE" cffi pycparser &&
   python3 -m pip install -q --no-index --no-deps --target "$PYSITE" "$WHEEL" || exit 2
 PART=${PART:-all}
+# gpu_check's checks whose names match $1 within $2 seconds (killed $3 later), its log in
+# $OUT/$4, its summary printed
+gpu_rows() {
+  OUT=${OUT:-$(mktemp -d)} ONLY=$1 TIME_BUDGET=$2 timeout $(($2 + $3)) bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/$4" 2>&1
+  grep -E "FAIL|passed|failed" "${OUT:-/tmp}/$4" | tail -8
+}
+# row_align.py check: ragged rows against PyTorch, the failures and the count printed
+ragged_check() {
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
+  grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
+}
+# py_tee SECONDS FILE WIDTH SCRIPT ARGS...: a Python script's output kept in $OUT/FILE and
+# printed cut to WIDTH columns
+py_tee() {
+  local t=$1 file=$2 width=$3
+  shift 3
+  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout "$t" python3 -u "$@" 2>&1 | grep -v Warning | tee "${OUT:-/tmp}/$file" |
+    cut -c1-"$width"
+}
 if [ "$PART" = all ] || [ "$PART" = 1 ]; then
 echo "== 1. gpu_check rows, scans, decode, attention"
 OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax|gemm_tn|linear_ln|swa|bgemm|gemm_softmax|conv1d|linear_t|gqa|gemm_rms|moe_scatter|mlp2|cumsum|cummax|decode|attention)' TIME_BUDGET=200 \
@@ -63,32 +82,22 @@ for l in sys.stdin:
     elif "FAIL" in l: print(l.strip()[:150])'
   }
   rows_of bench_examples.py rows
-  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
-  grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
+  ragged_check
   rows_of exp/row_align.py shift 200
-  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' TIME_BUDGET=${T6:-100} \
-    timeout $((${T6:-100} + 40)) bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck.txt" 2>&1
-  grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck.txt" | tail -8
+  gpu_rows '^(softmax|layernorm|rmsnorm|xent|addnorm|minmax|logsoftmax)' "${T6:-100}" 40 gpucheck.txt
   exit 0
 fi
 if [ "$PART" = 7 ]; then
   echo "== 8. the fused backward's candidates (PERF.md 116-117): correctness, then speed"
-  OUT=${OUT:-$(mktemp -d)} ONLY='^attention_bwd' TIME_BUDGET=${G7:-120} \
-    timeout $((${G7:-120} + 80)) bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck-bwd.txt" 2>&1
-  grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck-bwd.txt" | tail -8
-  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T7:-300} python3 -u tools/exp/writer_ab.py 2>&1 | grep -v Warning |
-    tee "${OUT:-/tmp}/writer.txt" | cut -c1-190
+  gpu_rows '^attention_bwd' "${G7:-120}" 80 gpucheck-bwd.txt
+  py_tee "${T7:-300}" writer.txt 190 tools/exp/writer_ab.py
   exit 0
 fi
 if [ "$PART" = 9 ]; then
   echo "== 10. PERF.md 119 (a long row cache's output pass: ties shifted, weights loaded two chunks ahead)"
-  OUT=${OUT:-$(mktemp -d)} ONLY='^(softmax|layernorm|rmsnorm|addnorm|xent)' TIME_BUDGET=${G9:-60} \
-    timeout $((${G9:-60} + 40)) bash tools/gpu_check.sh "$CARRY" > "${OUT:-/tmp}/gpucheck-rows.txt" 2>&1
-  grep -E "FAIL|passed|failed" "${OUT:-/tmp}/gpucheck-rows.txt" | tail -8
-  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout 120 python3 -u tools/exp/row_align.py check > "${OUT:-/tmp}/check.txt" 2>&1
-  grep -E "FAIL|rows ok" "${OUT:-/tmp}/check.txt" | tail -5
-  PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T9:-200} python3 -u tools/exp/row_align.py rule 2>&1 | grep -v Warning |
-    tee "${OUT:-/tmp}/rule.txt" | cut -c1-200
+  gpu_rows '^(softmax|layernorm|rmsnorm|addnorm|xent)' "${G9:-60}" 40 gpucheck-rows.txt
+  ragged_check
+  py_tee "${T9:-200}" rule.txt 200 tools/exp/row_align.py rule
   exit 0
 fi
 if [ "$PART" = 8 ]; then
@@ -96,8 +105,8 @@ if [ "$PART" = 8 ]; then
   V=("softmax 50264 - 4096 16" "rmsnorm 50264 - 4096 16" "layernorm 50257 - 4096 16" "layernorm 50257 shift=1 4096 16"
      "layernorm 4097 - 1024 4 16384" "layernorm 4097 shift=1 1024 4 16384")
   [ -n "${V8:-}" ] && IFS=';' read -r -a V <<< "$V8"
-  [ -n "${NS:-}" ] && PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${NS} python3 -u tools/exp/row_align.py ${NSEC:-nsweep} 2>&1 |
-    grep -v Warning | tee "${OUT:-/tmp}/nsweep.txt" | cut -c1-200
+  # shellcheck disable=SC2086 # (NSEC: sections, one word each)
+  [ -n "${NS:-}" ] && py_tee "$NS" nsweep.txt 200 tools/exp/row_align.py ${NSEC:-nsweep}
   [ "${NCU:-1}" = 0 ] && exit 0
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T8:-250} bash tools/exp/rows_stalls.sh "${V[@]}" 2>&1 | tee "${OUT:-/tmp}/stalls.txt"
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout ${T8B:-250} bash tools/exp/rows_ncu.sh "${V[@]}" 2>&1 | tee "${OUT:-/tmp}/ncu.txt"

@@ -649,9 +649,10 @@ static void check_gpu_op(struct verifier *v, uint32_t id) {
       bad(v, id, "register budgets must be multiples of 8 in 24..256");
       break;
     }
-    if (f->target && 32 * pw * pr + 32 * f->warps * cr > (int64_t)tl_block_regs(f->target, (unsigned)ir_func_threads(f)))
+    unsigned held = f->target ? tl_block_regs(f->target, (unsigned)ir_func_threads(f)) : 0;
+    if (f->target && 32 * pw * pr + 32 * f->warps * cr > (int64_t)held)
       bad(v, id, "registers %d x %d + %d x %d exceed the %u a block of %d threads holds", 32 * (int)pw, (int)pr,
-          32 * f->warps, (int)cr, tl_block_regs(f->target, (unsigned)ir_func_threads(f)), ir_func_threads(f));
+          32 * f->warps, (int)cr, held, ir_func_threads(f));
     if (!tl_has(f->target, TL_FEAT_SETMAXNREG)) bad(v, id, "the target has no setmaxnreg");
     break;
   }

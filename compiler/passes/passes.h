@@ -104,6 +104,10 @@ enum { ROW_CACHE_PROGRAMS = 2 };
  * by ROW_CACHE_PROGRAMS programs). The runtime records trip counts in f->cache_trips only
  * for rows that fit. */
 bool row_cache_fits(const struct tl_target *t, int64_t bytes);
+/* Whether a cached row of `bytes` is so long that no program beyond ROW_CACHE_PROGRAMS
+ * fits beside them on target t (the vocabulary row: each warp's waits then go uncovered by
+ * other programs' warps; row-align and pipeline decide by it, PERF.md 119). */
+bool row_cache_crowds(const struct tl_target *t, int64_t bytes);
 /* Whether row-cache keeps a row of f in shared memory at this launch: the schedule allows
  * it (rowcache, on by default) and f->cache_trips is known. Row-reverse leaves such loops
  * as they are. */

@@ -526,7 +526,13 @@ static int regs_of(struct ir_func *f, ir_val v) {
   return (int)(((int64_t)ll_num_regs(&l) * ir_dtype_bytes((ir_dtype)t->dtype) + 3) / 4);
 }
 
-static int64_t buffer_bytes(const struct ir_func *f, ir_val buf);
+/* Bytes of a shared buffer's type. */
+static int64_t buffer_bytes(const struct ir_func *f, ir_val buf) {
+  const struct ir_type *t = ir_vtype(f, buf);
+  int64_t n = ir_dtype_bytes((ir_dtype)t->dtype);
+  for (int d = 0; d < t->rank; d++) n *= t->dims[d];
+  return n;
+}
 
 /* The loads ahead by default: CACHED_AHEAD in a loop that reads back a row-cache buffer so
  * long that no third program fits beside ROW_CACHE_PROGRAMS (16 warps each: the output
@@ -545,8 +551,7 @@ static int default_ahead(const struct ir_func *f, const struct loop_info *L) {
   for (uint32_t i = 0; i < n; i++) {
     ir_val buf = f->ops.v[reads[i]].args[0];
     uint32_t def = ir_def_op(f, buf);
-    if (def && f->ops.v[def].code == IR_LOCAL_ALLOC &&
-        buffer_bytes(f, buf) * (ROW_CACHE_PROGRAMS + 1) > (int64_t)f->target->smem_optin)
+    if (def && f->ops.v[def].code == IR_LOCAL_ALLOC && row_cache_crowds(f->target, buffer_bytes(f, buf)))
       return CACHED_AHEAD;
   }
   return 0;
@@ -641,14 +646,6 @@ static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
   for (uint32_t j = 0; j < n; j++) yargs[nc + (D - 1) * n + j] = next[j];
   ir_op_set_args(f, yid, yargs, nc + (uint32_t)D * n);
   return true;
-}
-
-/* Bytes of a shared buffer's type. */
-static int64_t buffer_bytes(const struct ir_func *f, ir_val buf) {
-  const struct ir_type *t = ir_vtype(f, buf);
-  int64_t n = ir_dtype_bytes((ir_dtype)t->dtype);
-  for (int d = 0; d < t->rank; d++) n *= t->dims[d];
-  return n;
 }
 
 /* The stage count of a loop that did not ask for one (stages=0 in the IR: the source had no

@@ -63,16 +63,14 @@ enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16, ONE_TILE_MAX = 16 };
 static bool shifts(const struct ir_func *f) { return tl_sched_get(f->sched.shift, 0); }
 
 /* Whether a loop whose group and other loads tie (layernorm's output pass: X and Y against
- * W and B) is aligned with its other loads shifted when the schedule leaves shift unset:
+ * W and B) is aligned with its other loads shifted though the schedule leaves shift unset:
  * where row-cache will keep a row so long (T chunks of S elements of es bytes) that no third
  * program fits beside ROW_CACHE_PROGRAMS. Only aligned does the loop share the first loop's
  * start, so that the cache takes them: layernorm 4096 x 50257 f16 55 -> 64% of the copy on an
  * H100, where its rows of 16385, 4097 and 2049 (shorter caches, more programs) lost 9-14
  * points shifted (PERF.md 115, 119). */
 static bool shifts_tie(const struct ir_func *f, int64_t S, int64_t es) {
-  if (f->sched.shift >= 0 || !row_cache_applies(f)) return shifts(f);
-  int64_t bytes = f->cache_trips * S * es;
-  return row_cache_fits(f->target, bytes) && bytes * (ROW_CACHE_PROGRAMS + 1) > (int64_t)f->target->smem_optin;
+  return f->sched.shift < 0 && row_cache_applies(f) && row_cache_crowds(f->target, f->cache_trips * S * es);
 }
 
 /* The last dimension of op's tensor when op is a 1-d load or store along it at index iv,

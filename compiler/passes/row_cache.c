@@ -212,6 +212,10 @@ bool row_cache_fits(const struct tl_target *t, int64_t bytes) {
   return t && bytes <= (int64_t)t->smem_optin / ROW_CACHE_PROGRAMS - 8192;
 }
 
+bool row_cache_crowds(const struct tl_target *t, int64_t bytes) {
+  return t && row_cache_fits(t, bytes) && bytes * (ROW_CACHE_PROGRAMS + 1) > (int64_t)t->smem_optin;
+}
+
 bool row_cache_applies(const struct ir_func *f) {
   /* on by default (PERF.md 113: with the loads joined as words, softmax 4096 x 50257 f16
    * 68 -> 85% of the copy on an H100, rmsnorm 66 -> 77%, 8192 x 16385 77 -> 90% and 87%) */

@@ -93,7 +93,9 @@ const char *tl_target_names(void);
  *                    iteration i + D into registers during iteration i (loads whose moving
  *                    indices are bounds-checked slices), and cp.async-pipelined loops load
  *                    their copies' addresses (a block table) one iteration before the
- *                    copies (pipeline pass); 0 (the default) none (PERF.md 38, 113)
+ *                    copies (pipeline pass); 0 none; by default 0, except 2 in a loop that
+ *                    reads back a row cache so long that no third program fits and starts
+ *                    on 16 bytes (row_cache_crowds; PERF.md 38, 113, 119)
  *   overlap=0|1      1: chains of two products (attention): the second product of iteration
  *                    j-1 runs during iteration j's elementwise ops (wgmma-overlap pass);
  *                    off by default (PERF.md 40)
@@ -150,13 +152,15 @@ const char *tl_target_names(void);
  *   rowrev=0|1       a loop over a row's chunks that reads a row an earlier loop read walks
  *                    it from its last chunk, whose reuse distance is then the shortest
  *                    (row-reverse pass); on by default (PERF.md 102)
- *   shift=0|1        (off by default) in a row loop (or one-tile row) that row-align starts
+ *   shift=0|1        in a row loop (or one-tile row) that row-align starts
  *                    at the row's 16-byte boundary, the other loads at the loop variable (a norm's
  *                    weights, now off their own boundary by the row's shift) are read as
  *                    two aligned 16-byte vectors and shifted ({align=16, probe=2}); with 0
  *                    they go element by element and row-align aligns only where that gains
  *                    more vector accesses than it loses (PERF.md 115: shift=1 helps layernorm
- *                    on vocabulary rows, loses on shorter ones)
+ *                    on vocabulary rows, loses on shorter ones); unset, only a loop whose
+ *                    row accesses tie with those loads beside a crowding row cache
+ *                    (row_cache_crowds) is shifted (PERF.md 119)
  *   writer=0|1       (off by default) a consumer loop's TMA reduce-adds (bulk-reduce's staged
  *                    tiles) are issued by the producer warp: the consumers store the tile
  *                    into a slot of the ring's stage and arrive, without meeting
