@@ -13,6 +13,67 @@ static bool f_parent_is_role(struct cg *g, uint32_t blk) {
   return parent && g->f->ops.v[parent].code == IR_WARP_SPECIALIZE;
 }
 
+/* Whether the body's yield passes on, as carried value k, runs loaded shifted: a shifted
+ * load of the body, or a carried value raw[] carries so (a prefetch's rotation). */
+static bool yields_shifted(struct cg *g, const struct ir_op *op, uint32_t k, const struct raw_runs **raw) {
+  const struct ir_block *body = &g->f->blocks.v[op->region];
+  ir_val v = g->f->ops.v[VEC_LAST(body->ops)].args[k];
+  if (v > body->args && v < body->args + body->nargs) return raw[v - body->args - 1] != NULL;
+  uint32_t d = ir_def_op(g->f, v);
+  return d && g->f->ops.v[d].code == IR_LOAD && g->f->ops.v[d].i[2] == 2 && g->f->ops.v[d].block == op->region;
+}
+
+/* The carried values that go around the loop as shifted runs (struct raw_runs) rather than
+ * as registers: those that enter as such runs and are yielded as such (a prefetched shifted
+ * load; PERF.md 120). Funnelled at the yield instead, the words of the load issued for the
+ * next iteration would be waited for there. */
+static const struct raw_runs **raw_carried(struct cg *g, const struct ir_op *op, struct cgval **init, uint32_t nc) {
+  const struct raw_runs **raw = ARENA_NEWN(g->arena, const struct raw_runs *, nc + 1);
+  for (uint32_t k = 0; k < nc; k++) {
+    raw[k] = cg_raw_runs(g, op->args[3 + k]);
+    if (raw[k] && init[k]->n != raw[k]->n * (uint32_t)raw[k]->vec) raw[k] = NULL;
+  }
+  for (bool changed = true; changed;) { /* (a rotation's value drops with the one it takes) */
+    changed = false;
+    for (uint32_t k = 0; k < nc; k++)
+      if (raw[k] && !yields_shifted(g, op, k, raw)) raw[k] = NULL, changed = true;
+  }
+  return raw;
+}
+
+/* A raw-carried value's phis (words and offsets) in the current block, shaped like rr. */
+static struct raw_runs raw_phis(struct cg *g, const struct raw_runs *rr) {
+  struct raw_runs p = *rr;
+  uint32_t nw = rr->n * 2 * (uint32_t)rr->wn;
+  p.words = ARENA_NEWN(g->arena, LLVMValueRef, nw);
+  p.s32 = ARENA_NEWN(g->arena, LLVMValueRef, rr->n);
+  for (uint32_t i = 0; i < nw; i++) p.words[i] = LLVMBuildPhi(g->b, g->i32, "");
+  for (uint32_t i = 0; i < rr->n; i++) p.s32[i] = LLVMBuildPhi(g->b, g->i32, "");
+  return p;
+}
+
+/* What the latch passes to raw-carried phis p from the yielded value v: its runs, or its
+ * registers packed at offset 0 when it was not loaded shifted after all. */
+static bool raw_incoming(struct cg *g, const struct raw_runs *p, ir_val v, struct raw_runs *in) {
+  const struct raw_runs *rv = cg_raw_runs(g, v);
+  if (rv && rv->n == p->n && rv->wn == p->wn) {
+    *in = *rv;
+    return true;
+  }
+  struct cgval *yv = cg_val(g, v);
+  if (g->failed || yv->n != p->n * (uint32_t)p->vec) return false;
+  *in = *p;
+  in->words = ARENA_NEWN(g->arena, LLVMValueRef, p->n * 2 * (uint32_t)p->wn);
+  in->s32 = ARENA_NEWN(g->arena, LLVMValueRef, p->n);
+  cg_raw_pack(g, p, yv->r, in->words, in->s32);
+  return true;
+}
+
+static void add_raw_incoming(const struct raw_runs *p, const struct raw_runs *in, LLVMBasicBlockRef from) {
+  for (uint32_t i = 0; i < p->n * 2 * (uint32_t)p->wn; i++) LLVMAddIncoming(p->words[i], &in->words[i], &from, 1);
+  for (uint32_t i = 0; i < p->n; i++) LLVMAddIncoming(p->s32[i], &in->s32[i], &from, 1);
+}
+
 void cg_gen_for(struct cg *g, uint32_t id) {
   const struct ir_op *op = &g->f->ops.v[id];
   const struct ir_block *body_blk = &g->f->blocks.v[op->region];
@@ -53,10 +114,16 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   if (op->block == IR_BODY_BLOCK && g->top_loops++ > 0) cg_fresh_thread_coords(g, enter);
   LLVMPositionBuilderAtEnd(g->b, header);
   LLVMValueRef iv = LLVMBuildPhi(g->b, g->i64, "iv");
+  const struct raw_runs **raw = raw_carried(g, op, init, nc);
+  struct raw_runs *rphi = ARENA_NEWN(g->arena, struct raw_runs, nc + 1);
   struct cgval *phis = ARENA_NEWN(g->arena, struct cgval, nc + 1);
   for (uint32_t k = 0; k < nc; k++) {
     phis[k].n = init[k]->n;
     phis[k].r = ARENA_NEWN(g->arena, LLVMValueRef, init[k]->n);
+    if (raw[k]) { /* (its registers: funnelled in the body, cg_raw_pending) */
+      rphi[k] = raw_phis(g, raw[k]);
+      continue;
+    }
     for (uint32_t r = 0; r < init[k]->n; r++) phis[k].r[r] = LLVMBuildPhi(g->b, LLVMTypeOf(init[k]->r[r]), "");
   }
   LLVMValueRef zero = cg_i64(g, 0);
@@ -76,10 +143,22 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   struct cgval *ivv = cg_new_val(g, body_blk->args, 1);
   ivv->r[0] = LLVMBuildTrunc(g->b, iv, ivt, "");
   if (ivt == g->i64) ivv->r[0] = iv;
-  for (uint32_t k = 0; k < nc; k++) g->vals[body_blk->args + 1 + k] = phis[k];
+  for (uint32_t k = 0; k < nc; k++) {
+    g->vals[body_blk->args + 1 + k] = phis[k];
+    if (raw[k]) {
+      struct cgval *v = cg_new_val(g, body_blk->args + 1 + k, init[k]->n);
+      cg_raw_pending(g, &rphi[k], body_blk->args + 1 + k, op->region, v->r);
+    }
+  }
   cg_gen_region(g, op->region);
   if (g->failed) return;
   const struct ir_op *y = &g->f->ops.v[VEC_LAST(body_blk->ops)];
+  struct raw_runs *rin = ARENA_NEWN(g->arena, struct raw_runs, nc + 1);
+  for (uint32_t k = 0; k < nc; k++)
+    if (raw[k] && !raw_incoming(g, &rphi[k], y->args[k], &rin[k])) {
+      if (!g->failed) cg_fail(g, "for: carried value %u changes its register count", k);
+      return;
+    }
   /* bounds of 32 bits or less: iv + step stays far inside the 64-bit range (nsw), which lets
    * LLVM see a loop counting down as a recurrence too (row-reverse's loops: otherwise every
    * element of the element form takes its own 64-bit offset) */
@@ -89,6 +168,11 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   LLVMAddIncoming(iv, &lb, &pre, 1);
   LLVMAddIncoming(iv, &next, &latch, 1);
   for (uint32_t k = 0; k < nc; k++) {
+    if (raw[k]) {
+      add_raw_incoming(&rphi[k], raw[k], pre);
+      add_raw_incoming(&rphi[k], &rin[k], latch);
+      continue;
+    }
     struct cgval *yv = cg_val(g, y->args[k]);
     if (g->failed) return;
     if (yv->n != phis[k].n) {
@@ -102,7 +186,10 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   }
   LLVMPositionBuilderAtEnd(g->b, exit);
   /* (a top-level loop's epilogue gets fresh thread coordinates: gen_block) */
-  for (uint32_t k = 0; k < nc; k++) g->vals[op->res + k] = phis[k];
+  for (uint32_t k = 0; k < nc; k++) {
+    g->vals[op->res + k] = phis[k];
+    if (raw[k]) cg_raw_pending(g, &rphi[k], op->res + k, op->block, cg_new_val(g, op->res + k, init[k]->n)->r);
+  }
 }
 
 void cg_gen_if(struct cg *g, uint32_t id) {

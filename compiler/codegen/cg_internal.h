@@ -23,6 +23,19 @@ struct pending_funnel {
   LLVMValueRef *out;   /* its vec registers */
 };
 
+/* A shifted load's runs as loaded (cg_mem.c): each run's two blocks, 2 wn words, and its
+ * byte offset in the first. A loop that carries a prefetched shifted load carries these
+ * (cg_gen_for), so that its words are funnelled where the next iteration uses them, not at
+ * the yield, where each thread would wait for the load it just issued. */
+struct raw_runs {
+  ir_val val;
+  ir_dtype dt;
+  int vec, wn;
+  uint32_t n;          /* runs */
+  LLVMValueRef *words; /* n * 2 wn */
+  LLVMValueRef *s32;   /* n */
+};
+
 /* A shared-memory store of a synchronous copy, deferred until the next barrier, wait or
  * end of a loop body, so the global loads before it overlap the matrix work after it. */
 struct pending_store {
@@ -88,6 +101,7 @@ struct cg {
   bool async_reads;          /* shared memory read by wgmma or TMA: proxy fences after writes */
   VEC(struct pending_store) pending;
   VEC(struct pending_funnel) funnels; /* shifted loads' runs not yet funnelled (cg_mem.c) */
+  VEC(struct raw_runs) raws;          /* every shifted load's and raw-carried value's runs */
 };
 
 void cg_fail(struct cg *g, const char *fmt, ...) TL_PRINTF(2, 3);
@@ -193,6 +207,15 @@ void cg_gen_load(struct cg *g, const struct ir_op *op);
 /* Funnels the pending shifted runs (struct pending_funnel) if op id uses one of their loads
  * (or is a loop or a yield, where registers are carried); before generating op id. */
 void cg_funnel_before(struct cg *g, uint32_t id);
+/* The runs of v if it was loaded shifted or carried so (NULL otherwise). */
+const struct raw_runs *cg_raw_runs(struct cg *g, ir_val v);
+/* rr's runs as value v of block blk, funnelled into out[0 .. rr->n * rr->vec) before the
+ * first op of blk that uses v (rr->val is ignored). */
+void cg_raw_pending(struct cg *g, const struct raw_runs *rr, ir_val v, uint32_t blk, LLVMValueRef *out);
+/* Registers regs[] (runs shaped like `shape`'s) as runs at offset 0: each run's words, then
+ * zeros as the second block (words: shape->n * 2 wn, s32: shape->n). */
+void cg_raw_pack(struct cg *g, const struct raw_runs *shape, const LLVMValueRef *regs, LLVMValueRef *words,
+                 LLVMValueRef *s32);
 void cg_gen_store(struct cg *g, const struct ir_op *op);
 void cg_gen_gather(struct cg *g, const struct ir_op *op);
 void cg_gen_scatter(struct cg *g, const struct ir_op *op);

@@ -562,6 +562,32 @@ static bool uses_pending(struct cg *g, uint32_t id, int depth) {
   return false;
 }
 
+const struct raw_runs *cg_raw_runs(struct cg *g, ir_val v) {
+  for (uint32_t i = 0; i < g->raws.n; i++)
+    if (g->raws.v[i].val == v) return &g->raws.v[i];
+  return NULL;
+}
+
+void cg_raw_pending(struct cg *g, const struct raw_runs *rr, ir_val v, uint32_t blk, LLVMValueRef *out) {
+  struct raw_runs r = *rr;
+  r.val = v;
+  VEC_PUSH(g->arena, g->raws, r);
+  for (uint32_t i = 0; i < r.n; i++) {
+    struct pending_funnel pf = {v, blk, r.dt, r.vec, r.words + i * 2 * (uint32_t)r.wn, r.s32[i], out + i * (uint32_t)r.vec};
+    VEC_PUSH(g->arena, g->funnels, pf);
+  }
+}
+
+void cg_raw_pack(struct cg *g, const struct raw_runs *shape, const LLVMValueRef *regs, LLVMValueRef *words,
+                 LLVMValueRef *s32) {
+  uint32_t wn = (uint32_t)shape->wn;
+  for (uint32_t i = 0; i < shape->n; i++) {
+    pack_words(g, shape->dt, shape->vec, regs + i * (uint32_t)shape->vec, words + i * 2 * wn);
+    for (uint32_t j = wn; j < 2 * wn; j++) words[i * 2 * wn + j] = cg_i32(g, 0);
+    s32[i] = cg_i32(g, 0);
+  }
+}
+
 void cg_funnel_before(struct cg *g, uint32_t id) {
   /* (every pending run is of one block: each block's ops flush them by its yield) */
   if (g->funnels.n == 0 || g->f->ops.v[id].block != g->funnels.v[0].blk) return;
@@ -632,16 +658,17 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
       LLVMValueRef vals[2] = {vregs[r], swords[r]};
       LLVMAddIncoming(joined[r], vals, ends, 2);
     }
-    for (uint32_t i = 0; words && i < nvec; i++) {
-      if (shifted) { /* funnelled where the load is first used (cg_funnel_before) */
-        LLVMValueRef s32 = LLVMBuildPhi(g->b, g->i32, ""), vals[2] = {shift[i], shift[nvec + i]};
-        LLVMAddIncoming(s32, vals, ends, 2);
-        struct pending_funnel pf = {x.op->res, x.op->block, x.dt, vec, joined + i * per, s32, outr + i * (uint32_t)vec};
-        VEC_PUSH(g->arena, g->funnels, pf);
-        continue;
+    if (shifted && words) { /* funnelled where the load is first used (cg_funnel_before) */
+      struct raw_runs rr = {x.op->res, x.dt, vec, (int)wn, nvec, joined, ARENA_NEWN(g->arena, LLVMValueRef, nvec)};
+      for (uint32_t i = 0; i < nvec; i++) {
+        LLVMValueRef vals[2] = {shift[i], shift[nvec + i]};
+        rr.s32[i] = LLVMBuildPhi(g->b, g->i32, "");
+        LLVMAddIncoming(rr.s32[i], vals, ends, 2);
       }
-      split_words(g, x.dt, vec, joined + i * per, outr + i * (uint32_t)vec);
+      cg_raw_pending(g, &rr, x.op->res, x.op->block, outr);
+      return;
     }
+    for (uint32_t i = 0; words && i < nvec; i++) split_words(g, x.dt, vec, joined + i * per, outr + i * (uint32_t)vec);
     return;
   }
   if (x.vec > 1) {

@@ -228,8 +228,13 @@ void pass_row_cache(struct pass_ctx *pc) {
   if (!row_cache_applies(f)) return;
   uint32_t loads[MAX_CACHED], n;
   uint32_t first = ir_row_cache_find(f, loads, &n);
-  int64_t chunk = first ? row_cache_chunk_bytes(f, loads, n) : 0;
-  if (!first || !row_cache_fits(f->target, T * chunk)) return;
+  int64_t chunk = first ? row_cache_chunk_bytes(f, loads, n) : 0, sv;
+  if (!first) return;
+  /* the schedule's slots (rowslots=K): the fill loop then stops after K chunks (a loop
+   * counting up by a constant) */
+  ir_val step0 = f->ops.v[first].args[2];
+  if (f->sched.rowslots > 0 && f->sched.rowslots < T && ir_value_const_int(f, step0, &sv) && sv > 0) T = f->sched.rowslots;
+  if (!row_cache_fits(f->target, T * chunk)) return;
   for (uint32_t j = 0; j < n; j++) held += ir_type_numel(ir_vtype(f, f->ops.v[loads[j]].res)) / (32 * f->warps) + 1;
   /* the fill: U chunks loaded per iteration before any is stored, so that about FILL_BYTES
    * of the row are in flight per program (two programs per multiprocessor: enough to keep
@@ -268,6 +273,8 @@ void pass_row_cache(struct pass_ctx *pc) {
   /* in a loop (rows per program), threads still reading the previous row come first */
   if (f->blocks.v[blk].parent) ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
   ir_val ustep = ir_binary(&b, IR_MUL, step, ir_const_int(&b, f->values.v[step].type, U));
+  if (T < f->cache_trips) /* only the chunks kept */
+    ub = ir_binary(&b, IR_MIN, ub, ir_binary(&b, IR_ADD, lb, ir_binary(&b, IR_MUL, step, ir_const_int(&b, f->values.v[step].type, T))));
   uint32_t fill = ir_build_for(&b, lb, ub, ustep, NULL, 0);
   f->ops.v[fill].i[0] = 1; /* stages=1: its U loads are already in flight together (no prefetch) */
   uint32_t fb = f->ops.v[fill].region;

@@ -73,6 +73,7 @@ void tl_schedule_default(struct tl_schedule *s) {
   s->occupancy = -1;
   s->cluster = -1;
   s->rowfill = -1;
+  s->rowslots = -1;
   s->producer_regs = s->consumer_regs = -1;
 }
 
@@ -131,6 +132,11 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
         long u = strtol(v, &end, 10);
         ok = *v && !*end && u >= 1 && u <= 16;
         if (ok) s->rowfill = (signed char)u;
+      } else if (strcmp(k, "rowslots") == 0) {
+        char *end;
+        long u = strtol(v, &end, 10);
+        ok = *v && !*end && u >= 1 && u <= 127;
+        if (ok) s->rowslots = (signed char)u;
       } else if (strcmp(k, "cluster") == 0) {
         ok = !strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "4") || !strcmp(v, "8");
         if (ok) s->cluster = (signed char)atoi(v);
@@ -139,7 +145,7 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
         int m = snprintf(err, errlen, "schedule: unknown option '%s' (known: ", k);
         for (unsigned i = 0; i < NSCHED_FLAGS && m > 0 && (size_t)m < errlen; i++)
           m += snprintf(err + m, errlen - (size_t)m, "%s, ", sched_flags[i].name);
-        if (m > 0 && (size_t)m < errlen) snprintf(err + m, errlen - (size_t)m, "occupancy, cluster, rowfill, regs)");
+        if (m > 0 && (size_t)m < errlen) snprintf(err + m, errlen - (size_t)m, "occupancy, cluster, rowfill, rowslots, regs)");
         return false;
       }
       if (!ok) {
@@ -148,6 +154,7 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
                  : strcmp(k, "occupancy") == 0 ? " (expected 1..32)"
                  : strcmp(k, "cluster") == 0   ? " (expected 1, 2, 4 or 8)"
                  : strcmp(k, "rowfill") == 0   ? " (expected 1..16)"
+                 : strcmp(k, "rowslots") == 0  ? " (expected 1..127)"
                  : strcmp(k, "prefetch") == 0  ? " (expected 0..4)"
                                                : " (expected 0 or 1)");
         return false;
@@ -172,6 +179,7 @@ void tl_schedule_format(const struct tl_schedule *s, char *buf, size_t len) {
   if (s->occupancy > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%soccupancy=%d", n ? "," : "", s->occupancy);
   if (s->cluster > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%scluster=%d", n ? "," : "", s->cluster);
   if (s->rowfill > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%srowfill=%d", n ? "," : "", s->rowfill);
+  if (s->rowslots > 0 && n < len) n += (size_t)snprintf(buf + n, len - n, "%srowslots=%d", n ? "," : "", s->rowslots);
   if (s->producer_regs > 0 && n < len)
     snprintf(buf + n, len - n, "%sregs=%d/%d", n ? "," : "", s->producer_regs, s->consumer_regs);
 }

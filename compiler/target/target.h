@@ -172,6 +172,10 @@ const char *tl_target_names(void);
  *   rowfill=U        row-cache's fill loop loads U chunks before it stores them (1..16); by
  *                    default as many as make about 32 KB per program, at most 128
  *                    registers of each thread holding them
+ *   rowslots=K       row-cache keeps at most K chunks of the row (1..127), the first K of
+ *                    the first loop; the later loops read the others from the tensor again
+ *                    (L2, where the row was just read); by default every chunk where the row
+ *                    fits, none otherwise. Fewer slots leave room for more programs
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups; C is held
@@ -182,6 +186,7 @@ struct tl_schedule {
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   signed char cluster;   /* CTAs per program for rows split across a cluster (1, 2, 4, 8; -1: the pass decides) */
   signed char rowfill;   /* chunks row-cache's fill loop loads before it stores them (1..16; -1: the pass decides) */
+  signed char rowslots;  /* most chunks row-cache keeps (1..127; -1: all of them where they fit) */
   short producer_regs, consumer_regs;
 };
 

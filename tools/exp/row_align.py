@@ -22,6 +22,10 @@ start at the 16-byte boundary in front of the row. Sections (argv; all by defaul
          (prefetch=D) at vocabulary and shorter rows
   rule   (not by default) the three row kernels at issue 17's rows and others at the
          defaults, the norms also at shift=0,prefetch=0 (the defaults before PERF.md 119)
+  rawcheck, raw, slots  (not by default) shifted weights loaded ahead, carried through the loop as
+         their two blocks (PERF.md 120): ragged rows against PyTorch; the norms' speed over
+         shift and prefetch at the vocabulary row and shorter ones; slots: a row cache of K
+         chunks (rowslots=K), the others read again from L2, for more programs
   lnocc  (not by default) layernorm's rows with shifted weights at more programs per
          multiprocessor (occupancy=K caps the registers: 67 at 8192 x 16385 with shift=1)"""
 import os
@@ -279,6 +283,47 @@ if "rule" in only:  # not run by default: PERF.md 119's defaults against the one
             be.rows(kind, m, n, dt)
             if kind != "softmax":
                 be.rows(kind, m, n, dt, schedule="shift=0,prefetch=0")
+if "rawcheck" in only:  # not run by default: shifted loads carried ahead as blocks (PERF.md 120)
+    for kind in ("rmsnorm", "layernorm"):
+        for dt in (torch.float16, torch.bfloat16, torch.float32):
+            for sch in ("shift=1,prefetch=1", "shift=1,prefetch=2", "shift=1,prefetch=3"):
+                for m, n in ((33, 50257), (7, 4097), (3, 100003), (4, 1031)):
+                    check(kind, m, n, dt, schedule=sch)
+                check(kind, 9, 50257, dt, woff=3, xoff=5, schedule=sch)
+                check(kind, 5, 4097, dt, woff=7, schedule=sch, BN=1024, NW=4)
+                check(kind, 9, 33333, dt, woff=1, schedule=sch, BN=512, NW=2)
+            check(kind, 9, 50257, dt, woff=1)
+    for kind in ("softmax", "rmsnorm", "layernorm"):  # a row cache of fewer slots (rowslots=K)
+        for dt in (torch.float16, torch.bfloat16):
+            check(kind, 33, 50257, dt, schedule="rowslots=5")
+            check(kind, 9, 50257, dt, xoff=3, yoff=3, schedule="rowslots=8,occupancy=3")
+            check(kind, 7, 100003, dt, schedule="rowslots=9")
+            check(kind, 5, 4097, dt, schedule="rowslots=2", BN=1024, NW=4)
+            check(kind, 6, 50257, dt, schedule="rowslots=12,occupancy=4,shift=1,prefetch=1", BN=2048, NW=8)
+if "slots" in only:  # not run by default: a row cache of K slots, the rest read again from L2
+    for kind in ("softmax", "rmsnorm", "layernorm"):
+        for m, n in ((4096, 50257), (2048, 100003)):
+            be.rows(kind, m, n, torch.float16)
+            be.rows(kind, m, n, torch.float16, schedule="rowslots=8,occupancy=3", BN=4096, NW=16)
+            be.rows(kind, m, n, torch.float16, schedule="rowslots=12,occupancy=4", BN=2048, NW=8)
+            be.rows(kind, m, n, torch.float16, schedule="rowslots=8,occupancy=6", BN=2048, NW=8)
+            be.rows(kind, m, n, torch.float16, schedule="rowslots=6,occupancy=8", BN=1024, NW=4)
+        if kind != "softmax":
+            be.rows(kind, 4096, 50257, torch.float16, schedule="rowslots=8,occupancy=3,shift=1,prefetch=1",
+                    BN=4096, NW=16)
+if "raw" in only:  # not run by default: the norms' output pass with shifted weights loaded ahead
+    be.rows("softmax", 4096, 50257, torch.float16)
+    for kind in ("rmsnorm", "layernorm"):
+        for dt in (torch.float16, torch.bfloat16):
+            for sched in (None, "shift=0,prefetch=2", "shift=1,prefetch=0", "shift=1,prefetch=1", "shift=1,prefetch=2"):
+                be.rows(kind, 4096, 50257, dt, schedule=sched)
+        for sched in ("shift=1,prefetch=2", "shift=1,prefetch=3"):
+            be.rows(kind, 4096, 50257, torch.float16, schedule=sched, BN=2048, NW=8)
+            be.rows(kind, 4096, 50257, torch.float16, schedule=sched, BN=2048, NW=16)
+        be.rows(kind, 4096, 50264, torch.float16)
+        for m, n in ((8192, 16385), (16384, 4097)):
+            for sched in (None, "shift=1", "shift=1,prefetch=1"):
+                be.rows(kind, m, n, torch.float16, schedule=sched)
 if "mid" in only:
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((16384, 4097), (8192, 16385), (4096, 32769), (2048, 100003)):
