@@ -53,6 +53,14 @@ Test(target, schedule_parse_and_format) {
   tl_schedule_format(&s, buf, sizeof buf);
   cr_assert_str_eq(buf, "rowfill=8");
   cr_assert(!tl_schedule_parse("rowfill=17", &s, err, sizeof err));
+  /* rowslots: the most chunks row-cache keeps, 1..127 */
+  cr_assert(tl_schedule_parse("rowslots=12,rowfill=4", &s, err, sizeof err), "%s", err);
+  cr_assert_eq(s.rowslots, 12);
+  tl_schedule_format(&s, buf, sizeof buf);
+  cr_assert_str_eq(buf, "rowfill=4,rowslots=12");
+  cr_assert(!tl_schedule_parse("rowslots=0", &s, err, sizeof err));
+  cr_assert(strstr(err, "1..127") != NULL, "%s", err);
+  cr_assert(!tl_schedule_parse("rowslots=128", &s, err, sizeof err));
   /* prefetch is a distance in iterations, 0..4 */
   cr_assert(tl_schedule_parse("prefetch=3", &s, err, sizeof err), "%s", err);
   cr_assert_eq(s.prefetch, 3);
