@@ -449,7 +449,10 @@ static void load_vec(struct cg *g, ir_dtype dt, int v, LLVMValueRef addr, LLVMVa
  * eight: word j is bytes s + 4j .. s + 4j + 3 of the pair, a select by s / 4 and a funnel
  * shift by 8 (s mod 4) bits (one prmt.b32.f4e). The blocks must lie inside the slice's row: a thread whose
  * blocks reach in front of it or past its end (the row's first and last runs) moves its
- * elements one at a time, as at an edge (the paths joined as words). */
+ * elements one at a time, as at an edge (the paths joined as words). The funnel waits until
+ * the load's first use (cg_funnel_before); a loop that carries such a load (prefetch=D) carries
+ * its blocks and offsets instead of its elements (struct raw_runs, cg_gen_for), so that the
+ * load issued for a later iteration is funnelled there, not at the yield. */
 
 /* The coordinate (i64) of register r's element along the tensor's dimension D (the tile's
  * last). */
