@@ -311,6 +311,17 @@ if "slots" in only:  # not run by default: a row cache of K slots, the rest read
         if kind != "softmax":
             be.rows(kind, 4096, 50257, torch.float16, schedule="rowslots=8,occupancy=3,shift=1,prefetch=1",
                     BN=4096, NW=16)
+if "raw1" in only:  # not run by default: the first rows of raw and slots, most telling first
+    for kind in ("layernorm", "rmsnorm"):
+        for sched in (None, "shift=1,prefetch=1", "shift=1,prefetch=2", "shift=0,prefetch=2",
+                      "rowslots=8,occupancy=3", "rowslots=8,occupancy=3,shift=1,prefetch=1"):
+            be.rows(kind, 4096, 50257, torch.float16, schedule=sched)
+    for kind in ("layernorm", "rmsnorm"):
+        for sched in (None, "shift=1,prefetch=1", "shift=1,prefetch=2"):
+            be.rows(kind, 4096, 50257, torch.bfloat16, schedule=sched)
+    for sched in (None, "rowslots=8,occupancy=3", "rowslots=12,occupancy=4"):
+        be.rows("softmax", 4096, 50257, torch.float16, schedule=sched, BN=4096 if sched != "rowslots=12,occupancy=4" else 2048,
+                NW=16 if sched != "rowslots=12,occupancy=4" else 8)
 if "raw" in only:  # not run by default: the norms' output pass with shifted weights loaded ahead
     be.rows("softmax", 4096, 50257, torch.float16)
     for kind in ("rmsnorm", "layernorm"):
