@@ -23,7 +23,7 @@
 #   memcheck, racecheck and synccheck), T7=SECONDS, G7=SECONDS for gpu_check;
 #   PART=9: PERF.md 119: gpu_check's row checks, row_align.py check, then row_align.py rule
 #   (the defaults against shift=0,prefetch=0), G9 / T9 bound the first and the last;
-#   PART=10: PERF.md 120: gpu_check's row checks, row_align.py rawcheck (C10 seconds), then
+#   PART=10: PERF.md 120: gpu_check's row checks (G10 seconds; 0: none), row_align.py rawcheck (C10 seconds), then
 #   row_align.py raw (T10; S10 names other sections), and row_align.py rule when R10 gives
 #   it seconds;
 #   PART=8: ncu (stall samples, then throughput sections) of the norms' vocabulary rows against
@@ -98,7 +98,7 @@ if [ "$PART" = 7 ]; then
 fi
 if [ "$PART" = 10 ]; then
   echo "== 11. PERF.md 120 (shifted loads carried ahead as their blocks)"
-  gpu_rows '^(softmax|layernorm|rmsnorm|addnorm|xent)' "${G10:-40}" 30 gpucheck-rows.txt
+  [ "${G10:-40}" != 0 ] && gpu_rows '^(softmax|layernorm|rmsnorm|addnorm|xent)' "${G10:-40}" 30 gpucheck-rows.txt
   PYTHONPATH="$PYSITE" TILE_LIBRARY= timeout "${C10:-150}" python3 -u tools/exp/row_align.py rawcheck > "${OUT:-/tmp}/rawcheck.txt" 2>&1
   grep -E "FAIL|rows ok|Error" "${OUT:-/tmp}/rawcheck.txt" | tail -5
   py_tee "${T10:-200}" raw.txt 200 tools/exp/row_align.py ${S10:-raw}
