@@ -6,6 +6,8 @@
  * wrap around near the end of the i32 range (the interpreter stops there too); the loop
  * follows Python's range: step > 0 counts up while iv < ub, step < 0 counts down while
  * iv > ub, step == 0 runs no iteration.                                                 */
+#include <llvm-c/DebugInfo.h>
+
 #include "cg_internal.h"
 
 static bool f_parent_is_role(struct cg *g, uint32_t blk) {
@@ -72,6 +74,18 @@ static bool raw_incoming(struct cg *g, const struct raw_runs *p, ir_val v, struc
 static void add_raw_incoming(const struct raw_runs *p, const struct raw_runs *in, LLVMBasicBlockRef from) {
   for (uint32_t i = 0; i < p->n * 2 * (uint32_t)p->wn; i++) LLVMAddIncoming(p->words[i], &in->words[i], &from, 1);
   for (uint32_t i = 0; i < p->n; i++) LLVMAddIncoming(p->s32[i], &in->s32[i], &from, 1);
+}
+
+/* Asks LLVM to unroll the loop whose back edge is `back` `count` times (llvm.loop metadata:
+ * a distinct node that names itself, then the count). */
+static void unroll_hint(struct cg *g, LLVMValueRef back, int64_t count) {
+  LLVMMetadataRef tmp = LLVMTemporaryMDNode(g->ctx, NULL, 0);
+  LLVMMetadataRef cnt[2] = {LLVMMDStringInContext2(g->ctx, "llvm.loop.unroll.count", 22),
+                            LLVMValueAsMetadata(cg_i32(g, count))};
+  LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(g->ctx, cnt, 2)};
+  LLVMMetadataRef loop = LLVMMDNodeInContext2(g->ctx, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(tmp, loop);
+  LLVMSetMetadata(back, LLVMGetMDKindIDInContext(g->ctx, "llvm.loop", 9), LLVMMetadataAsValue(g->ctx, loop));
 }
 
 void cg_gen_for(struct cg *g, uint32_t id) {
@@ -164,7 +178,8 @@ void cg_gen_for(struct cg *g, uint32_t id) {
    * element of the element form takes its own 64-bit offset) */
   LLVMValueRef next = LLVMGetIntTypeWidth(ivt) <= 32 ? LLVMBuildNSWAdd(g->b, iv, step, "") : LLVMBuildAdd(g->b, iv, step, "");
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(g->b);
-  LLVMBuildBr(g->b, header);
+  LLVMValueRef back = LLVMBuildBr(g->b, header);
+  if (op->i[2] > 1) unroll_hint(g, back, op->i[2]);
   LLVMAddIncoming(iv, &lb, &pre, 1);
   LLVMAddIncoming(iv, &next, &latch, 1);
   for (uint32_t k = 0; k < nc; k++) {

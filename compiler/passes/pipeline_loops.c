@@ -616,6 +616,9 @@ static bool prefetch_loop(struct ir_func *f, struct loop_info *L) {
   }
   uint32_t nc = f->ops.v[L->loop].nargs - 3;
   uint32_t nl = ir_for_add_carried(f, L->loop, init, (uint32_t)D * n);
+  /* pfunroll=1: D + 1 copies of the body, so that the D values in flight and the one in use
+   * rotate through registers without copies */
+  if (tl_sched_get(f->sched.pfunroll, 0)) f->ops.v[nl].i[2] = D + 1;
   uint32_t nbody = f->ops.v[nl].region;
   ir_val niv = f->blocks.v[nbody].args;
   /* iteration i + D's loads, issued first: in flight while this iteration (and the D - 1

@@ -58,7 +58,8 @@ static const struct {
                    SCHED_FLAG(pingpong), SCHED_FLAG(handoff), SCHED_FLAG(once),     SCHED_FLAG(tileturns),
                    SCHED_FLAG(rowcache), SCHED_FLAG(pdl),      SCHED_FLAG(gatherrows),
                    SCHED_FLAG(bulkreduce), SCHED_FLAG(early), SCHED_FLAG(flatrows), SCHED_FLAG(elide),
-                   SCHED_FLAG(rowalign), SCHED_FLAG(rowrev),   SCHED_FLAG(shift),    SCHED_FLAG(writer)};
+                   SCHED_FLAG(rowalign), SCHED_FLAG(rowrev),   SCHED_FLAG(shift),    SCHED_FLAG(writer),
+                   SCHED_FLAG(pfunroll)};
 #undef SCHED_FLAG
 enum { NSCHED_FLAGS = sizeof sched_flags / sizeof sched_flags[0] };
 

@@ -172,6 +172,10 @@ const char *tl_target_names(void);
  *   rowfill=U        row-cache's fill loop loads U chunks before it stores them (1..16); by
  *                    default as many as make about 32 KB per program, at most 128
  *                    registers of each thread holding them
+ *   pfunroll=0|1     a loop that loads D iterations ahead (prefetch=D) is unrolled D + 1
+ *                    times by LLVM, so that each iteration's loads land in registers of
+ *                    their own (without it every iteration copies the carried values, and
+ *                    the copy of the newest waits for its load); off by default (PERF.md 120)
  *   rowslots=K       row-cache keeps at most K chunks of the row (1..127), the first K of
  *                    the first loop; the later loops read the others from the tensor again
  *                    (L2, where the row was just read); by default every chunk where the row
@@ -182,7 +186,7 @@ const char *tl_target_names(void);
  *                    to what the block's registers leave beside P (tl_block_regs)        */
 struct tl_schedule {
   signed char wgmma, tma, ws, persistent, wait, gather, prefetch, overlap, pingpong, handoff, once, tileturns, rowcache,
-      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev, shift, writer;
+      pdl, gatherrows, bulkreduce, early, flatrows, elide, rowalign, rowrev, shift, writer, pfunroll;
   signed char occupancy; /* programs per multiprocessor the register allocation must allow (1..32) */
   signed char cluster;   /* CTAs per program for rows split across a cluster (1, 2, 4, 8; -1: the pass decides) */
   signed char rowfill;   /* chunks row-cache's fill loop loads before it stores them (1..16; -1: the pass decides) */

@@ -286,13 +286,16 @@ if "rule" in only:  # not run by default: PERF.md 119's defaults against the one
 if "rawcheck" in only:  # not run by default: shifted loads carried ahead as blocks (PERF.md 120)
     for kind in ("rmsnorm", "layernorm"):
         for dt in (torch.float16, torch.bfloat16, torch.float32):
-            for sch in ("shift=1,prefetch=1", "shift=1,prefetch=2", "shift=1,prefetch=3"):
+            for sch in ("shift=1,prefetch=1", "shift=1,prefetch=2", "shift=1,prefetch=2,pfunroll=1"):
+                if dt == torch.float32 and sch != "shift=1,prefetch=2":
+                    continue
                 for m, n in ((33, 50257), (7, 4097), (3, 100003), (4, 1031)):
                     check(kind, m, n, dt, schedule=sch)
                 check(kind, 9, 50257, dt, woff=3, xoff=5, schedule=sch)
                 check(kind, 5, 4097, dt, woff=7, schedule=sch, BN=1024, NW=4)
                 check(kind, 9, 33333, dt, woff=1, schedule=sch, BN=512, NW=2)
-            check(kind, 9, 50257, dt, woff=1)
+            check(kind, 5, 50264, dt, schedule="prefetch=3,pfunroll=1")
+            check(kind, 3, 10001, dt, schedule="prefetch=1,pfunroll=1", BN=1024, NW=4)
     for kind in ("softmax", "rmsnorm", "layernorm"):  # a row cache of fewer slots (rowslots=K)
         for dt in (torch.float16, torch.bfloat16):
             check(kind, 33, 50257, dt, schedule="rowslots=5")
@@ -312,16 +315,20 @@ if "slots" in only:  # not run by default: a row cache of K slots, the rest read
             be.rows(kind, 4096, 50257, torch.float16, schedule="rowslots=8,occupancy=3,shift=1,prefetch=1",
                     BN=4096, NW=16)
 if "raw1" in only:  # not run by default: the first rows of raw and slots, most telling first
-    for kind in ("layernorm", "rmsnorm"):
-        for sched in (None, "shift=1,prefetch=1", "shift=1,prefetch=2", "shift=0,prefetch=2",
-                      "rowslots=8,occupancy=3", "rowslots=8,occupancy=3,shift=1,prefetch=1"):
+    for kind, scheds in (("layernorm", (None, "shift=1,prefetch=1", "shift=1,prefetch=2", "shift=1,prefetch=1,pfunroll=1",
+                                        "rowslots=8,occupancy=3", "rowslots=8,occupancy=3,shift=1,prefetch=1")),
+                         ("rmsnorm", (None, "shift=1,prefetch=1", "shift=1,prefetch=2", "shift=1,prefetch=2,pfunroll=1",
+                                      "shift=0,prefetch=2", "rowslots=8,occupancy=3"))):
+        for sched in scheds:
             be.rows(kind, 4096, 50257, torch.float16, schedule=sched)
+    for kind in ("layernorm", "rmsnorm"):  # rows on 16 bytes: prefetch=2 by default there
+        for sched in (None, "pfunroll=1", "prefetch=3,pfunroll=1"):
+            be.rows(kind, 4096, 50264, torch.float16, schedule=sched)
+    for sched in (None, "rowslots=8,occupancy=3"):
+        be.rows("softmax", 4096, 50257, torch.float16, schedule=sched, BN=4096, NW=16)
     for kind in ("layernorm", "rmsnorm"):
-        for sched in (None, "shift=1,prefetch=1", "shift=1,prefetch=2"):
+        for sched in (None, "shift=1,prefetch=1"):
             be.rows(kind, 4096, 50257, torch.bfloat16, schedule=sched)
-    for sched in (None, "rowslots=8,occupancy=3", "rowslots=12,occupancy=4"):
-        be.rows("softmax", 4096, 50257, torch.float16, schedule=sched, BN=4096 if sched != "rowslots=12,occupancy=4" else 2048,
-                NW=16 if sched != "rowslots=12,occupancy=4" else 8)
 if "raw" in only:  # not run by default: the norms' output pass with shifted weights loaded ahead
     be.rows("softmax", 4096, 50257, torch.float16)
     for kind in ("rmsnorm", "layernorm"):
