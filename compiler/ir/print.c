@@ -89,7 +89,7 @@ static void indent(struct printer *p, int depth) {
 }
 
 static bool omit_when_zero(const char *name) {
-  static const char *const names[] = {"fill", "stages", "tf32", "id", "threads", "async", "depth", "reverse", "flat", "align", "probe"};
+  static const char *const names[] = {"fill", "stages", "tf32", "id", "threads", "async", "depth", "reverse", "flat", "align", "probe", "unroll"};
   for (size_t i = 0; i < TL_ARRAY_LEN(names); i++)
     if (strcmp(name, names[i]) == 0) return true;
   return false;
