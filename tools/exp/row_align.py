@@ -285,24 +285,21 @@ if "rule" in only:  # not run by default: PERF.md 119's defaults against the one
                 be.rows(kind, m, n, dt, schedule="shift=0,prefetch=0")
 if "rawcheck" in only:  # not run by default: shifted loads carried ahead as blocks (PERF.md 120)
     for kind in ("rmsnorm", "layernorm"):
-        for dt in (torch.float16, torch.bfloat16, torch.float32):
-            for sch in ("shift=1,prefetch=1", "shift=1,prefetch=2", "shift=1,prefetch=2,pfunroll=1"):
-                if dt == torch.float32 and sch != "shift=1,prefetch=2":
-                    continue
-                for m, n in ((33, 50257), (7, 4097), (3, 100003), (4, 1031)):
-                    check(kind, m, n, dt, schedule=sch)
+        for dt in (torch.float16, torch.bfloat16):
+            for sch in ("shift=1,prefetch=1", "shift=1,prefetch=2,pfunroll=1"):
+                check(kind, 33, 50257, dt, schedule=sch)
+                check(kind, 7, 4097, dt, schedule=sch)
                 check(kind, 9, 50257, dt, woff=3, xoff=5, schedule=sch)
-                check(kind, 5, 4097, dt, woff=7, schedule=sch, BN=1024, NW=4)
                 check(kind, 9, 33333, dt, woff=1, schedule=sch, BN=512, NW=2)
-            check(kind, 5, 50264, dt, schedule="prefetch=3,pfunroll=1")
-            check(kind, 3, 10001, dt, schedule="prefetch=1,pfunroll=1", BN=1024, NW=4)
+        check(kind, 9, 50257, torch.float32, schedule="shift=1,prefetch=2")
+        check(kind, 3, 100003, torch.float16, schedule="shift=1,prefetch=2")
+        check(kind, 5, 50264, torch.float16, schedule="prefetch=3,pfunroll=1")
+        check(kind, 3, 10001, torch.bfloat16, schedule="prefetch=1,pfunroll=1", BN=1024, NW=4)
     for kind in ("softmax", "rmsnorm", "layernorm"):  # a row cache of fewer slots (rowslots=K)
         for dt in (torch.float16, torch.bfloat16):
             check(kind, 33, 50257, dt, schedule="rowslots=5")
             check(kind, 9, 50257, dt, xoff=3, yoff=3, schedule="rowslots=8,occupancy=3")
             check(kind, 7, 100003, dt, schedule="rowslots=9")
-            check(kind, 5, 4097, dt, schedule="rowslots=2", BN=1024, NW=4)
-            check(kind, 6, 50257, dt, schedule="rowslots=12,occupancy=4,shift=1,prefetch=1", BN=2048, NW=8)
 if "slots" in only:  # not run by default: a row cache of K slots, the rest read again from L2
     for kind in ("softmax", "rmsnorm", "layernorm"):
         for m, n in ((4096, 50257), (2048, 100003)):
