@@ -1001,6 +1001,8 @@ static void check_op_types(struct verifier *v, uint32_t id) {
     /* (the language's range() takes stages 0..16; the pipeline allocates one buffer each) */
     if (op->i[0] < 0 || op->i[0] > 16) bad(v, id, "stages=%lld out of range 0..16", (long long)op->i[0]);
     if (op->i[1] < 0 || op->i[1] > 16) bad(v, id, "depth=%lld out of range 0..16", (long long)op->i[1]);
+    /* (a register prefetch of at most 4 iterations ahead, unrolled one more time) */
+    if (op->i[2] < 0 || op->i[2] > 8) bad(v, id, "unroll=%lld out of range 0..8", (long long)op->i[2]);
     const struct ir_block *body = &f->blocks.v[op->region];
     if (body->nargs != op->nargs - 2) {
       bad(v, id, "for body has %u arguments, expected %u", body->nargs, op->nargs - 2);

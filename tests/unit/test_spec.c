@@ -587,6 +587,37 @@ Test(spec, norm_weights_off_the_row_shift_load_as_shifted_vectors) {
   tile_context_destroy(ctx);
 }
 
+/* pfunroll=1 (PERF.md 120): layernorm's output pass at 4096 x 50264 loads W and B two chunks
+ * ahead (the default beside a long row cache); without the unrolling each iteration copies
+ * the carried words, and the copy of the newest waits for its load at the iteration's end.
+ * Unrolled three times, the loop holds each of the two loads three times over; with the
+ * shifted weights of 50257 (shift=1) the carried blocks are funnelled in the iteration that
+ * uses them, so each unrolled copy funnels its own (at least 3 x 8 words). */
+Test(spec, prefetching_loops_unroll_when_asked) {
+  tile_define d[3] = {{"T", "f16"}, {"BN", "4096"}, {"NW", "16"}};
+  struct ln_args la;
+  unsigned loads[2], funnels[2];
+  for (int u = 0; u < 2; u++) {
+    tile_context *ctx = NULL;
+    tile_kernel *k = compile_sched(&ctx, "layernorm.tile", "layernorm", d, 3, u ? "pfunroll=1" : NULL);
+    layernorm_args(&la, 4096, 50264);
+    struct rt_artifact a = build(ctx, k, la.a, 7);
+    loads[u] = count(a.ptx, "ld.global.v4");
+    rt_artifact_free(&a);
+    tile_kernel_release(k);
+    tile_context_destroy(ctx);
+    k = compile_sched(&ctx, "layernorm.tile", "layernorm", d, 3, u ? "shift=1,prefetch=1,pfunroll=1" : "shift=1,prefetch=1");
+    layernorm_args(&la, 4096, 50257);
+    a = build(ctx, k, la.a, 7);
+    funnels[u] = count(a.ptx, "prmt.b32.f4e") + count(a.ptx, "shf.r.wrap");
+    rt_artifact_free(&a);
+    tile_kernel_release(k);
+    tile_context_destroy(ctx);
+  }
+  cr_expect(loads[1] >= loads[0] + 4, "16-byte loads: %u unrolled, %u not", loads[1], loads[0]);
+  cr_expect(funnels[1] >= funnels[0] + 8, "funnelled words: %u unrolled, %u not", funnels[1], funnels[0]);
+}
+
 /* rt_tile_trips on the generic IR: the causal fused backward (B=1, H=2, N = NK = 1024, BM =
  * 128 and BN = 128 at hd64 on sm_90a, longest first) runs 8 query blocks in its first tile
  * (key block 0) and 1 in its last (key block 7: queries 896-1023); an empty grid evaluates
