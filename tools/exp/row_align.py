@@ -318,6 +318,10 @@ if "raw1" in only:  # not run by default: the first rows of raw and slots, most 
                                       "shift=0,prefetch=2", "rowslots=8,occupancy=3"))):
         for sched in scheds:
             be.rows(kind, 4096, 50257, torch.float16, schedule=sched)
+    for kind in ("layernorm", "rmsnorm"):  # few warps, loads deep ahead (unrolled: registers to spare)
+        for sched in ("shift=1,prefetch=2,pfunroll=1", "shift=1,prefetch=3,pfunroll=1"):
+            be.rows(kind, 4096, 50257, torch.float16, schedule=sched, BN=2048, NW=8)
+        be.rows(kind, 4096, 50257, torch.float16, schedule="prefetch=2,pfunroll=1")
     for kind in ("layernorm", "rmsnorm"):  # rows on 16 bytes: prefetch=2 by default there
         for sched in (None, "pfunroll=1", "prefetch=3,pfunroll=1"):
             be.rows(kind, 4096, 50264, torch.float16, schedule=sched)
