@@ -244,6 +244,7 @@ void pass_row_cache(struct pass_ctx *pc) {
   if (U > T) U = T;
   while (U > 1 && U * held > MAX_HELD) U--;
   if (U < 1) U = 1;
+  while (T < f->cache_trips && T % U) U--; /* (fewer slots than chunks: no load past the last slot) */
   if (f->sched.rowfill > 0) U = f->sched.rowfill < T ? f->sched.rowfill : T; /* the schedule's */
   uint32_t blk = f->ops.v[first].block;
   struct ir_builder b;
