@@ -230,8 +230,10 @@ void pass_row_cache(struct pass_ctx *pc) {
   uint32_t first = ir_row_cache_find(f, loads, &n);
   int64_t chunk = first ? row_cache_chunk_bytes(f, loads, n) : 0, sv;
   if (!first) return;
-  /* the schedule's slots (rowslots=K): the fill loop then stops after K chunks (a loop
-   * counting up by a constant) */
+  /* the schedule's slots (rowslots=K; a loop counting up by a constant): the fill still
+   * walks the whole row, U chunks in flight, and stores the first K; its loads of the
+   * others bring them into L2, where the later loops read them one at a time (from DRAM
+   * each would be waited for in turn) */
   ir_val step0 = f->ops.v[first].args[2];
   if (f->sched.rowslots > 0 && f->sched.rowslots < T && ir_value_const_int(f, step0, &sv) && sv > 0) T = f->sched.rowslots;
   if (!row_cache_fits(f->target, T * chunk)) return;
@@ -244,7 +246,6 @@ void pass_row_cache(struct pass_ctx *pc) {
   if (U > T) U = T;
   while (U > 1 && U * held > MAX_HELD) U--;
   if (U < 1) U = 1;
-  while (T < f->cache_trips && T % U) U--; /* (fewer slots than chunks: no load past the last slot) */
   if (f->sched.rowfill > 0) U = f->sched.rowfill < T ? f->sched.rowfill : T; /* the schedule's */
   uint32_t blk = f->ops.v[first].block;
   struct ir_builder b;
@@ -274,8 +275,6 @@ void pass_row_cache(struct pass_ctx *pc) {
   /* in a loop (rows per program), threads still reading the previous row come first */
   if (f->blocks.v[blk].parent) ir_build(&b, IR_BARRIER, NULL, 0, NULL, 0);
   ir_val ustep = ir_binary(&b, IR_MUL, step, ir_const_int(&b, f->values.v[step].type, U));
-  if (T < f->cache_trips) /* only the chunks kept */
-    ub = ir_binary(&b, IR_MIN, ub, ir_binary(&b, IR_ADD, lb, ir_binary(&b, IR_MUL, step, ir_const_int(&b, f->values.v[step].type, T))));
   uint32_t fill = ir_build_for(&b, lb, ub, ustep, NULL, 0);
   f->ops.v[fill].i[0] = 1; /* stages=1: its U loads are already in flight together (no prefetch) */
   uint32_t fb = f->ops.v[fill].region;

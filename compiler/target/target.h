@@ -176,10 +176,10 @@ const char *tl_target_names(void);
  *                    times by LLVM, so that each iteration's loads land in registers of
  *                    their own (without it every iteration copies the carried values, and
  *                    the copy of the newest waits for its load); off by default (PERF.md 120)
- *   rowslots=K       row-cache keeps at most K chunks of the row (1..127), the first K of
- *                    the first loop; the later loops read the others from the tensor again
- *                    (L2, where the row was just read); by default every chunk where the row
- *                    fits, none otherwise. Fewer slots leave room for more programs
+ *   rowslots=K       row-cache keeps at most K chunks of the row (1..127), the first K; its
+ *                    fill still loads the whole row (into L2) and the loops read the other
+ *                    chunks from the tensor, one at a time; by default every chunk where the
+ *                    row fits, none otherwise. Fewer slots leave room for more programs
  *   occupancy=N      kernels without warp roles: registers capped so that N programs fit on
  *                    a multiprocessor (ptxas's min CTAs per SM, 1..32)
  *   regs=P/C         setmaxnreg budgets of the producer and consumer warpgroups; C is held
