@@ -22,7 +22,7 @@ static bool yields_shifted(struct cg *g, const struct ir_op *op, uint32_t k, con
   ir_val v = g->f->ops.v[VEC_LAST(body->ops)].args[k];
   if (v > body->args && v < body->args + body->nargs) return raw[v - body->args - 1] != NULL;
   uint32_t d = ir_def_op(g->f, v);
-  return d && g->f->ops.v[d].code == IR_LOAD && g->f->ops.v[d].i[2] == 2 && g->f->ops.v[d].block == op->region;
+  return d && g->f->ops.v[d].code == IR_LOAD && g->f->ops.v[d].i[2] >= 2 && g->f->ops.v[d].block == op->region;
 }
 
 /* The carried values that go around the loop as shifted runs (struct raw_runs) rather than
@@ -46,7 +46,7 @@ static const struct raw_runs **raw_carried(struct cg *g, const struct ir_op *op,
 /* A raw-carried value's phis (words and offsets) in the current block, shaped like rr. */
 static struct raw_runs raw_phis(struct cg *g, const struct raw_runs *rr) {
   struct raw_runs p = *rr;
-  uint32_t nw = rr->n * 2 * (uint32_t)rr->wn;
+  uint32_t nw = rr->n * (uint32_t)rr->per;
   p.words = ARENA_NEWN(g->arena, LLVMValueRef, nw);
   p.s32 = ARENA_NEWN(g->arena, LLVMValueRef, rr->n);
   for (uint32_t i = 0; i < nw; i++) p.words[i] = LLVMBuildPhi(g->b, g->i32, "");
@@ -58,21 +58,21 @@ static struct raw_runs raw_phis(struct cg *g, const struct raw_runs *rr) {
  * registers packed at offset 0 when it was not loaded shifted after all. */
 static bool raw_incoming(struct cg *g, const struct raw_runs *p, ir_val v, struct raw_runs *in) {
   const struct raw_runs *rv = cg_raw_runs(g, v);
-  if (rv && rv->n == p->n && rv->wn == p->wn) {
+  if (rv && rv->n == p->n && rv->per == p->per && rv->exact == p->exact) {
     *in = *rv;
     return true;
   }
   struct cgval *yv = cg_val(g, v);
   if (g->failed || yv->n != p->n * (uint32_t)p->vec) return false;
   *in = *p;
-  in->words = ARENA_NEWN(g->arena, LLVMValueRef, p->n * 2 * (uint32_t)p->wn);
+  in->words = ARENA_NEWN(g->arena, LLVMValueRef, p->n * (uint32_t)p->per);
   in->s32 = ARENA_NEWN(g->arena, LLVMValueRef, p->n);
   cg_raw_pack(g, p, yv->r, in->words, in->s32);
   return true;
 }
 
 static void add_raw_incoming(const struct raw_runs *p, const struct raw_runs *in, LLVMBasicBlockRef from) {
-  for (uint32_t i = 0; i < p->n * 2 * (uint32_t)p->wn; i++) LLVMAddIncoming(p->words[i], &in->words[i], &from, 1);
+  for (uint32_t i = 0; i < p->n * (uint32_t)p->per; i++) LLVMAddIncoming(p->words[i], &in->words[i], &from, 1);
   for (uint32_t i = 0; i < p->n; i++) LLVMAddIncoming(p->s32[i], &in->s32[i], &from, 1);
 }
 

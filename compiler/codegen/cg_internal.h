@@ -18,8 +18,9 @@ struct pending_funnel {
   uint32_t blk;  /* its block: only its ops use it or flush it (a nested region's yield does not) */
   ir_dtype dt;
   int vec;
-  LLVMValueRef *words; /* the two blocks' words, as joined */
+  LLVMValueRef *words; /* the two blocks' words, as joined (exact: the wn + 1 words from the run's first) */
   LLVMValueRef s32;    /* the run's byte offset in the first block */
+  bool exact;          /* probe=3: the words as load_exact reads them */
   LLVMValueRef *out;   /* its vec registers */
 };
 
@@ -31,8 +32,10 @@ struct raw_runs {
   ir_val val;
   ir_dtype dt;
   int vec, wn;
+  int per;             /* words per run: 2 wn, or wn + 1 where exact */
+  bool exact;          /* probe=3 (load_exact) */
   uint32_t n;          /* runs */
-  LLVMValueRef *words; /* n * 2 wn */
+  LLVMValueRef *words; /* n * per */
   LLVMValueRef *s32;   /* n */
 };
 
@@ -213,7 +216,7 @@ const struct raw_runs *cg_raw_runs(struct cg *g, ir_val v);
  * first op of blk that uses v (rr->val is ignored). */
 void cg_raw_pending(struct cg *g, const struct raw_runs *rr, ir_val v, uint32_t blk, LLVMValueRef *out);
 /* Registers regs[] (runs shaped like `shape`'s) as runs at offset 0: each run's words, then
- * zeros as the second block (words: shape->n * 2 wn, s32: shape->n). */
+ * zeros to its per words (words: shape->n * per, s32: shape->n). */
 void cg_raw_pack(struct cg *g, const struct raw_runs *shape, const LLVMValueRef *regs, LLVMValueRef *words,
                  LLVMValueRef *s32);
 void cg_gen_store(struct cg *g, const struct ir_op *op);

@@ -103,6 +103,7 @@ struct access {
   bool inside;            /* the whole tile is known to be in bounds: no predicates */
   bool probe;             /* vectors only where the tile's first element is 16-byte aligned at run time */
   bool shifted;           /* probe=2: each run read as the two aligned blocks around it (load_shifted) */
+  bool exact;             /* probe=3: shifted, reading only the words it needs (load_exact) */
 };
 
 static LLVMValueRef dim_size(struct cg *g, const struct ir_type *tt, int d) {
@@ -179,8 +180,9 @@ static bool setup_access(struct cg *g, const struct ir_op *op, ir_val tile, cons
   int v = cg_contiguous_run(&x->l, vt->rank, eb);
   /* align: row-align placed the slice's first element at a 16-byte boundary (IR.md) */
   bool placed = op->i[1] >= v * eb && x->param->facts.align >= v * eb;
-  if (op->i[2] == 2) { /* shifted: whole 32-bit words, runs of 4 bytes or more (IR.md) */
-    if (v * eb >= 4 && eb <= 4 && op->code == IR_LOAD && vt->rank == 1) x->vec = v, x->shifted = true;
+  if (op->i[2] >= 2) { /* shifted: whole 32-bit words, runs of 4 bytes or more (IR.md) */
+    if (v * eb >= 4 && eb <= 4 && op->code == IR_LOAD && vt->rank == 1)
+      x->vec = v, x->shifted = true, x->exact = op->i[2] == 3 && v * eb <= 16;
     return true;
   }
   if (v == 1 || (!placed && !ir_facts_allow_vector(x->param, tt, D, v * eb))) return true;
@@ -504,6 +506,62 @@ static void load_shifted(struct cg *g, struct access *x, LLVMValueRef addr, LLVM
   *s32 = LLVMBuildTrunc(g->b, s, g->i32, "");
 }
 
+/* probe=3: the wn + 1 words from the one holding the run's first byte into u[], and the
+ * run's byte offset in its first block into *s32. The word offset s / 4 is the same in
+ * every thread (a uniform switch): each case reads the words it needs of the first block
+ * and of the second (only when s > 0) in the widest aligned vectors, so a run takes wn + 1
+ * registers where load_shifted's two blocks take 2 wn, and its funnel is a byte shift of
+ * neighbouring words without selects. */
+static void load_exact(struct cg *g, struct access *x, LLVMValueRef addr, LLVMValueRef *u, LLVMValueRef *s32) {
+  int eb = ir_dtype_bytes(x->dt), vb = x->vec * eb, wn = vb / 4;
+  LLVMValueRef s = LLVMBuildAnd(g->b, addr, cg_i64(g, vb - 1), "");
+  LLVMValueRef a0 = LLVMBuildSub(g->b, addr, s, "");
+  LLVMValueRef s0 = LLVMBuildICmp(g->b, LLVMIntNE, s, cg_i64(g, 0), "");
+  LLVMValueRef ws = LLVMBuildTrunc(g->b, LLVMBuildLShr(g->b, s, cg_i64(g, 2), ""), g->i32, "");
+  LLVMValueRef zero = LLVMConstInt(g->i32, 0, 0), on = LLVMConstInt(g->i1, 1, 0);
+  LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.exact.end"), ends[4];
+  LLVMBasicBlockRef cases[4] = {NULL, NULL, NULL, NULL};
+  for (int k = 0; k < wn; k++) cases[k] = LLVMAppendBasicBlockInContext(g->ctx, g->fn, "mem.exact");
+  LLVMValueRef sw = LLVMBuildSwitch(g->b, ws, cases[0], (unsigned)wn - 1);
+  for (int k = 1; k < wn; k++) LLVMAddCase(sw, cg_i32(g, k), cases[k]);
+  LLVMValueRef got[4][5];
+  for (int k = 0; k < wn; k++) {
+    LLVMPositionBuilderAtEnd(g->b, cases[k]);
+    /* words k .. wn - 1 of the first block, then 0 .. k of the second */
+    int n = 0;
+    for (int blk = 0; blk < 2; blk++) {
+      int o = blk ? 0 : k, end = blk ? k + 1 : wn;
+      while (o < end) {
+        int p = 4;
+        while (p > 1 && (o % p || o + p > end)) p /= 2;
+        LLVMValueRef at = LLVMBuildAdd(g->b, a0, cg_i64(g, blk * vb + 4 * o), "");
+        load_vec_words(g, DT_I32, p, at, blk ? s0 : on, zero, got[k] + n);
+        n += p, o += p;
+      }
+    }
+    ends[k] = LLVMGetInsertBlock(g->b);
+    LLVMBuildBr(g->b, join);
+  }
+  LLVMPositionBuilderAtEnd(g->b, join);
+  for (int j = 0; j <= wn; j++) {
+    u[j] = LLVMBuildPhi(g->b, g->i32, "");
+    LLVMValueRef vals[4];
+    for (int k = 0; k < wn; k++) vals[k] = got[k][j];
+    LLVMAddIncoming(u[j], vals, ends, (unsigned)wn);
+  }
+  *s32 = LLVMBuildTrunc(g->b, s, g->i32, "");
+}
+
+/* load_exact's wn + 1 words u[] as the run's wn words: each a byte shift (s32 mod 4) of a
+ * word and the next. */
+static void funnel_exact(struct cg *g, int wn, const LLVMValueRef *u, LLVMValueRef s32, LLVMValueRef *words) {
+  LLVMValueRef bs = LLVMBuildShl(g->b, LLVMBuildAnd(g->b, s32, cg_i32(g, 3), ""), cg_i32(g, 3), "");
+  for (int j = 0; j < wn; j++) {
+    LLVMValueRef a[3] = {u[j + 1], u[j], bs};
+    words[j] = cg_intrinsic(g, "llvm.fshr", &g->i32, 1, a, 3);
+  }
+}
+
 /* The run's wn words out of the 2 wn of its blocks (w[]), s32 bytes into the first: after
  * the join, just before the load's first use (cg_funnel_before), not where it is loaded,
  * where the thread would wait for it before issuing the next load's branch. */
@@ -534,7 +592,8 @@ static void flush_funnels(struct cg *g) {
     const struct pending_funnel *pf = &g->funnels.v[i];
     int wbits, wn = vec_words(pf->dt, pf->vec, &wbits);
     LLVMValueRef fw[8];
-    funnel_words(g, wn, pf->words, pf->s32, fw);
+    if (pf->exact) funnel_exact(g, wn, pf->words, pf->s32, fw);
+    else funnel_words(g, wn, pf->words, pf->s32, fw);
     split_words(g, pf->dt, pf->vec, fw, pf->out);
   }
   g->funnels.n = 0;
@@ -576,17 +635,17 @@ void cg_raw_pending(struct cg *g, const struct raw_runs *rr, ir_val v, uint32_t 
   r.val = v;
   VEC_PUSH(g->arena, g->raws, r);
   for (uint32_t i = 0; i < r.n; i++) {
-    struct pending_funnel pf = {v, blk, r.dt, r.vec, r.words + i * 2 * (uint32_t)r.wn, r.s32[i], out + i * (uint32_t)r.vec};
+    struct pending_funnel pf = {v, blk, r.dt, r.vec, r.words + i * (uint32_t)r.per, r.s32[i], r.exact, out + i * (uint32_t)r.vec};
     VEC_PUSH(g->arena, g->funnels, pf);
   }
 }
 
 void cg_raw_pack(struct cg *g, const struct raw_runs *shape, const LLVMValueRef *regs, LLVMValueRef *words,
                  LLVMValueRef *s32) {
-  uint32_t wn = (uint32_t)shape->wn;
+  uint32_t wn = (uint32_t)shape->wn, per = (uint32_t)shape->per;
   for (uint32_t i = 0; i < shape->n; i++) {
-    pack_words(g, shape->dt, shape->vec, regs + i * (uint32_t)shape->vec, words + i * 2 * wn);
-    for (uint32_t j = wn; j < 2 * wn; j++) words[i * 2 * wn + j] = cg_i32(g, 0);
+    pack_words(g, shape->dt, shape->vec, regs + i * (uint32_t)shape->vec, words + i * per);
+    for (uint32_t j = wn; j < per; j++) words[i * per + j] = cg_i32(g, 0);
     s32[i] = cg_i32(g, 0);
   }
 }
@@ -619,7 +678,8 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
     bool words = !x.probe && !x.straddle, shifted = x.shifted;
     int vec = x.vec, wbits;
     uint32_t wn = (uint32_t)vec_words(x.dt, vec, &wbits), nvec = x.nregs / (uint32_t)vec;
-    uint32_t per = shifted ? 2 * wn : wn; /* words joined per run (a shifted run's two blocks) */
+    /* words joined per run (a shifted run's two blocks, or load_exact's wn + 1) */
+    uint32_t per = shifted ? (x.exact ? wn + 1 : 2 * wn) : wn;
     LLVMValueRef *shift = shifted ? ARENA_NEWN(g->arena, LLVMValueRef, 2 * nvec) : NULL; /* s32 per run and path */
     LLVMValueRef *vregs = ARENA_NEWN(g->arena, LLVMValueRef, shifted ? nvec * per : x.nregs);
     LLVMValueRef *sregs = ARENA_NEWN(g->arena, LLVMValueRef, x.nregs);
@@ -627,7 +687,8 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
       for (uint32_t i = 0; i < nvec; i++) {
         LLVMValueRef off, inb;
         element_address(g, &x, i * (uint32_t)vec, &off, &inb);
-        if (shifted) load_shifted(g, &x, address(g, &x, off), vregs + i * per, &shift[i]);
+        if (shifted && x.exact) load_exact(g, &x, address(g, &x, off), vregs + i * per, &shift[i]);
+        else if (shifted) load_shifted(g, &x, address(g, &x, off), vregs + i * per, &shift[i]);
         else load_vec_words(g, x.dt, vec, address(g, &x, off), inb, fill_bits, vregs + i * per);
       }
     } else {
@@ -662,7 +723,7 @@ static void load_regs(struct cg *g, struct access *xp, LLVMValueRef fill_bits, L
       LLVMAddIncoming(joined[r], vals, ends, 2);
     }
     if (shifted && words) { /* funnelled where the load is first used (cg_funnel_before) */
-      struct raw_runs rr = {x.op->res, x.dt, vec, (int)wn, nvec, joined, ARENA_NEWN(g->arena, LLVMValueRef, nvec)};
+      struct raw_runs rr = {x.op->res, x.dt, vec, (int)wn, (int)per, x.exact, nvec, joined, ARENA_NEWN(g->arena, LLVMValueRef, nvec)};
       for (uint32_t i = 0; i < nvec; i++) {
         LLVMValueRef vals[2] = {shift[i], shift[nvec + i]};
         rr.s32[i] = LLVMBuildPhi(g->b, g->i32, "");

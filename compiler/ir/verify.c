@@ -249,8 +249,8 @@ static void check_memory(struct verifier *v, uint32_t id) {
   if (tile->dtype != t->dtype) bad(v, id, "tile element type differs from the tensor's");
   if (op->i[1] && (op->i[1] != 16 || tile->rank != 1 || !(mask >> (t->rank - 1) & 1)))
     bad(v, id, "align=%lld: only 16, for a 1-d slice of the last dimension", (long long)op->i[1]);
-  if (op->i[2] && (op->i[2] < 0 || op->i[2] > 2 || !op->i[1] || (op->i[2] == 2 && op->code != IR_LOAD)))
-    bad(v, id, "probe=%lld: only 1, or 2 on a load, with align", (long long)op->i[2]);
+  if (op->i[2] && (op->i[2] < 0 || op->i[2] > 3 || !op->i[1] || (op->i[2] >= 2 && op->code != IR_LOAD)))
+    bad(v, id, "probe=%lld: only 1, or 2 or 3 on a load, with align", (long long)op->i[2]);
   if (pred) check_predicate(v, id, vt(v, op->args[op->nargs - 2]), tile);
   if (op->code == IR_STORE) {
     struct ir_param *p = ir_param_of(v->f, op->args[0]);

@@ -62,6 +62,9 @@ enum { MAX_GROUP = 8, MAX_LOOPS = 32, DERIVED_DEPTH = 16, ONE_TILE_MAX = 16 };
  * from 70 / 70 / 56% to 61 / 56 / 42%, and gained rmsnorm nothing; PERF.md 115). */
 static bool shifts(const struct ir_func *f) { return tl_sched_get(f->sched.shift, 0); }
 
+/* The probe of a shifted load: 3 (the words it needs only) with shift=2, else 2. */
+static int64_t shift_probe(const struct ir_func *f) { return f->sched.shift == 2 ? 3 : 2; }
+
 /* Whether a loop whose group and other loads tie (layernorm's output pass: X and Y against
  * W and B) is aligned with its other loads shifted though the schedule leaves shift unset:
  * where row-cache will keep a row so long (T chunks of S elements of es bytes) that no third
@@ -393,7 +396,7 @@ static void shift_others(struct ir_func *f, uint32_t body, ir_val iv, const uint
     bool grouped = false;
     for (uint32_t g = 0; g < ngroup; g++) grouped |= group[g] == id;
     if (op->code != IR_LOAD || grouped || !indexed_by(op, iv)) continue;
-    op->i[1] = 16, op->i[2] = 2;
+    op->i[1] = 16, op->i[2] = shift_probe(f);
     if (n < MAX_LOOPS && !stores_to(f, body, op->args[0])) moved[n++] = id;
   }
   uint32_t anchor = 0; /* the first op of the body not moved (the yield at the latest) */
@@ -597,7 +600,7 @@ static void shift_tile_region(struct ir_func *f, const struct tile_region *R) {
       op = &f->ops.v[c];
       if (grouped[i]) op->i[1] = 16, op->i[2] = !same_row(f, first, op);
       else if (op->code == IR_LOAD && shifts(f) && nshifted < MAX_GROUP) /* shifted (IR.md) */
-        op->i[1] = 16, op->i[2] = 2, shifted[nshifted++] = c;
+        op->i[1] = 16, op->i[2] = shift_probe(f), shifted[nshifted++] = c;
     } else if (op->code == IR_ARANGE) { /* column indices: moved by p, the lanes in front given N */
       ir_val a = op->res;
       ir_type_id t = f->values.v[a].type;

@@ -121,6 +121,8 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
       if (f < NSCHED_FLAGS && strcmp(k, "prefetch") == 0) { /* a distance: 0 (off) .. 4 */
         ok = v[0] >= '0' && v[0] <= '4' && !v[1];
         if (ok) s->prefetch = (signed char)(v[0] - '0');
+      } else if (f < NSCHED_FLAGS && strcmp(k, "shift") == 0 && strcmp(v, "2") == 0) {
+        s->shift = 2; /* shifted loads reading only the words they need */
       } else if (f < NSCHED_FLAGS) ok = parse_flag(v, sched_flag(s, f));
       else if (strcmp(k, "regs") == 0) ok = parse_regs(v, &s->producer_regs, &s->consumer_regs);
       else if (strcmp(k, "occupancy") == 0) {
@@ -157,6 +159,7 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
                  : strcmp(k, "rowfill") == 0   ? " (expected 1..16)"
                  : strcmp(k, "rowslots") == 0  ? " (expected 1..127)"
                  : strcmp(k, "prefetch") == 0  ? " (expected 0..4)"
+                 : strcmp(k, "shift") == 0     ? " (expected 0, 1 or 2)"
                                                : " (expected 0 or 1)");
         return false;
       }

@@ -152,7 +152,7 @@ const char *tl_target_names(void);
  *   rowrev=0|1       a loop over a row's chunks that reads a row an earlier loop read walks
  *                    it from its last chunk, whose reuse distance is then the shortest
  *                    (row-reverse pass); on by default (PERF.md 102)
- *   shift=0|1        in a row loop (or one-tile row) that row-align starts
+ *   shift=0|1|2      in a row loop (or one-tile row) that row-align starts
  *                    at the row's 16-byte boundary, the other loads at the loop variable (a norm's
  *                    weights, now off their own boundary by the row's shift) are read as
  *                    two aligned 16-byte vectors and shifted ({align=16, probe=2}); with 0
@@ -160,7 +160,9 @@ const char *tl_target_names(void);
  *                    more vector accesses than it loses (PERF.md 115: shift=1 helps layernorm
  *                    on vocabulary rows, loses on shorter ones); unset, only a loop whose
  *                    row accesses tie with those loads beside a crowding row cache
- *                    (row_cache_crowds) is shifted (PERF.md 119)
+ *                    (row_cache_crowds) is shifted (PERF.md 119); 2: shifted, each run read
+ *                    as only the words it needs ({probe=3}: wn + 1 registers, not two
+ *                    blocks; PERF.md 120)
  *   writer=0|1       (off by default) a consumer loop's TMA reduce-adds (bulk-reduce's staged
  *                    tiles) are issued by the producer warp: the consumers store the tile
  *                    into a slot of the ring's stage and arrive, without meeting

@@ -53,6 +53,13 @@ Test(target, schedule_parse_and_format) {
   tl_schedule_format(&s, buf, sizeof buf);
   cr_assert_str_eq(buf, "rowfill=8");
   cr_assert(!tl_schedule_parse("rowfill=17", &s, err, sizeof err));
+  /* shift takes 2 too (shifted loads reading only their words) */
+  cr_assert(tl_schedule_parse("shift=2", &s, err, sizeof err), "%s", err);
+  cr_assert_eq(s.shift, 2);
+  tl_schedule_format(&s, buf, sizeof buf);
+  cr_assert_str_eq(buf, "shift=2");
+  cr_assert(!tl_schedule_parse("shift=3", &s, err, sizeof err));
+  cr_assert(strstr(err, "0, 1 or 2") != NULL, "%s", err);
   /* rowslots: the most chunks row-cache keeps, 1..127 */
   cr_assert(tl_schedule_parse("rowslots=12,rowfill=4", &s, err, sizeof err), "%s", err);
   cr_assert_eq(s.rowslots, 12);

@@ -286,12 +286,14 @@ if "rule" in only:  # not run by default: PERF.md 119's defaults against the one
 if "rawcheck" in only:  # not run by default: shifted loads carried ahead as blocks (PERF.md 120)
     for kind in ("rmsnorm", "layernorm"):
         for dt in (torch.float16, torch.bfloat16):
-            for sch in ("shift=1,prefetch=1", "shift=1,prefetch=2,pfunroll=1"):
+            for sch in ("shift=1,prefetch=1", "shift=1,prefetch=2,pfunroll=1", "shift=2", "shift=2,prefetch=2,pfunroll=1"):
                 check(kind, 33, 50257, dt, schedule=sch)
                 check(kind, 7, 4097, dt, schedule=sch)
                 check(kind, 9, 50257, dt, woff=3, xoff=5, schedule=sch)
                 check(kind, 9, 33333, dt, woff=1, schedule=sch, BN=512, NW=2)
         check(kind, 9, 50257, torch.float32, schedule="shift=1,prefetch=2")
+        check(kind, 9, 50257, torch.float32, schedule="shift=2,prefetch=1")
+        check(kind, 5, 4097, torch.float16, woff=7, schedule="shift=2", BN=1024, NW=4)
         check(kind, 3, 100003, torch.float16, schedule="shift=1,prefetch=2")
         check(kind, 5, 50264, torch.float16, schedule="prefetch=3,pfunroll=1")
         check(kind, 3, 10001, torch.bfloat16, schedule="prefetch=1,pfunroll=1", BN=1024, NW=4)
@@ -312,23 +314,23 @@ if "slots" in only:  # not run by default: a row cache of K slots, the rest read
             be.rows(kind, 4096, 50257, torch.float16, schedule="rowslots=8,occupancy=3,shift=1,prefetch=1",
                     BN=4096, NW=16)
 if "raw1" in only:  # not run by default: the first rows of raw and slots, most telling first
-    for kind, scheds in (("layernorm", (None, "shift=1,prefetch=1", "shift=1,prefetch=2", "shift=1,prefetch=1,pfunroll=1",
-                                        "rowslots=8,occupancy=3", "rowslots=8,occupancy=3,shift=1,prefetch=1")),
-                         ("rmsnorm", (None, "shift=1,prefetch=1", "shift=1,prefetch=2", "shift=1,prefetch=2,pfunroll=1",
-                                      "shift=0,prefetch=2", "rowslots=8,occupancy=3"))):
+    for kind, scheds in (("layernorm", (None, "shift=2", "shift=2,prefetch=2,pfunroll=1", "shift=2,prefetch=1,pfunroll=1",
+                                        "shift=1,prefetch=1", "shift=1,prefetch=1,pfunroll=1", "shift=2,prefetch=2",
+                                        "rowslots=8,occupancy=3", "rowslots=8,occupancy=3,shift=2,prefetch=1")),
+                         ("rmsnorm", (None, "shift=2", "shift=2,prefetch=2,pfunroll=1", "shift=1,prefetch=2,pfunroll=1",
+                                      "shift=1,prefetch=1", "shift=0,prefetch=2,pfunroll=1", "rowslots=8,occupancy=3"))):
         for sched in scheds:
             be.rows(kind, 4096, 50257, torch.float16, schedule=sched)
     for kind in ("layernorm", "rmsnorm"):  # few warps, loads deep ahead (unrolled: registers to spare)
-        for sched in ("shift=1,prefetch=2,pfunroll=1", "shift=1,prefetch=3,pfunroll=1"):
+        for sched in ("shift=2,prefetch=3,pfunroll=1", "shift=1,prefetch=3,pfunroll=1"):
             be.rows(kind, 4096, 50257, torch.float16, schedule=sched, BN=2048, NW=8)
-        be.rows(kind, 4096, 50257, torch.float16, schedule="prefetch=2,pfunroll=1")
     for kind in ("layernorm", "rmsnorm"):  # rows on 16 bytes: prefetch=2 by default there
         for sched in (None, "pfunroll=1", "prefetch=3,pfunroll=1"):
             be.rows(kind, 4096, 50264, torch.float16, schedule=sched)
     for sched in (None, "rowslots=8,occupancy=3"):
         be.rows("softmax", 4096, 50257, torch.float16, schedule=sched, BN=4096, NW=16)
     for kind in ("layernorm", "rmsnorm"):
-        for sched in (None, "shift=1,prefetch=1"):
+        for sched in (None, "shift=2,prefetch=2,pfunroll=1"):
             be.rows(kind, 4096, 50257, torch.bfloat16, schedule=sched)
 if "raw" in only:  # not run by default: the norms' output pass with shifted weights loaded ahead
     be.rows("softmax", 4096, 50257, torch.float16)
