@@ -509,7 +509,7 @@ static void load_shifted(struct cg *g, struct access *x, LLVMValueRef addr, LLVM
 /* probe=3: the wn + 1 words from the one holding the run's first byte into u[], and the
  * run's byte offset in its first block into *s32. The word offset s / 4 is the same in
  * every thread (a uniform switch): each case reads the words it needs of the first block
- * and of the second (only when s > 0) in the widest aligned vectors, so a run takes wn + 1
+ * and of the second (only when s > 0), one 4-byte load each, so a run takes wn + 1
  * registers where load_shifted's two blocks take 2 wn, and its funnel is a byte shift of
  * neighbouring words without selects. */
 static void load_exact(struct cg *g, struct access *x, LLVMValueRef addr, LLVMValueRef *u, LLVMValueRef *s32) {
@@ -531,12 +531,11 @@ static void load_exact(struct cg *g, struct access *x, LLVMValueRef addr, LLVMVa
     int n = 0;
     for (int blk = 0; blk < 2; blk++) {
       int o = blk ? 0 : k, end = blk ? k + 1 : wn;
-      while (o < end) {
-        int p = 4;
-        while (p > 1 && (o % p || o + p > end)) p /= 2;
+      for (; o < end; o++, n++) { /* (a word at a time: a vector's registers would have to be
+                                     * consecutive, and the cases' words land in different
+                                     * ones, so ptxas would copy them at the join, waiting) */
         LLVMValueRef at = LLVMBuildAdd(g->b, a0, cg_i64(g, blk * vb + 4 * o), "");
-        load_vec_words(g, DT_I32, p, at, blk ? s0 : on, zero, got[k] + n);
-        n += p, o += p;
+        load_vec_words(g, DT_I32, 1, at, blk ? s0 : on, zero, got[k] + n);
       }
     }
     ends[k] = LLVMGetInsertBlock(g->b);
