@@ -132,12 +132,12 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   struct raw_runs *rphi = ARENA_NEWN(g->arena, struct raw_runs, nc + 1);
   struct cgval *phis = ARENA_NEWN(g->arena, struct cgval, nc + 1);
   for (uint32_t k = 0; k < nc; k++) {
-    phis[k].n = init[k]->n;
-    phis[k].r = ARENA_NEWN(g->arena, LLVMValueRef, init[k]->n);
     if (raw[k]) { /* (its registers: funnelled in the body, cg_raw_pending) */
       rphi[k] = raw_phis(g, raw[k]);
       continue;
     }
+    phis[k].n = init[k]->n;
+    phis[k].r = ARENA_NEWN(g->arena, LLVMValueRef, init[k]->n);
     for (uint32_t r = 0; r < init[k]->n; r++) phis[k].r[r] = LLVMBuildPhi(g->b, LLVMTypeOf(init[k]->r[r]), "");
   }
   LLVMValueRef zero = cg_i64(g, 0);
@@ -158,11 +158,9 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   ivv->r[0] = LLVMBuildTrunc(g->b, iv, ivt, "");
   if (ivt == g->i64) ivv->r[0] = iv;
   for (uint32_t k = 0; k < nc; k++) {
-    g->vals[body_blk->args + 1 + k] = phis[k];
-    if (raw[k]) {
-      struct cgval *v = cg_new_val(g, body_blk->args + 1 + k, init[k]->n);
-      cg_raw_pending(g, &rphi[k], body_blk->args + 1 + k, op->region, v->r);
-    }
+    ir_val a = body_blk->args + 1 + k;
+    if (raw[k]) cg_raw_pending(g, &rphi[k], a, op->region, cg_new_val(g, a, init[k]->n)->r);
+    else g->vals[a] = phis[k];
   }
   cg_gen_region(g, op->region);
   if (g->failed) return;
@@ -202,8 +200,8 @@ void cg_gen_for(struct cg *g, uint32_t id) {
   LLVMPositionBuilderAtEnd(g->b, exit);
   /* (a top-level loop's epilogue gets fresh thread coordinates: gen_block) */
   for (uint32_t k = 0; k < nc; k++) {
-    g->vals[op->res + k] = phis[k];
     if (raw[k]) cg_raw_pending(g, &rphi[k], op->res + k, op->block, cg_new_val(g, op->res + k, init[k]->n)->r);
+    else g->vals[op->res + k] = phis[k];
   }
 }
 

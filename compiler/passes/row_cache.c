@@ -228,8 +228,8 @@ void pass_row_cache(struct pass_ctx *pc) {
   if (!row_cache_applies(f)) return;
   uint32_t loads[MAX_CACHED], n;
   uint32_t first = ir_row_cache_find(f, loads, &n);
-  int64_t chunk = first ? row_cache_chunk_bytes(f, loads, n) : 0, sv;
   if (!first) return;
+  int64_t chunk = row_cache_chunk_bytes(f, loads, n), sv;
   /* the schedule's slots (rowslots=K; a loop counting up by a constant): the fill still
    * walks the whole row, U chunks in flight, and stores the first K; its loads of the
    * others bring them into L2, where the later loops read them one at a time (from DRAM

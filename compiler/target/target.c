@@ -97,6 +97,15 @@ static bool parse_regs(const char *v, short *p, short *c) {
   return true;
 }
 
+/* A count lo..hi (occupancy, rowfill, rowslots) into *out. */
+static bool parse_count(const char *v, long lo, long hi, signed char *out) {
+  char *end;
+  long u = strtol(v, &end, 10);
+  if (!*v || *end || u < lo || u > hi) return false;
+  *out = (signed char)u;
+  return true;
+}
+
 bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_t errlen) {
   tl_schedule_default(s);
   if (!text) return true;
@@ -125,22 +134,10 @@ bool tl_schedule_parse(const char *text, struct tl_schedule *s, char *err, size_
         s->shift = 2; /* shifted loads reading only the words they need */
       } else if (f < NSCHED_FLAGS) ok = parse_flag(v, sched_flag(s, f));
       else if (strcmp(k, "regs") == 0) ok = parse_regs(v, &s->producer_regs, &s->consumer_regs);
-      else if (strcmp(k, "occupancy") == 0) {
-        char *end;
-        long o = strtol(v, &end, 10);
-        ok = *v && !*end && o >= 1 && o <= 32;
-        if (ok) s->occupancy = (signed char)o;
-      } else if (strcmp(k, "rowfill") == 0) {
-        char *end;
-        long u = strtol(v, &end, 10);
-        ok = *v && !*end && u >= 1 && u <= 16;
-        if (ok) s->rowfill = (signed char)u;
-      } else if (strcmp(k, "rowslots") == 0) {
-        char *end;
-        long u = strtol(v, &end, 10);
-        ok = *v && !*end && u >= 1 && u <= 127;
-        if (ok) s->rowslots = (signed char)u;
-      } else if (strcmp(k, "cluster") == 0) {
+      else if (strcmp(k, "occupancy") == 0) ok = parse_count(v, 1, 32, &s->occupancy);
+      else if (strcmp(k, "rowfill") == 0) ok = parse_count(v, 1, 16, &s->rowfill);
+      else if (strcmp(k, "rowslots") == 0) ok = parse_count(v, 1, 127, &s->rowslots);
+      else if (strcmp(k, "cluster") == 0) {
         ok = !strcmp(v, "1") || !strcmp(v, "2") || !strcmp(v, "4") || !strcmp(v, "8");
         if (ok) s->cluster = (signed char)atoi(v);
       }
